@@ -1,0 +1,118 @@
+"""The one error hierarchy of Steadyloop.
+
+Every error the library raises on purpose derives from :class:`SteadyloopError`, so a
+caller can catch the whole family in one place. Journal errors are shared by every
+backend: a caller never needs to know which driver raised.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailable",
+    "ConflictError",
+    "CorruptionError",
+    "EncodingError",
+    "IdempotencyKeyReused",
+    "InvalidBatch",
+    "JournalClosed",
+    "JournalError",
+    "JournalLocked",
+    "SteadyloopError",
+    "UnknownBackend",
+]
+
+
+class SteadyloopError(Exception):
+    """Base class of every error Steadyloop raises on purpose."""
+
+
+class EncodingError(SteadyloopError, ValueError):
+    """A value cannot be encoded canonically.
+
+    Attributes:
+        path: Where in the value the problem is, as a JSON Pointer (``""`` is the root).
+    """
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        self.path = path
+        where = path or "/"
+        super().__init__(f"{message} (at {where})")
+
+
+class JournalError(SteadyloopError):
+    """Base class of every journal error, whichever backend raised it."""
+
+
+class UnknownBackend(JournalError, ValueError):
+    """A journal URL names a scheme no backend handles, or is malformed."""
+
+
+class InvalidBatch(JournalError, ValueError):
+    """A batch is malformed (empty, a stream twice, a bad name); nothing was written."""
+
+
+class ConflictError(JournalError):
+    """A stream's next sequence number was not the one the caller expected.
+
+    Nothing of the batch was written.
+
+    Attributes:
+        namespace: The namespace of the batch.
+        stream: The stream whose check failed.
+        expected: The sequence number the caller expected next.
+        actual: The sequence number the stream would actually give next.
+    """
+
+    def __init__(self, namespace: str, stream: str, expected: int, actual: int) -> None:
+        self.namespace = namespace
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"stream {stream!r} in namespace {namespace!r}: expected next sequence "
+            f"{expected}, but the stream is at {actual}; nothing was written"
+        )
+
+
+class IdempotencyKeyReused(ConflictError):
+    """An idempotency key was submitted again with a different batch."""
+
+    def __init__(self, namespace: str, key: str) -> None:
+        self.key = key
+        JournalError.__init__(
+            self,
+            f"idempotency key {key!r} in namespace {namespace!r} was already used for a "
+            "different batch; nothing was written",
+        )
+        self.namespace = namespace
+        self.stream = ""
+        self.expected = -1
+        self.actual = -1
+
+
+class CorruptionError(JournalError):
+    """Stored data is damaged: a garbled line, a missing batch member, a bad row.
+
+    Attributes:
+        location: Where the damage is: ``file:line`` or ``table[key]``.
+    """
+
+    def __init__(self, message: str, *, location: str) -> None:
+        self.location = location
+        super().__init__(f"{location}: {message}")
+
+
+class BackendUnavailable(JournalError):
+    """The backend cannot be reached or failed mid-operation.
+
+    When raised by ``append``, the batch was either written whole or not at all;
+    resubmitting it with the same idempotency key is safe.
+    """
+
+
+class JournalLocked(BackendUnavailable):
+    """Another writer holds the stream (or the file it lives in)."""
+
+
+class JournalClosed(JournalError):
+    """The journal was used after :meth:`close`."""

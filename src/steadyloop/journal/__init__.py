@@ -1,0 +1,48 @@
+"""The append-only journal: one protocol, several backends, chosen by URL.
+
+Example:
+    >>> import asyncio
+    >>> from steadyloop.journal import StreamWrite, open_journal
+    >>> from steadyloop.records import RecordFactory, SequentialIds, StepClock
+    >>> async def demo():
+    ...     make = RecordFactory(StepClock(), SequentialIds("r"))
+    ...     async with await open_journal("memory://") as journal:
+    ...         await journal.append("ns", [StreamWrite("s", [make("hello", {"n": 1})])])
+    ...         return [r.seq for r in await journal.read("ns", "s")]
+    >>> asyncio.run(demo())
+    [1]
+"""
+
+from steadyloop.journal._factory import DEFAULT_URL, SCHEMES, open_journal, redact_url
+from steadyloop.journal._files import FileLock, Files, fsync_directory
+from steadyloop.journal._jsonl import JSONLJournal, namespace_filename
+from steadyloop.journal._memory import MemoryJournal
+from steadyloop.journal._protocol import (
+    MAX_NAME_BYTES,
+    AppendResult,
+    Journal,
+    PreparedBatch,
+    StreamWrite,
+    check_name,
+)
+from steadyloop.journal._sqlite import SQLiteJournal
+
+__all__ = [
+    "DEFAULT_URL",
+    "MAX_NAME_BYTES",
+    "SCHEMES",
+    "AppendResult",
+    "FileLock",
+    "Files",
+    "JSONLJournal",
+    "Journal",
+    "MemoryJournal",
+    "PreparedBatch",
+    "SQLiteJournal",
+    "StreamWrite",
+    "check_name",
+    "fsync_directory",
+    "namespace_filename",
+    "open_journal",
+    "redact_url",
+]

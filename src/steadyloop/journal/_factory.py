@@ -1,0 +1,102 @@
+"""Open a journal from a URL, importing a backend's driver only when its URL is used."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from steadyloop._errors import UnknownBackend
+from steadyloop.journal._protocol import Journal
+
+__all__ = ["DEFAULT_URL", "SCHEMES", "open_journal", "redact_url"]
+
+DEFAULT_URL = "sqlite:steadyloop.db"
+"""The journal used when none is named: a SQLite file in the working directory."""
+
+# scheme -> (module, opener attribute). Server modules import their drivers lazily.
+SCHEMES: dict[str, tuple[str, str]] = {
+    "memory": ("steadyloop.journal._memory", "MemoryJournal"),
+    "jsonl": ("steadyloop.journal._jsonl", "JSONLJournal"),
+    "sqlite": ("steadyloop.journal._sqlite", "SQLiteJournal"),
+    "postgresql": ("steadyloop.journal._postgres", "PostgresJournal"),
+    "postgres": ("steadyloop.journal._postgres", "PostgresJournal"),
+    "redis": ("steadyloop.journal._redis", "RedisJournal"),
+    "mysql": ("steadyloop.journal._mysql", "MySQLJournal"),
+    "mariadb": ("steadyloop.journal._mysql", "MySQLJournal"),
+}
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` with any password replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def _local_path(url: str, scheme: str) -> str:
+    """The path of a file URL: ``scheme:///abs/path`` or ``scheme:relative/path``."""
+    rest = url[len(scheme) + 1 :]
+    rest = rest.split("?", 1)[0]
+    if rest.startswith("//"):
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost"):
+            raise UnknownBackend(
+                f"{url!r}: a {scheme} URL takes a path, not a host {parts.netloc!r}; "
+                f"write {scheme}:///absolute/path or {scheme}:relative/path"
+            )
+        path = unquote(parts.path)
+    else:
+        path = unquote(rest)
+    if not path:
+        raise UnknownBackend(f"{url!r}: the {scheme} URL names no path")
+    return os.path.expanduser(path)
+
+
+async def open_journal(url: str | None = None, **options: Any) -> Journal:
+    """Open the journal a URL names.
+
+    Supported URLs: ``memory://`` (or ``memory://NAME``), ``jsonl:///DIR``,
+    ``sqlite:///FILE`` or ``sqlite:RELATIVE_FILE`` (the default), ``postgresql://…``,
+    ``redis://…`` and ``mysql://…``. A server backend's driver is imported only when its
+    URL is opened.
+
+    Args:
+        url: The journal URL; :data:`DEFAULT_URL` when ``None``.
+        **options: Passed to the backend (for example ``files=`` for JSONL).
+
+    Raises:
+        UnknownBackend: The scheme is unknown or the URL is malformed.
+        BackendUnavailable: The backend cannot be reached or its driver is missing.
+    """
+    url = url or os.environ.get("STEADYLOOP_JOURNAL") or DEFAULT_URL
+    if not isinstance(url, str) or ":" not in url:
+        raise UnknownBackend(
+            f"{url!r} is not a journal URL; expected one of "
+            + ", ".join(f"{s}://…" for s in sorted(SCHEMES))
+        )
+    scheme = url.split(":", 1)[0].lower()
+    if scheme not in SCHEMES:
+        raise UnknownBackend(
+            f"unknown journal scheme {scheme!r} in {redact_url(url)!r}; known schemes: "
+            + ", ".join(sorted(SCHEMES))
+        )
+    module_name, attr = SCHEMES[scheme]
+    opener: Callable[..., Awaitable[Journal]]
+    cls = getattr(importlib.import_module(module_name), attr)
+    query = dict(parse_qsl(urlsplit(url).query))
+    if scheme == "memory":
+        name = url[len("memory:") :].lstrip("/").split("?", 1)[0]
+        return cls(name or None)  # type: ignore[no-any-return]
+    if scheme in ("jsonl", "sqlite"):
+        path = _local_path(url, scheme)
+        if scheme == "sqlite" and "synchronous" in query:
+            options.setdefault("synchronous", query["synchronous"])
+        opener = cls.open
+        return await opener(path, **options)
+    opener = cls.open
+    return await opener(url, **options)

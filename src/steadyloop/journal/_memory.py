@@ -1,0 +1,105 @@
+"""The in-memory backend: fast, exact, and durable in no way at all.
+
+Durability: none. Everything is lost when the process ends. ``memory://NAME`` opens a
+store shared by every journal opened with the same name in this process (so a test can
+close and reopen it); plain ``memory://`` gives a private store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from steadyloop._errors import ConflictError, IdempotencyKeyReused
+from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
+from steadyloop.records import Record, StoredRecord
+
+__all__ = ["MemoryJournal"]
+
+
+@dataclass
+class _Store:
+    streams: dict[tuple[str, str], list[StoredRecord]] = field(default_factory=dict)
+    keys: dict[tuple[str, str], tuple[str, AppendResult]] = field(default_factory=dict)
+
+
+_NAMED: dict[str, _Store] = {}
+
+
+class MemoryJournal(Journal):
+    """A journal held in this process's memory.
+
+    Durability: none; a returned append survives nothing but the process itself.
+
+    Args:
+        name: Share the store with every other journal of this name in the process;
+            ``None`` for a private store.
+    """
+
+    def __init__(self, name: str | None = None) -> None:
+        super().__init__()
+        self.url = f"memory://{name or ''}"
+        self._store = _NAMED.setdefault(name, _Store()) if name else _Store()
+        self._lock = asyncio.Lock()
+
+    @staticmethod
+    def forget(name: str) -> None:
+        """Drop a named store, as if the process had ended."""
+        _NAMED.pop(name, None)
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        store, ns = self._store, batch.namespace
+        async with self._lock:
+            key = batch.idempotency_key
+            if key is not None and (ns, key) in store.keys:
+                digest, first = store.keys[(ns, key)]
+                if digest != batch.digest:
+                    raise IdempotencyKeyReused(ns, key)
+                return AppendResult(namespace=ns, positions=first.positions, duplicate=True)
+            heads = {w.stream: len(store.streams.get((ns, w.stream), [])) for w in batch.writes}
+            for w in batch.writes:
+                if w.expected_next is not None and w.expected_next != heads[w.stream] + 1:
+                    raise ConflictError(ns, w.stream, w.expected_next, heads[w.stream] + 1)
+            positions: dict[str, tuple[int, int]] = {}
+            for w, texts in zip(batch.writes, batch.encoded, strict=True):
+                records = store.streams.setdefault((ns, w.stream), [])
+                first = len(records) + 1
+                # Store decoded copies, so a caller mutating its payload changes nothing.
+                records.extend(
+                    StoredRecord(stream=w.stream, seq=first + k, record=Record.from_json(t))
+                    for k, t in enumerate(texts)
+                )
+                positions[w.stream] = (first, len(records))
+            result = AppendResult(namespace=ns, positions=positions)
+            if key is not None:
+                store.keys[(ns, key)] = (batch.digest, result)
+            return result
+
+    async def _read(
+        self, namespace: str, stream: str, start: int, limit: int | None
+    ) -> list[StoredRecord]:
+        records = self._store.streams.get((namespace, stream), [])
+        end = None if limit is None else start - 1 + limit
+        return list(records[start - 1 : end])
+
+    async def _head(self, namespace: str, stream: str) -> int:
+        return len(self._store.streams.get((namespace, stream), []))
+
+    async def _streams(self, namespace: str) -> list[str]:
+        return [s for (ns, s), recs in self._store.streams.items() if ns == namespace and recs]
+
+    async def _namespaces(self) -> list[str]:
+        return list({ns for (ns, _), recs in self._store.streams.items() if recs})
+
+    async def _delete_stream(self, namespace: str, stream: str) -> None:
+        async with self._lock:
+            self._store.streams.pop((namespace, stream), None)
+
+    async def _delete_namespace(self, namespace: str) -> None:
+        async with self._lock:
+            for table in (self._store.streams, self._store.keys):
+                for key in [k for k in table if k[0] == namespace]:
+                    del table[key]
+
+    async def _close(self) -> None:
+        return None

@@ -1,0 +1,327 @@
+"""SQL logic shared by every SQL backend, written once.
+
+The operations are *plans*: generators that yield :class:`Query` objects and receive
+their rows back. A plan holds the whole logic of an operation (the expected-sequence
+check, the idempotency check, the inserts) and knows nothing about drivers, so the
+same plan runs on SQLite's synchronous driver and on asynchronous server drivers.
+Each dialect only supplies its quirks: the SQL text (placeholders, column types,
+row locking), how values are bound, and how driver errors are classified.
+
+Schema (prefix ``steadyloop_`` by default)::
+
+    {p}schema   (version)                                       -- migration level
+    {p}streams  (namespace, stream, head)                       -- last seq per stream
+    {p}records  (namespace, stream, seq, data)                  -- canonical JSON text
+    {p}keys     (namespace, idem_key, digest, result)           -- idempotency keys
+
+Locking: a batch locks the head rows of its streams in sorted order (so two batches
+never deadlock), checks every ``expected_next`` before writing anything, and commits
+the records, heads and key in one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from steadyloop._errors import ConflictError, CorruptionError, IdempotencyKeyReused
+from steadyloop.journal._protocol import AppendResult, PreparedBatch
+from steadyloop.records import Record, StoredRecord, canonical_json, decode
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Dialect",
+    "Plan",
+    "Query",
+    "append_plan",
+    "delete_namespace_plan",
+    "delete_stream_plan",
+    "head_plan",
+    "migrate_plan",
+    "namespaces_plan",
+    "read_plan",
+    "streams_plan",
+]
+
+SCHEMA_VERSION = 1
+"""The schema version this code writes and reads."""
+
+Row: TypeAlias = Sequence[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One statement for a runner to execute.
+
+    Attributes:
+        sql: The statement, in the dialect's placeholder style.
+        params: One parameter tuple, or a list of them when ``many`` is true.
+        many: Execute once per parameter tuple (``executemany``).
+        fetch: Whether the plan wants the rows back.
+    """
+
+    sql: str
+    params: Any = ()
+    many: bool = False
+    fetch: bool = False
+
+
+Plan: TypeAlias = Generator[Query, list[Row], Any]
+"""A generator that yields queries, receives their rows, and returns its result."""
+
+
+class Dialect:
+    """The quirks of one SQL database. Subclasses override what differs.
+
+    Attributes:
+        prefix: Table name prefix, so several journals (or test runs) share a database.
+        placeholder: The driver's parameter marker (``?`` or ``%s``).
+        name_type: Column type of namespaces, streams and keys; must compare bytes
+            exactly (no case folding, no trailing-space padding).
+        data_type: Column type of canonical JSON text.
+        int_type: A 64-bit integer type.
+        lock_suffix: Appended to the head ``SELECT`` to lock rows (``FOR UPDATE``).
+        location_name: How errors name the database, e.g. a file path.
+    """
+
+    prefix = "steadyloop_"
+    placeholder = "?"
+    name_type = "TEXT"
+    data_type = "TEXT"
+    int_type = "BIGINT"
+    lock_suffix = ""
+    location_name = "database"
+
+    def __init__(self, prefix: str | None = None) -> None:
+        if prefix is not None:
+            if not prefix.replace("_", "").isalnum() or not prefix.isascii():
+                raise ValueError(f"table prefix {prefix!r} must be ASCII letters, digits or _")
+            self.prefix = prefix
+
+    # -- text helpers -----------------------------------------------------------
+
+    def sql(self, template: str) -> str:
+        """Fill ``{p}`` with the table prefix and ``?`` with the driver's placeholder."""
+        text = template.replace("{p}", self.prefix)
+        return text.replace("?", self.placeholder) if self.placeholder != "?" else text
+
+    def bind_name(self, name: str) -> Any:
+        """Turn a name into a parameter value (MySQL binds bytes)."""
+        return name
+
+    def load_name(self, value: Any) -> str:
+        """Turn a stored name back into text."""
+        if isinstance(value, bytes | bytearray | memoryview):
+            return bytes(value).decode("utf-8")
+        return str(value)
+
+    def insert_ignore(self, table: str, columns: Sequence[str], conflict: Sequence[str]) -> str:
+        """An ``INSERT`` that does nothing when the key exists (standard SQL form)."""
+        cols = ", ".join(columns)
+        marks = ", ".join("?" for _ in columns)
+        keys = ", ".join(conflict)
+        return self.sql(
+            f"INSERT INTO {{p}}{table} ({cols}) VALUES ({marks}) ON CONFLICT ({keys}) DO NOTHING"
+        )
+
+    def create_statements(self) -> list[str]:
+        """The statements that create the schema at :data:`SCHEMA_VERSION`."""
+        n, d, i = self.name_type, self.data_type, self.int_type
+        return [
+            self.sql(
+                f"CREATE TABLE IF NOT EXISTS {{p}}streams (namespace {n} NOT NULL, "
+                f"stream {n} NOT NULL, head {i} NOT NULL, PRIMARY KEY (namespace, stream))"
+            ),
+            self.sql(
+                f"CREATE TABLE IF NOT EXISTS {{p}}records (namespace {n} NOT NULL, "
+                f"stream {n} NOT NULL, seq {i} NOT NULL, data {d} NOT NULL, "
+                "PRIMARY KEY (namespace, stream, seq))"
+            ),
+            self.sql(
+                f"CREATE TABLE IF NOT EXISTS {{p}}keys (namespace {n} NOT NULL, "
+                f"idem_key {n} NOT NULL, digest {self.name_type} NOT NULL, "
+                f"result {d} NOT NULL, PRIMARY KEY (namespace, idem_key))"
+            ),
+        ]
+
+    def location(self, table: str, **key: object) -> str:
+        """Name a row for a :class:`~steadyloop.CorruptionError`."""
+        inner = ", ".join(f"{k}={v!r}" for k, v in key.items())
+        return f"{self.location_name} table {self.prefix}{table}[{inner}]"
+
+
+def migrate_plan(d: Dialect) -> Plan:
+    """Create the schema if missing; refuse a database written by a newer version."""
+    yield Query(d.sql(f"CREATE TABLE IF NOT EXISTS {{p}}schema (version {d.int_type} NOT NULL)"))
+    rows = yield Query(d.sql("SELECT version FROM {p}schema"), fetch=True)
+    version = max((int(r[0]) for r in rows), default=0)
+    if version > SCHEMA_VERSION:
+        raise CorruptionError(
+            f"schema version {version} is newer than this steadyloop ({SCHEMA_VERSION}); "
+            "upgrade steadyloop",
+            location=d.location("schema", version=version),
+        )
+    if version < 1:
+        for statement in d.create_statements():
+            yield Query(statement)
+        yield Query(d.sql("DELETE FROM {p}schema"))
+        yield Query(d.sql("INSERT INTO {p}schema (version) VALUES (?)"), (SCHEMA_VERSION,))
+    # Future upgrades go here: `if version < 2: ...`, each step in the same transaction.
+    return None
+
+
+def append_plan(d: Dialect, batch: PreparedBatch) -> Plan:
+    """Write a batch: check the key, lock and check heads, insert, commit by the runner."""
+    ns = d.bind_name(batch.namespace)
+    if batch.idempotency_key is not None:
+        found = yield from _lookup_key(d, batch)
+        if found is not None:
+            return found
+    heads: dict[str, int] = {}
+    order = sorted(range(len(batch.writes)), key=lambda i: batch.writes[i].stream)
+    for i in order:
+        stream = batch.writes[i].stream
+        yield Query(
+            d.insert_ignore("streams", ("namespace", "stream", "head"), ("namespace", "stream")),
+            (ns, d.bind_name(stream), 0),
+        )
+        rows = yield Query(
+            d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?")
+            + d.lock_suffix,
+            (ns, d.bind_name(stream)),
+            fetch=True,
+        )
+        heads[stream] = int(rows[0][0])
+    for w in batch.writes:
+        if w.expected_next is not None and w.expected_next != heads[w.stream] + 1:
+            raise ConflictError(batch.namespace, w.stream, w.expected_next, heads[w.stream] + 1)
+    positions: dict[str, tuple[int, int]] = {}
+    rows_to_insert: list[tuple[Any, ...]] = []
+    for w, texts in zip(batch.writes, batch.encoded, strict=True):
+        first = heads[w.stream] + 1
+        positions[w.stream] = (first, first + len(texts) - 1)
+        sname = d.bind_name(w.stream)
+        rows_to_insert.extend((ns, sname, first + k, t) for k, t in enumerate(texts))
+    yield Query(
+        d.sql("INSERT INTO {p}records (namespace, stream, seq, data) VALUES (?, ?, ?, ?)"),
+        rows_to_insert,
+        many=True,
+    )
+    yield Query(
+        d.sql("UPDATE {p}streams SET head = ? WHERE namespace = ? AND stream = ?"),
+        [(last, ns, d.bind_name(s)) for s, (_, last) in positions.items()],
+        many=True,
+    )
+    result = AppendResult(namespace=batch.namespace, positions=positions)
+    if batch.idempotency_key is not None:
+        yield Query(
+            d.sql(
+                "INSERT INTO {p}keys (namespace, idem_key, digest, result) VALUES (?, ?, ?, ?)"
+            ),
+            (ns, d.bind_name(batch.idempotency_key), batch.digest, canonical_json(result.to_dict())),
+        )
+    return result
+
+
+def _lookup_key(d: Dialect, batch: PreparedBatch) -> Generator[Query, list[Row], Any]:
+    assert batch.idempotency_key is not None
+    rows = yield Query(
+        d.sql("SELECT digest, result FROM {p}keys WHERE namespace = ? AND idem_key = ?"),
+        (d.bind_name(batch.namespace), d.bind_name(batch.idempotency_key)),
+        fetch=True,
+    )
+    if not rows:
+        return None
+    digest, result = d.load_name(rows[0][0]), rows[0][1]
+    if digest != batch.digest:
+        raise IdempotencyKeyReused(batch.namespace, batch.idempotency_key)
+    return AppendResult.from_dict(decode(result), duplicate=True)
+
+
+def read_plan(d: Dialect, namespace: str, stream: str, start: int, limit: int | None) -> Plan:
+    """Read a stream from ``start``, checking that sequence numbers have no gaps."""
+    sql = "SELECT seq, data FROM {p}records WHERE namespace = ? AND stream = ? AND seq >= ? "
+    sql += "ORDER BY seq"
+    params: tuple[Any, ...] = (d.bind_name(namespace), d.bind_name(stream), start)
+    if limit is not None:
+        sql += " LIMIT ?"
+        params += (limit,)
+    rows = yield Query(d.sql(sql), params, fetch=True)
+    out: list[StoredRecord] = []
+    expected = start
+    for seq_value, data in rows:
+        seq = int(seq_value)
+        where = d.location("records", namespace=namespace, stream=stream, seq=seq)
+        if seq != expected:
+            raise CorruptionError(
+                f"sequence gap: expected {expected}, found {seq}",
+                location=d.location("records", namespace=namespace, stream=stream, seq=expected),
+            )
+        out.append(StoredRecord(stream=stream, seq=seq, record=decode_row(data, where)))
+        expected += 1
+    return out
+
+
+def decode_row(data: Any, where: str) -> Record:
+    """Decode a stored record, turning any damage into a located CorruptionError."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        data = bytes(data).decode("utf-8", errors="strict")
+    try:
+        return Record.from_json(data)
+    except (ValueError, TypeError) as exc:
+        raise CorruptionError(f"stored record does not decode: {exc}", location=where) from None
+
+
+def head_plan(d: Dialect, namespace: str, stream: str) -> Plan:
+    """Return the last sequence number of a stream."""
+    rows = yield Query(
+        d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?"),
+        (d.bind_name(namespace), d.bind_name(stream)),
+        fetch=True,
+    )
+    return int(rows[0][0]) if rows else 0
+
+
+def streams_plan(d: Dialect, namespace: str) -> Plan:
+    """List the non-empty streams of a namespace."""
+    rows = yield Query(
+        d.sql("SELECT stream FROM {p}streams WHERE namespace = ? AND head > 0"),
+        (d.bind_name(namespace),),
+        fetch=True,
+    )
+    return [d.load_name(r[0]) for r in rows]
+
+
+def namespaces_plan(d: Dialect) -> Plan:
+    """List namespaces holding a non-empty stream."""
+    rows = yield Query(
+        d.sql("SELECT DISTINCT namespace FROM {p}streams WHERE head > 0"), fetch=True
+    )
+    return [d.load_name(r[0]) for r in rows]
+
+
+def delete_stream_plan(d: Dialect, namespace: str, stream: str) -> Plan:
+    """Delete a stream's records and head."""
+    params = (d.bind_name(namespace), d.bind_name(stream))
+    yield Query(d.sql("DELETE FROM {p}records WHERE namespace = ? AND stream = ?"), params)
+    yield Query(d.sql("DELETE FROM {p}streams WHERE namespace = ? AND stream = ?"), params)
+    return None
+
+
+def delete_namespace_plan(d: Dialect, namespace: str) -> Plan:
+    """Delete everything of a namespace, keys included."""
+    params = (d.bind_name(namespace),)
+    for table in ("records", "streams", "keys"):
+        yield Query(d.sql(f"DELETE FROM {{p}}{table} WHERE namespace = ?"), params)
+    return None
+
+
+def run_sync(plan: Plan, execute: Callable[[Query], list[Row]]) -> Any:
+    """Drive a plan with a synchronous ``execute`` and return the plan's result."""
+    try:
+        query = next(plan)
+        while True:
+            query = plan.send(execute(query))
+    except StopIteration as stop:
+        return stop.value

@@ -1,0 +1,209 @@
+"""The SQLite backend, Steadyloop's embedded default.
+
+Durability: a returned ``append`` survives a process kill and power loss. The database
+runs in WAL mode with ``synchronous=FULL``, so every commit syncs the write-ahead log
+before it returns (one ``fsync`` per batch; checkpoints add an occasional one). The
+directory is synced after the database file is created. Several processes may share
+one file: writers take turns (``BEGIN IMMEDIATE`` with a busy timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from steadyloop._errors import BackendUnavailable, JournalLocked
+from steadyloop.journal._files import fsync_directory
+from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
+from steadyloop.journal._sql import (
+    Dialect,
+    Plan,
+    Query,
+    Row,
+    append_plan,
+    delete_namespace_plan,
+    delete_stream_plan,
+    head_plan,
+    migrate_plan,
+    namespaces_plan,
+    read_plan,
+    run_sync,
+    streams_plan,
+)
+from steadyloop.records import StoredRecord
+
+__all__ = ["SQLiteJournal"]
+
+T = TypeVar("T")
+
+
+class SQLiteDialect(Dialect):
+    """SQLite: ``?`` placeholders, TEXT compares bytes (BINARY collation), no row locks."""
+
+    name_type = "TEXT"
+    data_type = "TEXT"
+    int_type = "INTEGER"
+
+
+class SQLiteJournal(Journal):
+    """A journal in one SQLite file (the default backend).
+
+    Durability: survives process kill and power loss (WAL, ``synchronous=FULL``).
+
+    Args:
+        path: The database file; created with its tables if missing. ``":memory:"``
+            gives a private in-memory database that promises nothing.
+        busy_timeout: Seconds to wait for another process's write to finish.
+        synchronous: SQLite's ``synchronous`` setting. ``"FULL"`` (the default) is the
+            only setting that survives power loss; ``"NORMAL"`` survives a process kill
+            only. Weakening it is explicit, never silent.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0, synchronous: str = "FULL"
+    ) -> None:
+        super().__init__()
+        self.path = str(path)
+        self.url = f"sqlite:///{self.path}" if self.path.startswith("/") else f"sqlite:{self.path}"
+        if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA", "OFF"}:
+            raise ValueError(f"synchronous must be FULL, EXTRA, NORMAL or OFF, got {synchronous!r}")
+        self.synchronous = synchronous.upper()
+        self._dialect = SQLiteDialect()
+        self._dialect.location_name = f"sqlite file {self.path}"
+        self._busy_timeout = busy_timeout
+        # One thread owns the connection; every operation is one call on it.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyloop-sqlite")
+        self._conn: sqlite3.Connection | None = None
+
+    @classmethod
+    async def open(cls, path: str | os.PathLike[str], **options: Any) -> SQLiteJournal:
+        """Open (and create if needed) a SQLite journal.
+
+        Raises:
+            BackendUnavailable: The file's directory is missing or not writable, or the
+                file is not a database.
+        """
+        journal = cls(path, **options)
+        try:
+            await journal._call(journal._connect)
+        except BaseException:
+            journal._executor.shutdown(wait=False)
+            raise
+        return journal
+
+    def _connect(self) -> None:
+        if self.path != ":memory:":
+            parent = Path(self.path).resolve().parent
+            if not parent.is_dir():
+                raise BackendUnavailable(
+                    f"sqlite:{self.path}: directory {parent} does not exist"
+                )
+            if not os.access(parent, os.W_OK):
+                raise BackendUnavailable(f"sqlite:{self.path}: directory {parent} is not writable")
+            created = not os.path.exists(self.path)
+        else:
+            created = False
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self._busy_timeout,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            self._conn = conn
+            self._transaction(migrate_plan(self._dialect))
+        except sqlite3.DatabaseError as exc:
+            raise BackendUnavailable(f"sqlite:{self.path}: cannot open: {exc}") from exc
+        if created:
+            fsync_directory(Path(self.path).resolve().parent)
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    def _execute(self, query: Query) -> list[Row]:
+        assert self._conn is not None
+        if query.many:
+            self._conn.executemany(query.sql, query.params)
+            return []
+        cursor = self._conn.execute(query.sql, query.params)
+        return cursor.fetchall() if query.fetch else []
+
+    def _transaction(self, plan: Plan, *, write: bool = True) -> Any:
+        conn = self._conn
+        assert conn is not None
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise JournalLocked(
+                    f"sqlite:{self.path}: another writer held the database for longer than "
+                    f"{self._busy_timeout}s"
+                ) from exc
+            raise BackendUnavailable(f"sqlite:{self.path}: {exc}") from exc
+        try:
+            result = run_sync(plan, self._execute)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise BackendUnavailable(f"sqlite:{self.path}: commit failed: {exc}") from exc
+        return result
+
+    async def _run(self, plan: Plan, *, write: bool = False) -> Any:
+        try:
+            return await self._call(lambda: self._transaction(plan, write=write))
+        except sqlite3.DatabaseError as exc:
+            raise BackendUnavailable(f"sqlite:{self.path}: {exc}") from exc
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        result: AppendResult = await self._run(append_plan(self._dialect, batch), write=True)
+        return result
+
+    async def _read(
+        self, namespace: str, stream: str, start: int, limit: int | None
+    ) -> list[StoredRecord]:
+        rows: list[StoredRecord] = await self._run(
+            read_plan(self._dialect, namespace, stream, start, limit)
+        )
+        return rows
+
+    async def _head(self, namespace: str, stream: str) -> int:
+        head: int = await self._run(head_plan(self._dialect, namespace, stream))
+        return head
+
+    async def _streams(self, namespace: str) -> list[str]:
+        names: list[str] = await self._run(streams_plan(self._dialect, namespace))
+        return names
+
+    async def _namespaces(self) -> list[str]:
+        names: list[str] = await self._run(namespaces_plan(self._dialect))
+        return names
+
+    async def _delete_stream(self, namespace: str, stream: str) -> None:
+        await self._run(delete_stream_plan(self._dialect, namespace, stream), write=True)
+
+    async def _delete_namespace(self, namespace: str) -> None:
+        await self._run(delete_namespace_plan(self._dialect, namespace), write=True)
+
+    async def _close(self) -> None:
+        def close() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        try:
+            await self._call(close)
+        finally:
+            self._executor.shutdown(wait=True)

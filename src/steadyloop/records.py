@@ -1,0 +1,329 @@
+"""Typed records, their canonical encoding, and injectable clocks and id sources.
+
+A :class:`Record` is what a writer hands to the journal: a ``kind``, a JSON payload, and
+the metadata the writer sets (its id and its time). The journal adds the stream and the
+sequence number (:class:`StoredRecord`).
+
+The canonical encoding is UTF-8 JSON with sorted keys, no insignificant whitespace, no
+NaN or Infinity, integers kept exact and times as integer microseconds since the epoch.
+The same record encodes to the same bytes on every backend, which is what makes
+snapshots comparable byte for byte.
+
+Example:
+    >>> from steadyloop.records import RecordFactory, SequentialIds, StepClock
+    >>> make = RecordFactory(clock=StepClock(start=1_000_000), ids=SequentialIds("r"))
+    >>> rec = make("note", {"b": 1, "a": "x"})
+    >>> rec.to_json()
+    '{"id":"r-000001","kind":"note","payload":{"a":"x","b":1},"time":1000000}'
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from steadyloop._errors import EncodingError
+
+__all__ = [
+    "Clock",
+    "IdSource",
+    "JSONValue",
+    "RandomIds",
+    "Record",
+    "RecordFactory",
+    "SequentialIds",
+    "StepClock",
+    "StoredRecord",
+    "SystemClock",
+    "canonical_json",
+    "check_canonical",
+    "decode",
+    "encode",
+]
+
+JSONValue: TypeAlias = (
+    None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
+)
+"""A value the canonical encoding accepts."""
+
+
+def _escape_pointer(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def check_canonical(value: object, path: str = "") -> None:
+    """Check that ``value`` can be encoded canonically.
+
+    Args:
+        value: The value to check.
+        path: JSON Pointer of ``value`` inside the enclosing document, used in errors.
+
+    Raises:
+        EncodingError: If the value (or anything inside it) is not a JSON string, finite
+            number, boolean, null, list or string-keyed mapping, or holds a string that
+            is not valid Unicode (a lone surrogate). The error names the JSON Pointer.
+    """
+    # An explicit stack keeps deep documents from hitting the recursion limit.
+    stack: list[tuple[object, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if item is None or isinstance(item, bool | int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise EncodingError(f"{item!r} is not a finite number", path=where)
+            continue
+        if isinstance(item, str):
+            _check_text(item, where)
+            continue
+        if isinstance(item, list | tuple):
+            stack.extend((v, f"{where}/{i}") for i, v in enumerate(item))
+            continue
+        if isinstance(item, Mapping):
+            for key, v in item.items():
+                if not isinstance(key, str):
+                    raise EncodingError(
+                        f"mapping key {key!r} is a {type(key).__name__}, not a string",
+                        path=where,
+                    )
+                _check_text(key, where)
+                stack.append((v, f"{where}/{_escape_pointer(key)}"))
+            continue
+        raise EncodingError(
+            f"a value of type {type(item).__name__} has no canonical JSON form", path=where
+        )
+
+
+def _check_text(text: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise EncodingError(
+            f"text holds a lone surrogate at index {exc.start}, which is not valid Unicode",
+            path=where,
+        ) from None
+
+
+def canonical_json(value: object) -> str:
+    """Encode ``value`` as canonical JSON text.
+
+    Args:
+        value: A JSON-compatible value.
+
+    Returns:
+        Sorted keys, no whitespace between tokens, non-ASCII text kept as is, control
+        characters escaped.
+
+    Raises:
+        EncodingError: If the value cannot be encoded canonically.
+    """
+    check_canonical(value)
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+
+
+def encode(value: object) -> bytes:
+    """Encode ``value`` as canonical UTF-8 JSON bytes (see :func:`canonical_json`)."""
+    return canonical_json(value).encode("utf-8")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in canonical JSON")
+
+
+def decode(data: bytes | str) -> Any:
+    """Decode canonical JSON, refusing NaN and Infinity.
+
+    Raises:
+        ValueError: If the text is not JSON, or holds NaN or Infinity.
+    """
+    return json.loads(data, parse_constant=_reject_constant)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One immutable journal record, as the writer made it.
+
+    Attributes:
+        kind: What the record means, for example ``"loop.intent"``.
+        payload: The record's content; must be canonically encodable.
+        id: A writer-chosen id, unique within the record's stream.
+        time: When the writer made it, in integer microseconds since the epoch.
+    """
+
+    kind: str
+    payload: Mapping[str, JSONValue]
+    id: str
+    time: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, str) or not self.kind:
+            raise EncodingError(f"record kind must be a non-empty string, got {self.kind!r}")
+        if not isinstance(self.id, str) or not self.id:
+            raise EncodingError(f"record id must be a non-empty string, got {self.id!r}")
+        if isinstance(self.time, bool) or not isinstance(self.time, int):
+            raise EncodingError(
+                f"record time must be integer microseconds, got {type(self.time).__name__}",
+                path="/time",
+            )
+        if not isinstance(self.payload, Mapping):
+            raise EncodingError("record payload must be a mapping", path="/payload")
+        check_canonical(self.kind, "/kind")
+        check_canonical(self.id, "/id")
+        check_canonical(self.payload, "/payload")
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Return the record as a plain JSON object."""
+        return {"id": self.id, "kind": self.kind, "payload": dict(self.payload), "time": self.time}
+
+    def to_json(self) -> str:
+        """Return the record's canonical JSON text."""
+        return canonical_json(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Record:
+        """Rebuild a record from :meth:`to_dict` output.
+
+        Raises:
+            EncodingError: If a field is missing or has the wrong type.
+        """
+        try:
+            return cls(
+                kind=data["kind"], payload=data["payload"], id=data["id"], time=data["time"]
+            )
+        except KeyError as exc:
+            raise EncodingError(f"record field {exc.args[0]!r} is missing") from None
+
+    @classmethod
+    def from_json(cls, text: bytes | str) -> Record:
+        """Rebuild a record from its canonical JSON text."""
+        data = decode(text)
+        if not isinstance(data, dict):
+            raise EncodingError("a record must be a JSON object")
+        return cls.from_dict(data)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A record as the journal holds it: with its stream and sequence number.
+
+    Attributes:
+        stream: The stream the record belongs to.
+        seq: Its position in the stream, counting from 1 without gaps.
+        record: The record itself.
+    """
+
+    stream: str
+    seq: int
+    record: Record
+
+    @property
+    def kind(self) -> str:
+        """The record's kind."""
+        return self.record.kind
+
+    @property
+    def payload(self) -> Mapping[str, JSONValue]:
+        """The record's payload."""
+        return self.record.payload
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """A source of time in integer microseconds since the epoch."""
+
+    def now_us(self) -> int:
+        """Return the current time in microseconds."""
+        ...
+
+
+@runtime_checkable
+class IdSource(Protocol):
+    """A source of unique ids."""
+
+    def new_id(self) -> str:
+        """Return an id never returned before by this source."""
+        ...
+
+
+class SystemClock:
+    """The wall clock, in microseconds."""
+
+    def now_us(self) -> int:
+        """Return the wall-clock time in microseconds since the epoch."""
+        return time.time_ns() // 1000
+
+
+class StepClock:
+    """A deterministic clock that advances by a fixed step on every reading.
+
+    Args:
+        start: The first reading, in microseconds.
+        step: How much each reading adds, in microseconds.
+    """
+
+    def __init__(self, start: int = 1_700_000_000_000_000, step: int = 1_000) -> None:
+        self._next = start
+        self._step = step
+        self._lock = threading.Lock()
+
+    def now_us(self) -> int:
+        """Return the next reading."""
+        with self._lock:
+            value = self._next
+            self._next += self._step
+            return value
+
+
+class RandomIds:
+    """Random ids (UUID4, hex), for production use."""
+
+    def new_id(self) -> str:
+        """Return a fresh random id."""
+        return uuid.uuid4().hex
+
+
+class SequentialIds:
+    """Deterministic ids ``{prefix}-000001``, ``{prefix}-000002``, … for tests and notebooks.
+
+    Args:
+        prefix: The text before the counter.
+        start: The first counter value.
+    """
+
+    def __init__(self, prefix: str = "id", start: int = 1) -> None:
+        self._prefix = prefix
+        self._counter = itertools.count(start)
+        self._lock = threading.Lock()
+
+    def new_id(self) -> str:
+        """Return the next id."""
+        with self._lock:
+            return f"{self._prefix}-{next(self._counter):06d}"
+
+
+class RecordFactory:
+    """Makes records with an injected clock and id source.
+
+    Args:
+        clock: Where times come from; the wall clock by default.
+        ids: Where ids come from; random UUIDs by default.
+    """
+
+    def __init__(self, clock: Clock | None = None, ids: IdSource | None = None) -> None:
+        self.clock: Clock = clock or SystemClock()
+        self.ids: IdSource = ids or RandomIds()
+
+    def __call__(self, kind: str, payload: Mapping[str, JSONValue] | None = None) -> Record:
+        """Make a record of ``kind`` with ``payload``, stamped with a new id and time."""
+        return Record(
+            kind=kind, payload=dict(payload or {}), id=self.ids.new_id(), time=self.clock.now_us()
+        )
