@@ -8,6 +8,7 @@ backend: a caller never needs to know which driver raised.
 from __future__ import annotations
 
 __all__ = [
+    "AgentLoadError",
     "BackendUnavailable",
     "ConflictError",
     "CorruptionError",
@@ -17,6 +18,12 @@ __all__ = [
     "JournalClosed",
     "JournalError",
     "JournalLocked",
+    "LoopError",
+    "RunBusy",
+    "RunFinished",
+    "RunNotFound",
+    "SessionError",
+    "SessionNotFound",
     "SteadyloopError",
     "UnknownBackend",
 ]
@@ -99,6 +106,7 @@ class CorruptionError(JournalError):
 
     def __init__(self, message: str, *, location: str) -> None:
         self.location = location
+        self.detail = message
         super().__init__(f"{location}: {message}")
 
 
@@ -116,3 +124,31 @@ class JournalLocked(BackendUnavailable):
 
 class JournalClosed(JournalError):
     """The journal was used after :meth:`close`."""
+
+
+class SessionError(SteadyloopError):
+    """Base class of session errors (bad events, bad state keys, failed summaries)."""
+
+
+class SessionNotFound(SessionError, LookupError):
+    """No session with the given app, user and id exists."""
+
+
+class LoopError(SteadyloopError):
+    """Base class of errors from running or resuming an agent loop."""
+
+
+class RunNotFound(LoopError, LookupError):
+    """No run with the given id exists in the journal."""
+
+
+class RunFinished(LoopError):
+    """The run already ended (its end-of-run record is written); it cannot be resumed."""
+
+
+class RunBusy(LoopError):
+    """Another process (or task) is driving this run right now."""
+
+
+class AgentLoadError(LoopError, ImportError):
+    """An agent given as ``module:attribute`` could not be imported or is not an agent."""

@@ -32,6 +32,8 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 from steadyloop._errors import EncodingError
 
 __all__ = [
+    "INTENT_KIND",
+    "RESULT_KIND",
     "Clock",
     "IdSource",
     "JSONValue",
@@ -47,6 +49,14 @@ __all__ = [
     "decode",
     "encode",
 ]
+
+INTENT_KIND = "effect.intent"
+"""Kind of the record written, and made durable, before an external effect.
+
+Its payload carries ``intent_id`` (unique in the namespace) and ``policy``."""
+
+RESULT_KIND = "effect.result"
+"""Kind of the record written after an external effect; payload carries ``intent_id``."""
 
 JSONValue: TypeAlias = (
     None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]

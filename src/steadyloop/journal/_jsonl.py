@@ -451,8 +451,13 @@ class JSONLJournal(Journal):
                     "header does not parse", location=f"{self.directory}/{entry}:1"
                 ) from None
             namespace = header.get("namespace") if isinstance(header, dict) else None
-            if isinstance(namespace, str) and any(self._state(namespace).streams.values()):
-                names.append(namespace)
+            if not isinstance(namespace, str):
+                continue
+            try:
+                if any(self._state(namespace).streams.values()):
+                    names.append(namespace)
+            except CorruptionError:
+                names.append(namespace)  # damaged, but it holds something: list it
         return names
 
     def torn_tail(self, namespace: str) -> str | None:

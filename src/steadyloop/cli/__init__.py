@@ -1,0 +1,26 @@
+"""The ``steadyloop`` command line.
+
+Each command group lives in its own private module and is registered here.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from steadyloop.cli._journal import journal_app
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="steadyloop",
+    help="Keep LLM-agent runs trustworthy: inspect journals, run and resume agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+app.add_typer(journal_app, name="journal")
+
+
+def main() -> None:
+    """Entry point of the ``steadyloop`` console script."""
+    app()

@@ -1,0 +1,174 @@
+"""``steadyloop journal``: show a journal's records and check its integrity."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from steadyloop._errors import CorruptionError
+from steadyloop.cli._common import EXIT_PROBLEM, console, run_async
+from steadyloop.journal import JSONLJournal, Journal, open_journal, redact_url
+from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord
+
+__all__ = ["Finding", "diagnose", "journal_app"]
+
+journal_app = typer.Typer(help="Inspect a journal: show its records, check its integrity.")
+
+URL_ARG = typer.Argument(help="Journal URL, e.g. sqlite:runs.db or jsonl:///var/lib/runs.")
+
+
+def _time(us: int) -> str:
+    stamp = dt.datetime.fromtimestamp(us / 1_000_000, tz=dt.UTC)
+    return stamp.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _short(value: object, width: int = 80) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@journal_app.command("show")
+def show(
+    url: Annotated[str, URL_ARG],
+    stream: Annotated[str | None, typer.Argument(help="Only this stream.")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only this namespace.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one canonical JSON object per record.")
+    ] = False,
+) -> None:
+    """Print the records of a journal, stream by stream, in sequence order."""
+    run_async(_show, url, stream, namespace, as_json)
+
+
+async def _show(url: str, stream: str | None, namespace: str | None, as_json: bool) -> None:
+    async with await open_journal(url) as journal:
+        namespaces = [namespace] if namespace else await journal.namespaces()
+        shown = 0
+        for ns in namespaces:
+            streams = await journal.streams(ns)
+            for name in [s for s in streams if stream is None or s == stream]:
+                records = await journal.read(ns, name)
+                shown += len(records)
+                if as_json:
+                    for r in records:
+                        line = {"namespace": ns, "stream": name, "seq": r.seq, **r.record.to_dict()}
+                        console.print_json(json.dumps(line, ensure_ascii=False), indent=None)
+                    continue
+                table = Table(title=f"{ns} / {name}", title_justify="left", expand=False)
+                for col in ("seq", "time (UTC)", "kind", "id", "payload"):
+                    table.add_column(col, overflow="fold")
+                for r in records:
+                    table.add_row(
+                        str(r.seq), _time(r.record.time), r.kind, r.record.id, _short(r.payload)
+                    )
+                console.print(table)
+        if not shown and not as_json:
+            console.print(f"no records in {redact_url(url)}")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing ``doctor`` noticed.
+
+    Attributes:
+        severity: ``"error"`` (the journal is damaged) or ``"warning"``.
+        what: A short code: ``corruption``, ``torn-tail``, ``open-intent``.
+        location: Where: file and line, table and key, or namespace/stream/seq.
+        detail: What exactly was found.
+    """
+
+    severity: str
+    what: str
+    location: str
+    detail: str
+
+
+async def diagnose(journal: Journal) -> list[Finding]:
+    """Check every stream of a journal and return what was found.
+
+    Looks for corruption (unreadable records, sequence gaps, broken batches), torn
+    tails of file backends, and intents without a result (an effect that may or may
+    not have happened: resuming such a run must decide, not guess).
+    """
+    findings: list[Finding] = []
+    for ns in await journal.namespaces():
+        if isinstance(journal, JSONLJournal):
+            torn = journal.torn_tail(ns) if _readable(journal, ns) else None
+            if torn:
+                findings.append(
+                    Finding("warning", "torn-tail", torn.split(": ", 1)[0], torn.split(": ", 1)[1]
+                            + "; it is ignored on read and cut before the next append")
+                )
+        try:
+            streams = await journal.streams(ns)
+        except CorruptionError as exc:
+            findings.append(Finding("error", "corruption", exc.location, exc.detail))
+            continue
+        for name in streams:
+            try:
+                records = await journal.read(ns, name)
+            except CorruptionError as exc:
+                findings.append(Finding("error", "corruption", exc.location, exc.detail))
+                continue
+            findings.extend(_open_intents(ns, name, records))
+    return findings
+
+
+def _readable(journal: JSONLJournal, namespace: str) -> bool:
+    try:
+        journal.torn_tail(namespace)
+    except CorruptionError:
+        return False
+    return True
+
+
+def _open_intents(ns: str, stream: str, records: list[StoredRecord]) -> list[Finding]:
+    open_: dict[str, StoredRecord] = {}
+    for r in records:
+        intent_id = r.payload.get("intent_id")
+        if r.kind == INTENT_KIND and isinstance(intent_id, str):
+            open_[intent_id] = r
+        elif r.kind == RESULT_KIND and isinstance(intent_id, str):
+            open_.pop(intent_id, None)
+    return [
+        Finding(
+            "warning",
+            "open-intent",
+            f"{ns}/{stream}#{r.seq}",
+            f"intent {iid!r} ({_short(dict(r.payload), 60)}) has no result: "
+            "the effect may or may not have happened",
+        )
+        for iid, r in open_.items()
+    ]
+
+
+@journal_app.command("doctor")
+def doctor(url: Annotated[str, URL_ARG]) -> None:
+    """Check a journal's integrity; exit 1 if it is corrupted, 2 if it cannot be opened."""
+    findings = run_async(_doctor, url)
+    if not findings:
+        console.print(f"[green]ok[/green]: {redact_url(url)} has no problems")
+        return
+    table = Table(title=f"doctor: {redact_url(url)}", title_justify="left")
+    for col in ("severity", "what", "location", "detail"):
+        table.add_column(col, overflow="fold")
+    for f in findings:
+        colour = "red" if f.severity == "error" else "yellow"
+        table.add_row(f"[{colour}]{f.severity}[/{colour}]", f.what, f.location, f.detail)
+    console.print(table)
+    errors = sum(f.severity == "error" for f in findings)
+    console.print(f"{errors} error(s), {len(findings) - errors} warning(s)")
+    if errors:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+async def _doctor(url: str) -> list[Finding]:
+    async with await open_journal(url) as journal:
+        return await diagnose(journal)
