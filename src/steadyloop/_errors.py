@@ -23,6 +23,7 @@ __all__ = [
     "RunFinished",
     "RunNotFound",
     "SessionError",
+    "SessionExists",
     "SessionNotFound",
     "SteadyloopError",
     "UnknownBackend",
@@ -132,6 +133,10 @@ class SessionError(SteadyloopError):
 
 class SessionNotFound(SessionError, LookupError):
     """No session with the given app, user and id exists."""
+
+
+class SessionExists(SessionError):
+    """A session with the given app, user and id already exists; nothing was written."""
 
 
 class LoopError(SteadyloopError):
