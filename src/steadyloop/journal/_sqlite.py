@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from steadyloop._errors import BackendUnavailable, JournalLocked
+from steadyloop._errors import BackendUnavailable, CorruptionError, JournalLocked
 from steadyloop.journal._files import fsync_directory
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
 from steadyloop.journal._sql import (
@@ -47,6 +47,14 @@ class SQLiteDialect(Dialect):
     name_type = "TEXT"
     data_type = "TEXT"
     int_type = "INTEGER"
+
+
+def _classify(exc: sqlite3.DatabaseError, path: str, doing: str) -> Exception:
+    """Damaged files are corruption (naming the file); anything else is unavailability."""
+    text = str(exc)
+    if "not a database" in text or "malformed" in text:
+        return CorruptionError(f"the database is damaged: {text}", location=f"sqlite file {path}")
+    return BackendUnavailable(f"sqlite:{path}: {doing}: {text}")
 
 
 class SQLiteJournal(Journal):
@@ -120,7 +128,10 @@ class SQLiteJournal(Journal):
             self._conn = conn
             self._transaction(migrate_plan(self._dialect))
         except sqlite3.DatabaseError as exc:
-            raise BackendUnavailable(f"sqlite:{self.path}: cannot open: {exc}") from exc
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            raise _classify(exc, self.path, "cannot open") from exc
         if created:
             fsync_directory(Path(self.path).resolve().parent)
 
@@ -165,7 +176,7 @@ class SQLiteJournal(Journal):
         try:
             return await self._call(lambda: self._transaction(plan, write=write))
         except sqlite3.DatabaseError as exc:
-            raise BackendUnavailable(f"sqlite:{self.path}: {exc}") from exc
+            raise _classify(exc, self.path, "failed") from exc
 
     async def _append(self, batch: PreparedBatch) -> AppendResult:
         result: AppendResult = await self._run(append_plan(self._dialect, batch), write=True)
