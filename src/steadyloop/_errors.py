@@ -19,6 +19,7 @@ __all__ = [
     "JournalError",
     "JournalLocked",
     "LoopError",
+    "ModelError",
     "RunBusy",
     "RunFinished",
     "RunNotFound",
@@ -153,6 +154,10 @@ class RunFinished(LoopError):
 
 class RunBusy(LoopError):
     """Another process (or task) is driving this run right now."""
+
+
+class ModelError(LoopError):
+    """A model call failed: the API refused it, kept failing, or answered nonsense."""
 
 
 class AgentLoadError(LoopError, ImportError):
