@@ -187,8 +187,7 @@ def append_plan(d: Dialect, batch: PreparedBatch) -> Plan:
             (ns, d.bind_name(stream), 0),
         )
         rows = yield Query(
-            d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?")
-            + d.lock_suffix,
+            d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?") + d.lock_suffix,
             (ns, d.bind_name(stream)),
             fetch=True,
         )
@@ -216,10 +215,13 @@ def append_plan(d: Dialect, batch: PreparedBatch) -> Plan:
     result = AppendResult(namespace=batch.namespace, positions=positions)
     if batch.idempotency_key is not None:
         yield Query(
-            d.sql(
-                "INSERT INTO {p}keys (namespace, idem_key, digest, result) VALUES (?, ?, ?, ?)"
+            d.sql("INSERT INTO {p}keys (namespace, idem_key, digest, result) VALUES (?, ?, ?, ?)"),
+            (
+                ns,
+                d.bind_name(batch.idempotency_key),
+                batch.digest,
+                canonical_json(result.to_dict()),
             ),
-            (ns, d.bind_name(batch.idempotency_key), batch.digest, canonical_json(result.to_dict())),
         )
     return result
 
@@ -304,6 +306,13 @@ def namespaces_plan(d: Dialect) -> Plan:
 def delete_stream_plan(d: Dialect, namespace: str, stream: str) -> Plan:
     """Delete a stream's records and head."""
     params = (d.bind_name(namespace), d.bind_name(stream))
+    # Lock the head first, so an append in flight on this stream finishes (or waits)
+    # before the records go; otherwise its records could outlive the head row.
+    yield Query(
+        d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?") + d.lock_suffix,
+        params,
+        fetch=True,
+    )
     yield Query(d.sql("DELETE FROM {p}records WHERE namespace = ? AND stream = ?"), params)
     yield Query(d.sql("DELETE FROM {p}streams WHERE namespace = ? AND stream = ?"), params)
     return None
@@ -312,6 +321,11 @@ def delete_stream_plan(d: Dialect, namespace: str, stream: str) -> Plan:
 def delete_namespace_plan(d: Dialect, namespace: str) -> Plan:
     """Delete everything of a namespace, keys included."""
     params = (d.bind_name(namespace),)
+    yield Query(
+        d.sql("SELECT stream FROM {p}streams WHERE namespace = ? ORDER BY stream") + d.lock_suffix,
+        params,
+        fetch=True,
+    )
     for table in ("records", "streams", "keys"):
         yield Query(d.sql(f"DELETE FROM {{p}}{table} WHERE namespace = ?"), params)
     return None
