@@ -1,0 +1,294 @@
+"""The PostgreSQL backend: the shared SQL plans on psycopg 3, async and pooled.
+
+URL: ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?prefix=P&pool_size=N&…]``
+(``postgres://`` works too). ``prefix`` names the tables (``steadyloop_`` by default),
+so several journals share one database; ``pool_size`` caps the connection pool
+(10). Every other query parameter is passed to libpq (``sslmode``, ``connect_timeout``,
+``application_name``, …).
+
+Durability: a returned ``append`` has been committed, so it survives whatever the
+server's configuration makes a commit survive. With PostgreSQL's defaults
+(``fsync=on``, ``synchronous_commit=on``) that is a crash of the server process, of
+this process and of the machine (power loss), because the commit record was flushed
+to the write-ahead log before the server acknowledged it. A server configured with
+``fsync=off`` or ``synchronous_commit=off`` loses recently acknowledged batches in a
+server crash; :attr:`PostgresJournal.server_settings` shows what the server said. With
+synchronous replication (``synchronous_standby_names``) an acknowledged batch also
+survives the loss of the primary.
+
+Concurrency: each operation is one transaction on a pooled connection. A batch locks
+the head rows of its streams (``SELECT … FOR UPDATE``) in code-point order, so writers
+on one stream queue up behind each other while writers on different streams run in
+parallel. A transaction the server refuses — a serialisation failure, a deadlock, or
+two submissions of one idempotency key racing to insert it — is run again from the
+start, a bounded number of times; the rerun of the losing submission finds the
+winner's key and returns its result with ``duplicate=True``.
+
+Failure: a lost connection (server restart, ``pg_terminate_backend``, network) raises
+:class:`~steadyloop.BackendUnavailable`. An uncommitted transaction is rolled back by
+the server, so the batch is all or nothing; if the connection died during ``COMMIT``
+the caller cannot know which, and resubmitting with the same idempotency key is safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from steadyloop._errors import BackendUnavailable, UnknownBackend
+from steadyloop.journal._factory import redact_url
+from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
+from steadyloop.journal._sql import (
+    Dialect,
+    Plan,
+    Query,
+    Row,
+    append_plan,
+    delete_namespace_plan,
+    delete_stream_plan,
+    head_plan,
+    migrate_plan,
+    namespaces_plan,
+    read_plan,
+    streams_plan,
+)
+from steadyloop.journal._sql_async import RetryPolicy, retry_transaction, run_async
+from steadyloop.records import StoredRecord
+
+try:
+    import psycopg
+    from psycopg import AsyncConnection
+    from psycopg import errors as pg_errors
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise BackendUnavailable(
+        "the PostgreSQL driver is missing; install steadyloop[postgres] (psycopg and psycopg-pool)"
+    ) from exc
+
+__all__ = ["PostgresDialect", "PostgresJournal"]
+
+# Query parameters Steadyloop reads itself; the rest of the URL goes to libpq.
+_OWN_OPTIONS = ("prefix", "pool_size", "retries")
+
+
+class PostgresDialect(Dialect):
+    r"""PostgreSQL: ``%s`` placeholders, names in the byte-order ``"C"`` collation, row locks.
+
+    ``TEXT COLLATE "C"`` compares names byte for byte (no case folding, no padding), and
+    sorts them in code-point order, the order in which a batch locks its streams.
+    Records are the canonical JSON text (a NUL character is escaped as ``\u0000`` in
+    JSON text, so ``TEXT``, which cannot hold NUL, stores every record).
+    """
+
+    placeholder = "%s"
+    name_type = 'TEXT COLLATE "C"'
+    data_type = "TEXT"
+    int_type = "BIGINT"
+    lock_suffix = " FOR UPDATE"
+    location_name = "postgresql"
+
+
+def _split_url(url: str) -> tuple[str, dict[str, str]]:
+    """Split a journal URL into the libpq connection URL and Steadyloop's own options."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise UnknownBackend(f"{redact_url(url)!r} is not a postgresql:// URL")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own = {k: v for k, v in query if k in _OWN_OPTIONS}
+    rest = [(k, v) for k, v in query if k not in _OWN_OPTIONS]
+    conninfo = parts._replace(scheme="postgresql", query=urlencode(rest)).geturl()
+    return conninfo, own
+
+
+def _lock_id(prefix: str) -> int:
+    """A signed 64-bit advisory lock id for migrating the tables of ``prefix``."""
+    digest = hashlib.sha256(f"steadyloop migrate {prefix}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class PostgresJournal(Journal):
+    """A journal in a PostgreSQL database, shared by every process that opens its URL.
+
+    Durability: what a commit survives on the server — with the defaults (``fsync=on``,
+    ``synchronous_commit=on``), a crash of either process and power loss of the server
+    machine. See the module documentation.
+
+    Args:
+        url: A ``postgresql://`` URL (its ``prefix``, ``pool_size`` and ``retries``
+            query parameters are read here; keyword arguments override them).
+        prefix: Table name prefix (ASCII letters, digits, ``_``); ``steadyloop_``.
+        pool_size: Most connections held open at once.
+        retries: Most attempts of a transaction the server refuses (serialisation
+            failure, deadlock, a racing idempotency key).
+        connect_timeout: Seconds to wait for the server when connecting.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str | None = None,
+        pool_size: int | None = None,
+        retries: int | None = None,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        super().__init__()
+        self._conninfo, own = _split_url(url)
+        self.url = redact_url(url)
+        try:
+            self.pool_size = int(pool_size if pool_size is not None else own.get("pool_size", 10))
+            attempts = int(retries if retries is not None else own.get("retries", 10))
+        except ValueError as exc:
+            raise UnknownBackend(f"{self.url}: bad option: {exc}") from None
+        if self.pool_size < 1:
+            raise UnknownBackend(f"{self.url}: pool_size must be >= 1")
+        try:
+            self._dialect = PostgresDialect(prefix if prefix is not None else own.get("prefix"))
+        except ValueError as exc:
+            raise UnknownBackend(f"{self.url}: {exc}") from None
+        self._dialect.location_name = f"postgresql {redact_url(self._conninfo)}"
+        self._policy = RetryPolicy(attempts=max(1, attempts))
+        self._connect_timeout = connect_timeout
+        self._pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] | None = None
+        self.server_settings: dict[str, str] = {}
+        """The server's ``fsync``, ``synchronous_commit`` and ``server_version``, read at open."""
+
+    @property
+    def prefix(self) -> str:
+        """The table name prefix."""
+        return self._dialect.prefix
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> PostgresJournal:
+        """Connect, create or check the tables, and return the journal.
+
+        Raises:
+            BackendUnavailable: The server cannot be reached, refuses the login, or
+                psycopg is not installed.
+            CorruptionError: The tables were written by a newer Steadyloop.
+        """
+        journal = cls(url, **options)
+        await journal._connect()
+        return journal
+
+    async def _connect(self) -> None:
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in self._conninfo:
+            kwargs["connect_timeout"] = max(1, round(self._connect_timeout))
+        try:
+            conn = await AsyncConnection.connect(self._conninfo, **kwargs)
+        except psycopg.Error as exc:
+            raise BackendUnavailable(f"{self.url}: cannot connect: {exc}".strip()) from exc
+        try:
+            async with conn:
+                # Concurrent first opens take turns: CREATE TABLE IF NOT EXISTS is not
+                # safe to race in PostgreSQL. The lock ends with the transaction.
+                async with conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_id(self.prefix),))
+                    await run_async(migrate_plan(self._dialect), lambda q: self._execute(conn, q))
+                cur = await conn.execute(
+                    "SELECT current_setting('fsync'), current_setting('synchronous_commit'), "
+                    "current_setting('server_version')"
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                self.server_settings = dict(
+                    zip(("fsync", "synchronous_commit", "server_version"), row, strict=True)
+                )
+        except psycopg.Error as exc:
+            raise BackendUnavailable(f"{self.url}: cannot prepare the tables: {exc}") from exc
+        pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] = AsyncConnectionPool(
+            self._conninfo,
+            kwargs=kwargs,
+            min_size=1,
+            max_size=self.pool_size,
+            open=False,
+            name=f"steadyloop-{self.prefix}",
+            timeout=max(self._connect_timeout, 30.0),
+        )
+        try:
+            await pool.open(wait=True, timeout=self._connect_timeout)
+        except psycopg.Error as exc:
+            await pool.close()
+            raise BackendUnavailable(f"{self.url}: cannot open a connection pool: {exc}") from exc
+        self._pool = pool
+
+    # -- running plans ----------------------------------------------------------------
+
+    @staticmethod
+    async def _execute(conn: AsyncConnection[tuple[Any, ...]], query: Query) -> list[Row]:
+        async with conn.cursor() as cur:
+            if query.many:
+                await cur.executemany(query.sql, query.params)
+                return []
+            await cur.execute(query.sql, query.params)
+            return list(await cur.fetchall()) if query.fetch else []
+
+    @staticmethod
+    def _retryable(exc: BaseException) -> bool:
+        return isinstance(
+            exc,
+            pg_errors.SerializationFailure | pg_errors.DeadlockDetected | pg_errors.UniqueViolation,
+        )
+
+    async def _run(self, make_plan: Callable[[], Plan], *, write: bool = False) -> Any:
+        """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
+        pool = self._pool
+        assert pool is not None
+
+        async def attempt() -> Any:
+            async with pool.connection() as conn:
+                if not write:
+                    return await run_async(make_plan(), lambda q: self._execute(conn, q))
+                # Pipeline mode sends statements whose rows the plan does not need
+                # without waiting for each reply: one round trip per fetched query.
+                async with conn.pipeline(), conn.transaction():
+                    return await run_async(make_plan(), lambda q: self._execute(conn, q))
+
+        try:
+            return await retry_transaction(attempt, self._retryable, self._policy)
+        except psycopg.Error as exc:
+            raise BackendUnavailable(
+                f"{self.url}: {type(exc).__name__}: {str(exc).strip() or 'connection failed'}"
+            ) from exc
+
+    # -- backend hooks ----------------------------------------------------------------
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        result: AppendResult = await self._run(
+            lambda: append_plan(self._dialect, batch), write=True
+        )
+        return result
+
+    async def _read(
+        self, namespace: str, stream: str, start: int, limit: int | None
+    ) -> list[StoredRecord]:
+        rows: list[StoredRecord] = await self._run(
+            lambda: read_plan(self._dialect, namespace, stream, start, limit)
+        )
+        return rows
+
+    async def _head(self, namespace: str, stream: str) -> int:
+        head: int = await self._run(lambda: head_plan(self._dialect, namespace, stream))
+        return head
+
+    async def _streams(self, namespace: str) -> list[str]:
+        names: list[str] = await self._run(lambda: streams_plan(self._dialect, namespace))
+        return names
+
+    async def _namespaces(self) -> list[str]:
+        names: list[str] = await self._run(lambda: namespaces_plan(self._dialect))
+        return names
+
+    async def _delete_stream(self, namespace: str, stream: str) -> None:
+        await self._run(lambda: delete_stream_plan(self._dialect, namespace, stream), write=True)
+
+    async def _delete_namespace(self, namespace: str) -> None:
+        await self._run(lambda: delete_namespace_plan(self._dialect, namespace), write=True)
+
+    async def _close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()

@@ -1,0 +1,101 @@
+"""Drive the shared SQL plans of :mod:`steadyloop.journal._sql` with an async driver.
+
+The plans are driver-free generators; :func:`run_sync` drives them on SQLite's
+synchronous driver, and :func:`run_async` here drives them on the server drivers
+(psycopg, asyncmy). The transaction around a plan, and what to do when the database
+refuses it, is each backend's business; :func:`retry_transaction` holds the loop they
+share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from steadyloop.journal._sql import Plan, Query, Row
+
+__all__ = ["RetryPolicy", "retry_transaction", "run_async"]
+
+T = TypeVar("T")
+
+
+async def run_async(plan: Plan, execute: Callable[[Query], Awaitable[list[Row]]]) -> Any:
+    """Drive a plan with an asynchronous ``execute`` and return the plan's result.
+
+    Args:
+        plan: A plan from :mod:`steadyloop.journal._sql`.
+        execute: Runs one query and returns its rows (an empty list when the query
+            does not fetch).
+
+    Returns:
+        Whatever the plan returns.
+    """
+    try:
+        query = next(plan)
+        while True:
+            rows = await execute(query)
+            query = plan.send(rows)
+    except StopIteration as stop:
+        return stop.value
+    finally:
+        plan.close()
+
+
+class RetryPolicy:
+    """How often, and how patiently, a refused transaction is run again.
+
+    Attributes:
+        attempts: The most times a plan is run, counting the first.
+        base_delay: The first pause in seconds; it doubles after each refusal, with
+            random jitter so that two refused transactions do not collide again.
+        max_delay: The longest pause.
+    """
+
+    def __init__(
+        self, attempts: int = 10, base_delay: float = 0.002, max_delay: float = 0.2
+    ) -> None:
+        if attempts < 1:
+            raise ValueError(f"attempts must be >= 1, got {attempts}")
+        self.attempts = attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+
+    def delay(self, attempt: int) -> float:
+        """The pause before attempt number ``attempt + 1`` (``attempt`` counts from 1)."""
+        ceiling = min(self.max_delay, self.base_delay * (2 ** (attempt - 1)))
+        return random.uniform(ceiling / 2, ceiling)
+
+
+async def retry_transaction(
+    attempt: Callable[[], Awaitable[T]],
+    should_retry: Callable[[BaseException], bool],
+    policy: RetryPolicy,
+) -> T:
+    """Run ``attempt`` until it succeeds, a non-retryable error occurs, or attempts run out.
+
+    ``attempt`` must run a whole transaction from a fresh plan each time: a retried
+    transaction starts from scratch, so the database's refusal (a serialisation
+    failure, a deadlock, a concurrent insert of the same idempotency key) leaves
+    nothing behind and the rerun sees the winner's committed work.
+
+    Args:
+        attempt: Runs one transaction.
+        should_retry: Whether an error from ``attempt`` is a refusal worth retrying.
+        policy: How many attempts and what pauses.
+
+    Returns:
+        The result of the first successful attempt.
+
+    Raises:
+        BaseException: The last error, when it is not retryable or attempts ran out.
+    """
+    for number in range(1, policy.attempts + 1):
+        try:
+            return await attempt()
+        except Exception as exc:
+            if number >= policy.attempts or not should_retry(exc):
+                raise
+        await asyncio.sleep(policy.delay(number))
+    raise AssertionError("unreachable")  # pragma: no cover
