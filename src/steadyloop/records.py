@@ -58,9 +58,7 @@ Its payload carries ``intent_id`` (unique in the namespace) and ``policy``."""
 RESULT_KIND = "effect.result"
 """Kind of the record written after an external effect; payload carries ``intent_id``."""
 
-JSONValue: TypeAlias = (
-    None | bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"]
-)
+JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
 """A value the canonical encoding accepts."""
 
 
@@ -206,9 +204,7 @@ class Record:
             EncodingError: If a field is missing or has the wrong type.
         """
         try:
-            return cls(
-                kind=data["kind"], payload=data["payload"], id=data["id"], time=data["time"]
-            )
+            return cls(kind=data["kind"], payload=data["payload"], id=data["id"], time=data["time"])
         except KeyError as exc:
             raise EncodingError(f"record field {exc.args[0]!r} is missing") from None
 

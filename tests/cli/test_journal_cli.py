@@ -27,7 +27,10 @@ def _fill(url: str) -> None:
                 "demo",
                 StreamWrite(
                     "run-1",
-                    [make(RESULT_KIND, {"intent_id": "i1"}), make(INTENT_KIND, {"intent_id": "i2"})],
+                    [
+                        make(RESULT_KIND, {"intent_id": "i1"}),
+                        make(INTENT_KIND, {"intent_id": "i2"}),
+                    ],
                 ),
             )
             await j.append("other", StreamWrite("s", [make("note", {"text": "你好"})]))
@@ -36,7 +39,7 @@ def _fill(url: str) -> None:
 
 
 def test_show_prints_every_record(tmp_path: Path) -> None:
-    """show lists each stream's records with sequence, kind and payload."""
+    """Show lists each stream's records with sequence, kind and payload."""
     url = f"sqlite://{tmp_path}/j.db"
     _fill(url)
     result = runner.invoke(app, ["journal", "show", url], terminal_width=200)
@@ -46,29 +49,35 @@ def test_show_prints_every_record(tmp_path: Path) -> None:
 
 
 def test_show_json_is_machine_readable(tmp_path: Path) -> None:
-    """show --json prints one JSON object per record, filtered by stream and namespace."""
+    """Show --json prints one JSON object per record, filtered by stream and namespace."""
     url = f"jsonl://{tmp_path}"
     _fill(url)
     result = runner.invoke(app, ["journal", "show", url, "run-1", "-n", "demo", "--json"])
     assert result.exit_code == 0, result.output
     lines = [json.loads(line) for line in result.output.splitlines()]
-    assert [(x["seq"], x["kind"]) for x in lines] == [(1, INTENT_KIND), (2, RESULT_KIND), (3, INTENT_KIND)]
+    assert [(x["seq"], x["kind"]) for x in lines] == [
+        (1, INTENT_KIND),
+        (2, RESULT_KIND),
+        (3, INTENT_KIND),
+    ]
 
 
 def test_doctor_reports_open_intents_and_torn_tail_but_passes(tmp_path: Path) -> None:
-    """doctor warns about an intent without result and a torn tail, and exits 0."""
+    """Doctor warns about an intent without result and a torn tail, and exits 0."""
     url = f"jsonl://{tmp_path}"
     _fill(url)
     with (tmp_path / namespace_filename("demo")).open("ab") as fh:
         fh.write(b'{"batch":3,"index":0')
     result = runner.invoke(app, ["journal", "doctor", url], terminal_width=250)
     assert result.exit_code == 0, result.output
-    assert "open-intent" in result.output and "'i2'" in result.output and "'i1'" not in result.output
+    assert (
+        "open-intent" in result.output and "'i2'" in result.output and "'i1'" not in result.output
+    )
     assert "torn-tail" in result.output and "line 5 is not terminated" in result.output
 
 
 def test_doctor_exits_1_on_corruption_naming_file_and_line(tmp_path: Path) -> None:
-    """doctor exits 1 and names the file and line of a garbled record."""
+    """Doctor exits 1 and names the file and line of a garbled record."""
     url = f"jsonl://{tmp_path}"
     _fill(url)
     path = tmp_path / namespace_filename("demo")
@@ -81,7 +90,7 @@ def test_doctor_exits_1_on_corruption_naming_file_and_line(tmp_path: Path) -> No
 
 
 def test_doctor_exits_2_when_the_journal_cannot_be_opened(tmp_path: Path) -> None:
-    """doctor exits 2 with a one-line error, no traceback, for a bad URL or missing directory."""
+    """Doctor exits 2 with a one-line error, no traceback, for a bad URL or missing directory."""
     for url in ("nope://x", f"jsonl://{tmp_path}/missing"):
         proc = subprocess.run(
             [sys.executable, "-m", "steadyloop", "journal", "doctor", url],

@@ -23,7 +23,9 @@ async def test_each_embedded_scheme_opens_its_backend(tmp_path: Path) -> None:
         assert j.path == f"{tmp_path}/a.db"
 
 
-async def test_relative_sqlite_path_and_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_relative_sqlite_path_and_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """sqlite:relative.db and the default URL create files in the working directory."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("STEADYLOOP_JOURNAL", raising=False)

@@ -168,7 +168,10 @@ async def _power_loss_round(tmp_path: Path, seed: int) -> None:
     journal = await JSONLJournal.open(directory, files=layer)
     try:
         for i in range(30):
-            recs = [make("x", {"i": i, "pad": "p" * rng.randint(0, 120)}) for _ in range(rng.randint(1, 4))]
+            recs = [
+                make("x", {"i": i, "pad": "p" * rng.randint(0, 120)})
+                for _ in range(rng.randint(1, 4))
+            ]
             in_flight = [r.to_json() for r in recs]
             await journal.append(NS, StreamWrite("s", recs))
             acknowledged += in_flight
@@ -220,7 +223,10 @@ async def test_new_file_is_followed_by_directory_sync(tmp_path: Path) -> None:
 
 async def test_second_writer_in_process_gets_locked_error(tmp_path: Path) -> None:
     """Two journals in one process on one namespace: the second writer is refused clearly."""
-    async with await JSONLJournal.open(tmp_path) as first, await JSONLJournal.open(tmp_path) as second:
+    async with (
+        await JSONLJournal.open(tmp_path) as first,
+        await JSONLJournal.open(tmp_path) as second,
+    ):
         await first.append(NS, StreamWrite("s", [_make()("x")]))
         with pytest.raises(JournalLocked, match=r"held by another writer \(pid \d+\)"):
             await second.append(NS, StreamWrite("s", [_make()("y")]))
@@ -265,7 +271,11 @@ def test_second_writer_process_gets_locked_error(tmp_path: Path) -> None:
             """
         )
         out = subprocess.run(
-            [sys.executable, "-c", contender], capture_output=True, text=True, timeout=60
+            [sys.executable, "-c", contender],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert out.stdout.startswith("refused:"), out.stdout + out.stderr
         assert f"pid {proc.pid}" in out.stdout

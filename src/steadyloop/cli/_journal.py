@@ -12,7 +12,7 @@ from rich.table import Table
 
 from steadyloop._errors import CorruptionError
 from steadyloop.cli._common import EXIT_PROBLEM, console, run_async
-from steadyloop.journal import JSONLJournal, Journal, open_journal, redact_url
+from steadyloop.journal import Journal, JSONLJournal, open_journal, redact_url
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord
 
 __all__ = ["Finding", "diagnose", "journal_app"]
@@ -103,8 +103,13 @@ async def diagnose(journal: Journal) -> list[Finding]:
             torn = journal.torn_tail(ns) if _readable(journal, ns) else None
             if torn:
                 findings.append(
-                    Finding("warning", "torn-tail", torn.split(": ", 1)[0], torn.split(": ", 1)[1]
-                            + "; it is ignored on read and cut before the next append")
+                    Finding(
+                        "warning",
+                        "torn-tail",
+                        torn.split(": ", 1)[0],
+                        torn.split(": ", 1)[1]
+                        + "; it is ignored on read and cut before the next append",
+                    )
                 )
         try:
             streams = await journal.streams(ns)

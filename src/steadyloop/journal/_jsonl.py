@@ -1,6 +1,6 @@
-"""The JSONL backend: one append-only, human-readable file per namespace.
+r"""The JSONL backend: one append-only, human-readable file per namespace.
 
-File format (every line is canonical JSON, terminated by ``\\n``)::
+File format (every line is canonical JSON, terminated by ``\n``)::
 
     {"format":"steadyloop-jsonl","namespace":"demo","version":1}          header
     {"batch":1,"index":0,"size":2,"seq":1,"stream":"a","record":{...},
@@ -60,12 +60,20 @@ def namespace_filename(namespace: str) -> str:
     stay apart on case-insensitive file systems. Long names are shortened with a hash.
     """
     out = "".join(
-        ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
-        for ch in namespace
+        ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode("utf-8")) for ch in namespace
     )
     if len(out) > 180:
         out = out[:100] + "~" + hashlib.sha256(namespace.encode("utf-8")).hexdigest()[:40]
     return out + ".jsonl"
+
+
+def _check_directory(path: Path) -> None:
+    if not path.exists():
+        raise BackendUnavailable(f"jsonl://{path}: directory does not exist")
+    if not path.is_dir():
+        raise BackendUnavailable(f"jsonl://{path}: not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise BackendUnavailable(f"jsonl://{path}: directory is not writable")
 
 
 @dataclass
@@ -115,13 +123,7 @@ class JSONLJournal(Journal):
             BackendUnavailable: The directory is missing, not a directory, or not
                 writable.
         """
-        path = Path(directory)
-        if not path.exists():
-            raise BackendUnavailable(f"jsonl://{directory}: directory does not exist")
-        if not path.is_dir():
-            raise BackendUnavailable(f"jsonl://{directory}: not a directory")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise BackendUnavailable(f"jsonl://{directory}: directory is not writable")
+        await asyncio.to_thread(_check_directory, Path(directory))
         return cls(directory, files=files)
 
     # -- paths and parsing ----------------------------------------------------------
@@ -214,12 +216,17 @@ class JSONLJournal(Journal):
 
     @staticmethod
     def _check_member(
-        obj: dict[str, Any], pending: list[tuple[int, dict[str, Any]]], state: _Namespace, where: str
+        obj: dict[str, Any],
+        pending: list[tuple[int, dict[str, Any]]],
+        state: _Namespace,
+        where: str,
     ) -> None:
         index, size, batch = obj.get("index"), obj.get("size"), obj.get("batch")
         for name, value in (("batch", batch), ("index", index), ("size", size)):
             if isinstance(value, bool) or not isinstance(value, int):
-                raise CorruptionError(f"field {name!r} is missing or not an integer", location=where)
+                raise CorruptionError(
+                    f"field {name!r} is missing or not an integer", location=where
+                )
         assert isinstance(size, int) and isinstance(index, int)
         if size < 1:
             raise CorruptionError(f"batch size {size} is not positive", location=where)
@@ -297,7 +304,9 @@ class JSONLJournal(Journal):
                 self.files.close(fd)
         state = self._cache.get(namespace)
         if state is None:
-            state = self._parse(namespace, self._path(namespace), self.files.read(self._path(namespace)) or b"")
+            state = self._parse(
+                namespace, self._path(namespace), self.files.read(self._path(namespace)) or b""
+            )
             self._cache[namespace] = state
         fd = self._fds.get(namespace)
         if fd is None:
@@ -462,7 +471,9 @@ class JSONLJournal(Journal):
 
     def torn_tail(self, namespace: str) -> str | None:
         """Describe the torn tail of a namespace file, if it has one (for ``doctor``)."""
-        state = self._parse(namespace, self._path(namespace), self.files.read(self._path(namespace)) or b"")
+        state = self._parse(
+            namespace, self._path(namespace), self.files.read(self._path(namespace)) or b""
+        )
         return None if state.torn is None else f"{state.path}: {state.torn}"
 
     async def _close(self) -> None:

@@ -52,10 +52,10 @@ class MemoryJournal(Journal):
         async with self._lock:
             key = batch.idempotency_key
             if key is not None and (ns, key) in store.keys:
-                digest, first = store.keys[(ns, key)]
+                digest, earlier = store.keys[(ns, key)]
                 if digest != batch.digest:
                     raise IdempotencyKeyReused(ns, key)
-                return AppendResult(namespace=ns, positions=first.positions, duplicate=True)
+                return AppendResult(namespace=ns, positions=earlier.positions, duplicate=True)
             heads = {w.stream: len(store.streams.get((ns, w.stream), [])) for w in batch.writes}
             for w in batch.writes:
                 if w.expected_next is not None and w.expected_next != heads[w.stream] + 1:

@@ -107,9 +107,7 @@ class SQLiteJournal(Journal):
         if self.path != ":memory:":
             parent = Path(self.path).resolve().parent
             if not parent.is_dir():
-                raise BackendUnavailable(
-                    f"sqlite:{self.path}: directory {parent} does not exist"
-                )
+                raise BackendUnavailable(f"sqlite:{self.path}: directory {parent} does not exist")
             if not os.access(parent, os.W_OK):
                 raise BackendUnavailable(f"sqlite:{self.path}: directory {parent} is not writable")
             created = not os.path.exists(self.path)

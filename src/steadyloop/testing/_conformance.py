@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -60,7 +59,12 @@ ADVERSARIAL_PAYLOADS: dict[str, dict[str, object]] = {
     "astral": {"text": "emoji 😀🧪 and 𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "flag": "🇨🇳"},
     "combining": {"nfc": "é", "nfd": "e\u0301", "fullwidth": "ＡＢＣ"},
     "big_integers": {"above_2_53": 2**53 + 1, "negative": -(2**63) - 7, "huge": 10**40},
-    "floats": {"third": 1 / 3, "tiny": 5e-324, "negative_zero": -0.0, "large": 1.7976931348623157e308},
+    "floats": {
+        "third": 1 / 3,
+        "tiny": 5e-324,
+        "negative_zero": -0.0,
+        "large": 1.7976931348623157e308,
+    },
     "whitespace": {"trailing": "x ", "leading": " x", "newline": "a\nb\r\nc", "tab": "\t"},
     "nesting": {"list": [1, [2, [3, [4, {"deep": None}]]]], "empty": {}, "empty_list": []},
     "keys": {"B": 1, "a": 2, "A": 3, "b": 4, "é": 5, "e\u0301": 6},
@@ -211,7 +215,10 @@ class JournalConformance:
                     self.namespace,
                     [StreamWrite("a", [make("x", {"i": i})]), StreamWrite(f"s{i}", [make("y")])],
                 )
-            before = {s: await _all(journal, self.namespace, s) for s in await journal.streams(self.namespace)}
+            before = {
+                s: await _all(journal, self.namespace, s)
+                for s in await journal.streams(self.namespace)
+            }
         async with await journal_factory.open() as journal:
             streams = await journal.streams(self.namespace)
             after = {s: await _all(journal, self.namespace, s) for s in streams}
@@ -277,7 +284,9 @@ class JournalConformance:
         """Deleting a stream or a namespace removes exactly it, and numbering restarts."""
         make = _maker()
         async with await journal_factory.open() as journal:
-            await journal.append("ns1", [StreamWrite("a", [make("x")]), StreamWrite("b", [make("x")])])
+            await journal.append(
+                "ns1", [StreamWrite("a", [make("x")]), StreamWrite("b", [make("x")])]
+            )
             await journal.append("ns2", StreamWrite("a", [make("x")]), idempotency_key="k")
             await journal.delete_stream("ns1", "a")
             await journal.delete_stream("ns1", "never-existed")
@@ -319,12 +328,22 @@ class JournalConformance:
                 await journal.append(self.namespace, StreamWrite("s", [good], expected_next=0))
             with pytest.raises(InvalidBatch, match="not a Record"):
                 await journal.append(self.namespace, StreamWrite("s", [{"kind": "x"}]))  # type: ignore[list-item]
-            bad_values: list[object] = [float("nan"), float("inf"), b"bytes", {1: "x"}, {"\ud800": 1}, {1, 2}]
+            bad_values: list[object] = [
+                float("nan"),
+                float("inf"),
+                b"bytes",
+                {1: "x"},
+                {"\ud800": 1},
+                {1, 2},
+            ]
             for value in bad_values:
                 with pytest.raises(EncodingError):
                     await journal.append(
                         self.namespace,
-                        [StreamWrite("s", [good]), StreamWrite("t", [_unchecked("x", {"v": value})])],
+                        [
+                            StreamWrite("s", [good]),
+                            StreamWrite("t", [_unchecked("x", {"v": value})]),
+                        ],
                     )
             assert await _all(journal, self.namespace, "s") == [good.to_json()]
             assert await journal.head(self.namespace, "t") == 0
@@ -363,7 +382,7 @@ class JournalConformance:
     async def test_concurrent_checked_appends_serialise(
         self, journal_factory: JournalFactory
     ) -> None:
-        """Writers that check expected_next and retry on conflict lose nothing and duplicate nothing."""
+        """Writers that check expected_next and retry on conflict lose and double nothing."""
         make = _maker()
         async with await journal_factory.open() as journal:
 
@@ -394,31 +413,33 @@ class JournalConformance:
             pytest.skip("this backend's store lives in one process (no URL to share)")
         writers, batches = 4, 6
         procs = [
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "steadyloop.testing._child",
-                    journal_factory.url,
-                    self.namespace,
-                    "procs",
-                    str(w),
-                    str(batches),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+            await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "steadyloop.testing._child",
+                journal_factory.url,
+                self.namespace,
+                "procs",
+                str(w),
+                str(batches),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
             for w in range(writers)
         ]
-        outputs = [p.communicate(timeout=150) for p in procs]
-        for p, (out, err) in zip(procs, outputs, strict=True):
+        outputs = await asyncio.wait_for(
+            asyncio.gather(*(p.communicate() for p in procs)), timeout=150
+        )
+        for p, (_, err) in zip(procs, outputs, strict=True):
             assert p.returncode == 0, f"writer failed: {err.decode()[-2000:]}"
         acked = sum(int(out.decode().split()[-1]) for out, _ in outputs)
         assert acked == writers * batches
         async with await journal_factory.open() as journal:
             got = await journal.read(self.namespace, "procs")
-        _check_batches(got_payloads=[dict(r.payload) for r in got], writers=writers, batches=batches)
+        _check_batches(
+            got_payloads=[dict(r.payload) for r in got], writers=writers, batches=batches
+        )
 
 
 def _unchecked(kind: str, payload: dict[str, object]) -> Record:
@@ -441,7 +462,6 @@ def _check_batches(*, got_payloads: list[dict[str, object]], writers: int, batch
         assert key not in seen, f"batch {key} written twice"
         seen.add(key)
     per_writer: dict[object, list[object]] = {}
-    for w, b in sorted(seen, key=lambda k: json.dumps(k)):
+    for w, b in sorted(seen, key=json.dumps):
         per_writer.setdefault(w, []).append(b)
     assert all(len(v) == batches for v in per_writer.values())
-

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 
@@ -29,7 +30,7 @@ from steadyloop.journal._files import Files
 __all__ = ["FaultyFiles", "SimulatedCrash"]
 
 
-class SimulatedCrash(BaseException):  # noqa: N818 - it is an event, not an error
+class SimulatedCrash(BaseException):
     """The simulated process died here.
 
     It derives from :class:`BaseException`, like :class:`KeyboardInterrupt`, so code
@@ -176,7 +177,5 @@ class FaultyFiles(Files):
 
 def _unlink(path: str) -> None:
     """Remove a file that may be missing."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.remove(path)
-    except FileNotFoundError:
-        pass
