@@ -1,0 +1,559 @@
+"""The session model: content parts, events, summaries and sessions.
+
+Every class here is an immutable value that converts to and from plain JSON
+(``to_dict`` / ``from_dict``), and validates itself when built: a bad value raises
+:class:`~steadyloop.SessionError` naming the field, before anything reaches the journal.
+JSON values are copied through their canonical encoding when an object is built, so a
+tuple becomes a list and a caller mutating its own dict afterwards changes nothing; an
+object read back from any backend therefore equals the one that was written.
+
+State keys are scoped by prefix:
+
+=============  =================================  ===========================
+key            scope                              stored in
+=============  =================================  ===========================
+``name``       this session                       the session stream
+``user:name``  every session of the same user     the user's stream
+``app:name``   every session of the app           the app stream
+``temp:name``  the current invocation only        nowhere: never stored
+=============  =================================  ===========================
+
+Any other prefix (text before the first ``:``) is refused. Setting a key to ``null``
+stores ``null``; keys are never removed.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from steadyloop._errors import EncodingError, SessionError
+from steadyloop.records import JSONValue, canonical_json, check_canonical, decode
+
+__all__ = [
+    "SCOPES",
+    "Event",
+    "Part",
+    "Scope",
+    "Session",
+    "SessionContext",
+    "Summary",
+    "TextPart",
+    "ToolCallPart",
+    "ToolResultPart",
+    "json_copy",
+    "key_scope",
+    "part_from_dict",
+]
+
+Scope: TypeAlias = Literal["session", "user", "app", "temp"]
+"""The scope of a state key."""
+
+SCOPES: tuple[Scope, ...] = ("session", "user", "app", "temp")
+"""Every scope, in the order snapshots list them."""
+
+_PREFIXES: dict[str, Scope] = {"user": "user", "app": "app", "temp": "temp"}
+
+
+def key_scope(key: object) -> Scope:
+    """Return the scope of a state key.
+
+    Args:
+        key: The key, for example ``"count"``, ``"user:name"`` or ``"temp:scratch"``.
+
+    Raises:
+        SessionError: If the key is not a non-empty string, has an unknown prefix
+            (``"foo:bar"``), or has nothing after its prefix (``"user:"``).
+    """
+    if not isinstance(key, str) or not key:
+        raise SessionError(f"state key must be a non-empty string, got {key!r}")
+    prefix, colon, rest = key.partition(":")
+    if not colon:
+        return "session"
+    scope = _PREFIXES.get(prefix)
+    if scope is None:
+        raise SessionError(
+            f"state key {key!r} has the unknown scope prefix {prefix + ':'!r}; use no "
+            "prefix (session), 'user:', 'app:' or 'temp:'"
+        )
+    if not rest:
+        raise SessionError(f"state key {key!r} has no name after its prefix {prefix + ':'!r}")
+    return scope
+
+
+def json_copy(value: object, where: str) -> Any:
+    """Return a canonical-JSON copy of ``value`` (tuples become lists).
+
+    Args:
+        value: The value to copy.
+        where: What the value is, for the error message (``"state key 'x'"``).
+
+    Raises:
+        SessionError: If the value has no canonical JSON form; names the place.
+    """
+    try:
+        check_canonical(value)
+    except EncodingError as exc:
+        raise SessionError(f"{where} is not a JSON value: {exc}") from None
+    return decode(canonical_json(value))
+
+
+def _check_str(value: object, what: str, *, empty: bool = False) -> str:
+    if not isinstance(value, str) or (not empty and not value):
+        kind = "a string" if empty else "a non-empty string"
+        raise SessionError(f"{what} must be {kind}, got {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SessionError(f"{what} {value!r} is not valid Unicode") from None
+    return value
+
+
+def _check_time(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise SessionError(f"{what} must be integer microseconds >= 0, got {value!r}")
+    return value
+
+
+def _fields(data: object, what: str, required: set[str], optional: set[str]) -> dict[str, Any]:
+    if not isinstance(data, Mapping):
+        raise SessionError(f"{what} must be a JSON object, got {type(data).__name__}")
+    missing = sorted(required - data.keys())
+    if missing:
+        raise SessionError(f"{what} lacks the field {missing[0]!r}")
+    unknown = sorted(set(data.keys()) - required - optional)
+    if unknown:
+        raise SessionError(f"{what} has the unknown field {unknown[0]!r}")
+    return dict(data)
+
+
+@dataclass(frozen=True)
+class TextPart:
+    """Plain text.
+
+    Attributes:
+        text: The text (may be empty).
+    """
+
+    text: str
+
+    def __post_init__(self) -> None:
+        _check_str(self.text, "TextPart.text", empty=True)
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Return ``{"type": "text", "text": ...}``."""
+        return {"type": "text", "text": self.text}
+
+
+@dataclass(frozen=True)
+class ToolCallPart:
+    """A request to call a tool.
+
+    Attributes:
+        call_id: Ties the call to its result.
+        name: The tool's name.
+        arguments: The arguments, a JSON object.
+    """
+
+    call_id: str
+    name: str
+    arguments: Mapping[str, JSONValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_str(self.call_id, "ToolCallPart.call_id")
+        _check_str(self.name, "ToolCallPart.name")
+        if not isinstance(self.arguments, Mapping):
+            raise SessionError(
+                f"ToolCallPart.arguments must be a JSON object, got {type(self.arguments).__name__}"
+            )
+        object.__setattr__(self, "arguments", json_copy(self.arguments, "ToolCallPart.arguments"))
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Return ``{"type": "tool_call", "call_id", "name", "arguments"}``."""
+        return {
+            "type": "tool_call",
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": dict(self.arguments),
+        }
+
+
+@dataclass(frozen=True)
+class ToolResultPart:
+    """The result of a tool call.
+
+    Attributes:
+        call_id: The id of the call this answers.
+        name: The tool's name.
+        response: What the tool returned, any JSON value.
+        error: The error message if the tool failed, else ``None``.
+    """
+
+    call_id: str
+    name: str
+    response: JSONValue = None
+    error: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_str(self.call_id, "ToolResultPart.call_id")
+        _check_str(self.name, "ToolResultPart.name")
+        if self.error is not None:
+            _check_str(self.error, "ToolResultPart.error", empty=True)
+        object.__setattr__(self, "response", json_copy(self.response, "ToolResultPart.response"))
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Return ``{"type": "tool_result", "call_id", "name", "response", "error"}``."""
+        return {
+            "type": "tool_result",
+            "call_id": self.call_id,
+            "name": self.name,
+            "response": self.response,
+            "error": self.error,
+        }
+
+
+Part: TypeAlias = TextPart | ToolCallPart | ToolResultPart
+"""One piece of an event's content."""
+
+_PART_TYPES = (TextPart, ToolCallPart, ToolResultPart)
+
+
+def part_from_dict(data: object, where: str = "part") -> Part:
+    """Rebuild a part from its ``to_dict`` form.
+
+    Args:
+        data: The JSON object.
+        where: What the object is, for error messages.
+
+    Raises:
+        SessionError: If the type is unknown or a field is missing, unknown or bad.
+    """
+    if not isinstance(data, Mapping):
+        raise SessionError(f"{where} must be a JSON object, got {type(data).__name__}")
+    kind = data.get("type")
+    if kind == "text":
+        d = _fields(data, where, {"type", "text"}, set())
+        return TextPart(d["text"])
+    if kind == "tool_call":
+        d = _fields(data, where, {"type", "call_id", "name"}, {"arguments"})
+        return ToolCallPart(d["call_id"], d["name"], d.get("arguments", {}))
+    if kind == "tool_result":
+        d = _fields(data, where, {"type", "call_id", "name"}, {"response", "error"})
+        return ToolResultPart(d["call_id"], d["name"], d.get("response"), d.get("error"))
+    raise SessionError(
+        f"{where} has the unknown type {kind!r}; expected 'text', 'tool_call' or 'tool_result'"
+    )
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a session: who said or did what, and which state it changed.
+
+    Attributes:
+        id: Unique within its session.
+        author: Who produced it, for example ``"user"`` or the agent's name.
+        parts: Its content, in order (may be empty for a pure state change).
+        state_delta: State keys it sets, with their scope prefix (see the module doc).
+        time: When it happened, in integer microseconds since the epoch.
+        invocation_id: The agent invocation (run) it belongs to, if any.
+
+    Raises:
+        SessionError: On an empty id or author, a part of an unknown type, a state key
+            with an unknown scope prefix, or a value with no canonical JSON form.
+    """
+
+    id: str
+    author: str
+    parts: Sequence[Part] = ()
+    state_delta: Mapping[str, JSONValue] = field(default_factory=dict)
+    time: int = 0
+    invocation_id: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_str(self.id, "event id")
+        _check_str(self.author, f"author of event {self.id!r}")
+        if isinstance(self.parts, str | bytes | Mapping) or not isinstance(self.parts, Iterable):
+            raise SessionError(f"parts of event {self.id!r} must be a sequence of parts")
+        parts = tuple(self.parts)
+        for i, part in enumerate(parts):
+            if not isinstance(part, _PART_TYPES):
+                raise SessionError(
+                    f"part {i} of event {self.id!r} is a {type(part).__name__}; expected "
+                    "TextPart, ToolCallPart or ToolResultPart"
+                )
+        object.__setattr__(self, "parts", parts)
+        if not isinstance(self.state_delta, Mapping):
+            raise SessionError(f"state_delta of event {self.id!r} must be a mapping")
+        delta: dict[str, JSONValue] = {}
+        for key, value in self.state_delta.items():
+            key_scope(key)
+            delta[key] = json_copy(value, f"state key {key!r} of event {self.id!r}")
+        object.__setattr__(self, "state_delta", delta)
+        _check_time(self.time, f"time of event {self.id!r}")
+        if self.invocation_id is not None:
+            _check_str(self.invocation_id, f"invocation_id of event {self.id!r}")
+
+    @property
+    def text(self) -> str:
+        """The event's text parts joined by newlines (``""`` when it has none)."""
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    def delta_in(self, scope: Scope) -> dict[str, JSONValue]:
+        """Return the part of the state delta in ``scope``."""
+        return {k: v for k, v in self.state_delta.items() if key_scope(k) == scope}
+
+    def without_temp(self) -> Event:
+        """Return the event as it is stored: its ``temp:`` keys removed."""
+        if not any(key_scope(k) == "temp" for k in self.state_delta):
+            return self
+        kept = {k: v for k, v in self.state_delta.items() if key_scope(k) != "temp"}
+        return Event(self.id, self.author, self.parts, kept, self.time, self.invocation_id)
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Return the event as a JSON object."""
+        return {
+            "id": self.id,
+            "author": self.author,
+            "parts": [p.to_dict() for p in self.parts],
+            "state_delta": dict(self.state_delta),
+            "time": self.time,
+            "invocation_id": self.invocation_id,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> Event:
+        """Rebuild an event from :meth:`to_dict` output.
+
+        Only ``id`` and ``author`` are required; ``parts`` defaults to none,
+        ``state_delta`` to ``{}``, ``time`` to 0 and ``invocation_id`` to ``null``.
+
+        Raises:
+            SessionError: If a field is missing, unknown or bad.
+        """
+        d = _fields(
+            data, "event", {"id", "author"}, {"parts", "state_delta", "time", "invocation_id"}
+        )
+        raw_parts = d.get("parts", [])
+        if not isinstance(raw_parts, list):
+            raise SessionError(f"parts of event {d['id']!r} must be a JSON array")
+        parts = [
+            part_from_dict(p, f"part {i} of event {d['id']!r}") for i, p in enumerate(raw_parts)
+        ]
+        return cls(
+            id=d["id"],
+            author=d["author"],
+            parts=parts,
+            state_delta=d.get("state_delta", {}),
+            time=d.get("time", 0),
+            invocation_id=d.get("invocation_id"),
+        )
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A summary that compacts a session up to one of its events.
+
+    Summaries of a session form one chain: version 1 replaces nothing, and each later
+    version replaces the one before it, by id.
+
+    Attributes:
+        id: The summary's id.
+        version: Its place in the chain, from 1.
+        replaces: The id of the summary it replaces; ``None`` for version 1.
+        session_id: The session that owns it.
+        covers_through: The id of the last event it covers; that event and every one
+            before it are historical events from then on.
+        text: The summary itself.
+        time: When the attempt began, in integer microseconds since the epoch.
+    """
+
+    id: str
+    version: int
+    replaces: str | None
+    session_id: str
+    covers_through: str
+    text: str
+    time: int = 0
+
+    def __post_init__(self) -> None:
+        _check_str(self.id, "summary id")
+        if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
+            raise SessionError(
+                f"version of summary {self.id!r} must be an integer >= 1, got {self.version!r}"
+            )
+        if self.replaces is not None:
+            _check_str(self.replaces, f"replaces of summary {self.id!r}")
+        _check_str(self.session_id, f"session_id of summary {self.id!r}")
+        _check_str(self.covers_through, f"covers_through of summary {self.id!r}")
+        _check_str(self.text, f"text of summary {self.id!r}")
+        _check_time(self.time, f"time of summary {self.id!r}")
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Return the summary as a JSON object."""
+        return {
+            "id": self.id,
+            "version": self.version,
+            "replaces": self.replaces,
+            "session_id": self.session_id,
+            "covers_through": self.covers_through,
+            "text": self.text,
+            "time": self.time,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> Summary:
+        """Rebuild a summary from :meth:`to_dict` output.
+
+        Raises:
+            SessionError: If a field is missing, unknown or bad.
+        """
+        d = _fields(
+            data,
+            "summary",
+            {"id", "version", "replaces", "session_id", "covers_through", "text"},
+            {"time"},
+        )
+        return cls(
+            id=d["id"],
+            version=d["version"],
+            replaces=d["replaces"],
+            session_id=d["session_id"],
+            covers_through=d["covers_through"],
+            text=d["text"],
+            time=d.get("time", 0),
+        )
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """What an agent shows its model: the latest summary, then the uncovered events.
+
+    Attributes:
+        summary: The latest summary, or ``None`` when the session has none.
+        events: The events the summary does not cover, in order.
+    """
+
+    summary: Summary | None
+    events: tuple[Event, ...]
+
+    @property
+    def summary_text(self) -> str | None:
+        """The latest summary's text, or ``None``."""
+        return None if self.summary is None else self.summary.text
+
+
+@dataclass(frozen=True)
+class Session:
+    """A session as the fold of its journal streams gives it.
+
+    Attributes:
+        app: The app (the journal namespace).
+        user_id: The user who owns it.
+        id: Its id, unique per app and user.
+        events: Events not covered by a summary, in order.
+        historical_events: Events covered by the latest summary, in order; never lost.
+        state: The merged state: session keys without prefix, ``user:`` keys of the
+            user, ``app:`` keys of the app, and, in a session returned by
+            ``append_event``, the ``temp:`` keys of the current invocation.
+        summaries: Every committed summary, oldest first; the last is the latest.
+        version: The head of the session stream (its last sequence number); the next
+            write expects ``version + 1``.
+    """
+
+    app: str
+    user_id: str
+    id: str
+    events: tuple[Event, ...] = ()
+    historical_events: tuple[Event, ...] = ()
+    state: Mapping[str, JSONValue] = field(default_factory=dict)
+    summaries: tuple[Summary, ...] = ()
+    version: int = 0
+
+    @property
+    def all_events(self) -> tuple[Event, ...]:
+        """Historical events, then current events: every event ever appended."""
+        return self.historical_events + self.events
+
+    @functools.cached_property
+    def event_ids(self) -> frozenset[str]:
+        """The ids of every event of the session, historical ones included."""
+        return frozenset(e.id for e in self.historical_events) | frozenset(
+            e.id for e in self.events
+        )
+
+    @property
+    def latest_summary(self) -> Summary | None:
+        """The summary in force, or ``None``."""
+        return self.summaries[-1] if self.summaries else None
+
+    def context(self) -> SessionContext:
+        """Return what the model should see: the latest summary, then uncovered events."""
+        return SessionContext(summary=self.latest_summary, events=self.events)
+
+    def scope_state(self, scope: Scope) -> dict[str, JSONValue]:
+        """Return the keys of ``state`` in one scope, with their prefixes."""
+        return {k: v for k, v in self.state.items() if key_scope(k) == scope}
+
+    def stored_state(self) -> dict[str, JSONValue]:
+        """Return ``state`` without ``temp:`` keys: what a reload would show."""
+        return {k: v for k, v in self.state.items() if key_scope(k) != "temp"}
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Return the session as a JSON object (state keys sorted)."""
+        return {
+            "app": self.app,
+            "user_id": self.user_id,
+            "id": self.id,
+            "events": [e.to_dict() for e in self.events],
+            "historical_events": [e.to_dict() for e in self.historical_events],
+            "state": {k: self.state[k] for k in sorted(self.state)},
+            "summaries": [s.to_dict() for s in self.summaries],
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> Session:
+        """Rebuild a session from :meth:`to_dict` output.
+
+        Raises:
+            SessionError: If a field is missing, unknown or bad.
+        """
+        d = _fields(
+            data,
+            "session",
+            {
+                "app",
+                "user_id",
+                "id",
+                "events",
+                "historical_events",
+                "state",
+                "summaries",
+                "version",
+            },
+            set(),
+        )
+        for name in ("events", "historical_events", "summaries"):
+            if not isinstance(d[name], list):
+                raise SessionError(f"session field {name!r} must be a JSON array")
+        if not isinstance(d["state"], Mapping):
+            raise SessionError("session field 'state' must be a JSON object")
+        state = {}
+        for key, value in d["state"].items():
+            key_scope(key)
+            state[key] = json_copy(value, f"state key {key!r}")
+        version = d["version"]
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise SessionError(f"session version must be an integer >= 0, got {version!r}")
+        return cls(
+            app=_check_str(d["app"], "app"),
+            user_id=_check_str(d["user_id"], "user id"),
+            id=_check_str(d["id"], "session id"),
+            events=tuple(Event.from_dict(e) for e in d["events"]),
+            historical_events=tuple(Event.from_dict(e) for e in d["historical_events"]),
+            state=state,
+            summaries=tuple(Summary.from_dict(s) for s in d["summaries"]),
+            version=version,
+        )

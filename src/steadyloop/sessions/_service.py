@@ -1,0 +1,507 @@
+"""The session service: sessions, scoped state, memory and summaries on a journal.
+
+Every write of one operation goes out as one journal batch (a summary is two, on
+purpose), and every read is a fold over what the journal holds, so a session read back
+from any backend, or after a crash, is exactly what was committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from steadyloop._errors import ConflictError, SessionError, SessionExists, SessionNotFound
+from steadyloop.journal import Journal, StreamWrite
+from steadyloop.records import JSONValue, RecordFactory
+from steadyloop.sessions._fold import fold_session
+from steadyloop.sessions._memory import MemoryHit, memory_records, rank, read_entries
+from steadyloop.sessions._model import Event, Part, Session, Summary, json_copy, key_scope
+from steadyloop.sessions._streams import (
+    KIND_CREATED,
+    KIND_EVENT,
+    KIND_STATE_DELTA,
+    app_stream,
+    check_id,
+    memory_stream,
+    parse_session_stream,
+    session_stream,
+    user_stream,
+)
+from steadyloop.sessions._summaries import begin_record, check_next_summary, commit_record
+
+__all__ = ["SessionService"]
+
+
+class SessionService:
+    """Sessions of one app, stored in a journal namespace named after the app.
+
+    Args:
+        journal: The journal to read and write.
+        app: The app name; also the journal namespace.
+        records: Makes records (and generated session and event ids) with an injected
+            clock and id source; wall clock and random ids by default.
+
+    Example:
+        >>> import asyncio
+        >>> from steadyloop.journal import open_journal
+        >>> from steadyloop.sessions import SessionService, TextPart
+        >>> async def demo():
+        ...     async with await open_journal("memory://") as journal:
+        ...         service = SessionService(journal, "demo")
+        ...         s = await service.create_session("ada", "s1", state={"user:lang": "en"})
+        ...         e = service.new_event("user", [TextPart("hi")], state_delta={"turns": 1})
+        ...         s = await service.append_event(s, e)
+        ...         return [ev.text for ev in s.events], s.state
+        >>> asyncio.run(demo())
+        (['hi'], {'user:lang': 'en', 'turns': 1})
+    """
+
+    def __init__(self, journal: Journal, app: str, *, records: RecordFactory | None = None) -> None:
+        self.journal = journal
+        self.app = check_id(app, "app name")
+        self.records = records or RecordFactory()
+
+    # -- sessions -----------------------------------------------------------------
+
+    def new_event(
+        self,
+        author: str,
+        parts: Sequence[Part] = (),
+        *,
+        state_delta: Mapping[str, JSONValue] | None = None,
+        invocation_id: str | None = None,
+        event_id: str | None = None,
+    ) -> Event:
+        """Make an event stamped with a new id (unless given) and the current time.
+
+        Raises:
+            SessionError: If the event is invalid (see :class:`Event`).
+        """
+        return Event(
+            id=self.records.ids.new_id() if event_id is None else event_id,
+            author=author,
+            parts=parts,
+            state_delta=dict(state_delta or {}),
+            time=self.records.clock.now_us(),
+            invocation_id=invocation_id,
+        )
+
+    async def create_session(
+        self,
+        user_id: str,
+        session_id: str | None = None,
+        state: Mapping[str, JSONValue] | None = None,
+    ) -> Session:
+        """Create a session, with its initial state, in one batch.
+
+        Args:
+            user_id: The user who owns it.
+            session_id: Its id; a new one from the id source when ``None``.
+            state: Initial state. Plain keys start the session's state; ``user:`` and
+                ``app:`` keys are written to the user and app streams in the same batch;
+                ``temp:`` keys appear in the returned session only.
+
+        Returns:
+            The session as read back, with the current ``user:`` and ``app:`` state.
+
+        Raises:
+            SessionExists: If the user already has a session with this id; nothing was
+                written.
+            SessionError: If an id, key or value is invalid; nothing was written.
+        """
+        if session_id is None:
+            session_id = self.records.ids.new_id()
+        stream = session_stream(user_id, session_id)
+        if state is not None and not isinstance(state, Mapping):
+            raise SessionError(f"initial state must be a mapping, got {type(state).__name__}")
+        scoped: dict[str, dict[str, JSONValue]] = {"session": {}, "user": {}, "app": {}, "temp": {}}
+        for key, value in (state or {}).items():
+            scoped[key_scope(key)][key] = json_copy(value, f"initial state key {key!r}")
+        make = self.records
+        created = make(
+            KIND_CREATED,
+            {
+                "app": self.app,
+                "user_id": user_id,
+                "session_id": session_id,
+                "state": scoped["session"],
+            },
+        )
+        writes = [StreamWrite(stream, [created], expected_next=1)]
+        writes += self._state_writes(user_id, session_id, None, scoped["user"], scoped["app"])
+        try:
+            await self.journal.append(self.app, writes)
+        except ConflictError as exc:
+            if exc.stream == stream:
+                raise SessionExists(
+                    f"user {user_id!r} already has a session {session_id!r} in app "
+                    f"{self.app!r}; nothing was written"
+                ) from None
+            raise
+        session = await self.get_session(user_id, session_id)
+        if not scoped["temp"]:
+            return session
+        return _with(session, state={**session.state, **scoped["temp"]})
+
+    async def get_session(self, user_id: str, session_id: str) -> Session:
+        """Read a session: a fold over its stream and its user's and app's state.
+
+        Raises:
+            SessionNotFound: If the user has no session with this id.
+            CorruptionError: If stored records cannot be explained; names where.
+        """
+        stream = session_stream(user_id, session_id)
+        records = await self.journal.read(self.app, stream)
+        if not records:
+            raise SessionNotFound(
+                f"user {user_id!r} has no session {session_id!r} in app {self.app!r}"
+            )
+        user_records = await self.journal.read(self.app, user_stream(user_id))
+        app_records = await self.journal.read(self.app, app_stream())
+        return fold_session(
+            self.app,
+            user_id,
+            session_id,
+            records,
+            user_records=user_records,
+            app_records=app_records,
+        )
+
+    async def list_sessions(self, user_id: str) -> list[str]:
+        """Return the ids of a user's sessions, sorted by code point."""
+        check_id(user_id, "user id")
+        ids = []
+        for name in await self.journal.streams(self.app):
+            parsed = parse_session_stream(name)
+            if parsed is not None and parsed[0] == user_id:
+                ids.append(parsed[1])
+        return sorted(ids)
+
+    async def delete_session(
+        self, user_id: str, session_id: str, *, missing_ok: bool = False
+    ) -> None:
+        """Delete a session's stream: its events and summaries.
+
+        ``user:`` and ``app:`` state it wrote stay (they belong to the user and the
+        app), and so does what it stored into memory.
+
+        Raises:
+            SessionNotFound: If there is no such session, unless ``missing_ok``.
+        """
+        stream = session_stream(user_id, session_id)
+        if not missing_ok and await self.journal.head(self.app, stream) == 0:
+            raise SessionNotFound(
+                f"user {user_id!r} has no session {session_id!r} in app {self.app!r}"
+            )
+        await self.journal.delete_stream(self.app, stream)
+
+    # -- events -------------------------------------------------------------------
+
+    def _check_session(self, session: object) -> Session:
+        if not isinstance(session, Session):
+            raise SessionError(f"expected a Session, got {type(session).__name__}")
+        if session.app != self.app:
+            raise SessionError(
+                f"session {session.id!r} belongs to app {session.app!r}, not {self.app!r}"
+            )
+        if session.version < 1:
+            raise SessionError(
+                f"session {session.id!r} has version {session.version}: it was not read "
+                "from the journal (use create_session or get_session)"
+            )
+        return session
+
+    def _state_writes(
+        self,
+        user_id: str,
+        session_id: str,
+        event_id: str | None,
+        user_delta: Mapping[str, JSONValue],
+        app_delta: Mapping[str, JSONValue],
+    ) -> list[StreamWrite]:
+        writes = []
+        for stream, delta in ((user_stream(user_id), user_delta), (app_stream(), app_delta)):
+            if delta:
+                payload: dict[str, JSONValue] = {
+                    "delta": dict(delta),
+                    "user_id": user_id,
+                    "session_id": session_id,
+                    "event_id": event_id,
+                }
+                writes.append(StreamWrite(stream, [self.records(KIND_STATE_DELTA, payload)]))
+        return writes
+
+    def event_writes(self, session: Session, event: Event) -> list[StreamWrite]:
+        """Return the journal writes that append ``event`` to ``session``.
+
+        The first write is the session stream's ``session.event`` record (the event
+        without its ``temp:`` keys), expecting sequence ``session.version + 1``; then a
+        ``state.delta`` for the user stream if the event sets ``user:`` keys, and one for
+        the app stream if it sets ``app:`` keys. Written as one batch, they land
+        together or not at all.
+
+        Raises:
+            SessionError: If the session is not one of this app's, was not read from the
+                journal, the event is not an :class:`Event`, or its id is already used.
+        """
+        session = self._check_session(session)
+        if not isinstance(event, Event):
+            raise SessionError(f"expected an Event, got {type(event).__name__}")
+        if event.id in session.event_ids:
+            raise SessionError(f"session {session.id!r} already has an event {event.id!r}")
+        stored = event.without_temp()
+        record = self.records(KIND_EVENT, {"event": stored.to_dict()})
+        writes = [
+            StreamWrite(
+                session_stream(session.user_id, session.id),
+                [record],
+                expected_next=session.version + 1,
+            )
+        ]
+        writes += self._state_writes(
+            session.user_id, session.id, event.id, event.delta_in("user"), event.delta_in("app")
+        )
+        return writes
+
+    async def append_event(
+        self,
+        session: Session,
+        event: Event,
+        *,
+        extra: Sequence[StreamWrite] = (),
+        idempotency_key: str | None = None,
+    ) -> Session:
+        """Append an event, and the state it changes in every scope, in one batch.
+
+        Args:
+            session: The session as last read or returned; its ``version`` is the
+                optimistic-concurrency check.
+            event: The event. Its ``temp:`` keys update the returned session's state
+                and are never stored.
+            extra: More writes (other streams of this app's namespace) to commit in the
+                same atomic batch, for example an agent run's own records.
+            idempotency_key: If this key was already used for the same batch, nothing is
+                written and the session is read back from the journal.
+
+        Returns:
+            The session with the event appended: ``version`` is the new head, and
+            ``state`` is the given session's state updated with the whole delta
+            (``temp:`` keys included). ``user:`` and ``app:`` keys written meanwhile by
+            other sessions show only after :meth:`get_session`.
+
+        Raises:
+            ConflictError: Another writer appended to the session (or to a stream of
+                ``extra`` with its own check) first; nothing was written.
+            SessionError: If the session or event is invalid, or ``extra`` names a
+                stream the event writes; nothing was written.
+        """
+        writes = self.event_writes(session, event)
+        ours = {w.stream for w in writes}
+        for w in extra:
+            if not isinstance(w, StreamWrite):
+                raise SessionError(f"extra writes must be StreamWrite, got {type(w).__name__}")
+            if w.stream in ours:
+                raise SessionError(
+                    f"an extra write targets stream {w.stream!r}, which the event writes itself"
+                )
+        result = await self.journal.append(
+            self.app, [*writes, *extra], idempotency_key=idempotency_key
+        )
+        temp = event.delta_in("temp")
+        if result.duplicate:
+            fresh = await self.get_session(session.user_id, session.id)
+            return _with(fresh, state={**fresh.state, **session.scope_state("temp"), **temp})
+        head = result.positions[writes[0].stream][1]
+        successor = _with(
+            session,
+            events=(*session.events, event.without_temp()),
+            state={**session.state, **event.state_delta},
+            version=head,
+        )
+        # Carry the id index forward instead of rebuilding it on every append.
+        successor.__dict__["event_ids"] = session.event_ids | {event.id}
+        return successor
+
+    # -- memory -------------------------------------------------------------------
+
+    async def store_memory(self, session: Session) -> int:
+        """Store the text of a session's events into its user's memory, in one batch.
+
+        Events without text, and events of this session stored before, are skipped.
+
+        Returns:
+            How many entries were added.
+
+        Raises:
+            ConflictError: Another writer changed the memory stream meanwhile; nothing
+                was written, and storing again is safe.
+        """
+        session = self._check_session(session)
+        stream = memory_stream(session.user_id)
+        existing = await self.journal.read(self.app, stream)
+        stored = read_entries(existing, f"{self.app}/{stream}")
+        records = memory_records(self.records, session, stored)
+        if not records:
+            return 0
+        head = existing[-1].seq if existing else 0
+        await self.journal.append(self.app, [StreamWrite(stream, records, expected_next=head + 1)])
+        return len(records)
+
+    async def search_memory(self, user_id: str, query: str, limit: int = 10) -> list[MemoryHit]:
+        """Search a user's memory (semantics in :mod:`steadyloop.sessions._memory`).
+
+        Tokens are NFKC-case-folded letter/digit runs, with each Han or kana character
+        a token of its own; score is the number of distinct query tokens an entry
+        holds; ties come in (session id, event id) order, which is deterministic but
+        not a promise callers should rely on.
+
+        Raises:
+            SessionError: If the query is not a string or the limit is negative.
+        """
+        stream = memory_stream(user_id)
+        records = await self.journal.read(self.app, stream)
+        return rank(read_entries(records, f"{self.app}/{stream}"), query, limit)
+
+    # -- summaries ----------------------------------------------------------------
+
+    def _summary(
+        self,
+        session: Session,
+        text: str,
+        *,
+        summary_id: str,
+        version: int,
+        replaces: str | None,
+        covers_through: str,
+    ) -> tuple[Session, Summary, int]:
+        session = self._check_session(session)
+        summary = Summary(
+            id=summary_id,
+            version=version,
+            replaces=replaces,
+            session_id=session.id,
+            covers_through=covers_through,
+            text=text,
+            time=self.records.clock.now_us(),
+        )
+        positions = {e.id: i for i, e in enumerate(session.all_events)}
+        covered = check_next_summary(session.id, session.summaries, positions, summary)
+        return session, summary, covered
+
+    async def summarize(
+        self,
+        session: Session,
+        text: str,
+        *,
+        summary_id: str,
+        version: int,
+        replaces: str | None,
+        covers_through: str,
+    ) -> Session:
+        """Add a summary: ``summary.begin`` in one batch, then ``summary.commit``.
+
+        Args:
+            session: The session as last read or returned.
+            text: The summary.
+            summary_id: Its id: new, or the latest summary's id to update it in place.
+            version: The latest summary's version plus one (1 for the first).
+            replaces: The latest summary's id (``None`` for the first).
+            covers_through: The id of the last event it covers; that event and all
+                before it become historical events.
+
+        Returns:
+            The session with the summary in force and the covered events historical.
+
+        Raises:
+            SessionError: If the summary breaks the version chain (wrong version or
+                ``replaces``, an older summary's id, an unknown event, or covering less
+                than the latest summary); nothing was written.
+            ConflictError: Another writer appended to the session first. If this comes
+                from the second batch, the attempt failed and stays invisible.
+        """
+        session, summary, covered = self._summary(
+            session,
+            text,
+            summary_id=summary_id,
+            version=version,
+            replaces=replaces,
+            covers_through=covers_through,
+        )
+        stream = session_stream(session.user_id, session.id)
+        begin = begin_record(self.records, summary)
+        await self.journal.append(
+            self.app, [StreamWrite(stream, [begin], expected_next=session.version + 1)]
+        )
+        commit = commit_record(self.records, summary, begin)
+        result = await self.journal.append(
+            self.app, [StreamWrite(stream, [commit], expected_next=session.version + 2)]
+        )
+        every = session.all_events
+        return _with(
+            session,
+            events=every[covered:],
+            historical_events=every[:covered],
+            summaries=(*session.summaries, summary),
+            version=result.positions[stream][1],
+        )
+
+    async def fail_summary(
+        self,
+        session: Session,
+        text: str,
+        *,
+        summary_id: str,
+        version: int,
+        replaces: str | None,
+        covers_through: str,
+    ) -> Session:
+        """Make a summary attempt that fails after its first part was written.
+
+        Writes the ``summary.begin`` record exactly as :meth:`summarize` would, then
+        stops, as a crash or a lost connection between the two batches would leave it.
+        The arguments are checked as in :meth:`summarize`. The attempt stays invisible
+        to every read; the version chain goes on from the last committed summary.
+
+        Returns:
+            The session unchanged but for ``version``, which counts the begin record.
+        """
+        session, summary, _ = self._summary(
+            session,
+            text,
+            summary_id=summary_id,
+            version=version,
+            replaces=replaces,
+            covers_through=covers_through,
+        )
+        stream = session_stream(session.user_id, session.id)
+        result = await self.journal.append(
+            self.app,
+            [
+                StreamWrite(
+                    stream, [begin_record(self.records, summary)], expected_next=session.version + 1
+                )
+            ],
+        )
+        return _with(session, version=result.positions[stream][1])
+
+
+def _with(
+    session: Session,
+    *,
+    events: tuple[Event, ...] | None = None,
+    historical_events: tuple[Event, ...] | None = None,
+    state: Mapping[str, JSONValue] | None = None,
+    summaries: tuple[Summary, ...] | None = None,
+    version: int | None = None,
+) -> Session:
+    return Session(
+        app=session.app,
+        user_id=session.user_id,
+        id=session.id,
+        events=session.events if events is None else events,
+        historical_events=(
+            session.historical_events if historical_events is None else historical_events
+        ),
+        state=session.state if state is None else state,
+        summaries=session.summaries if summaries is None else summaries,
+        version=session.version if version is None else version,
+    )
