@@ -1,0 +1,374 @@
+"""The MySQL and MariaDB backend: the shared SQL plans on asyncmy, pooled.
+
+URL: ``mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?prefix=P&pool_size=N]`` (or
+``mariadb://…``); ``unix_socket=/path`` connects through a socket instead of TCP.
+``prefix`` names the tables (``steadyloop_`` by default), so several journals share
+one database; ``pool_size`` caps the connection pool (10).
+
+Storage: tables are InnoDB in ``utf8mb4``. Namespaces, stream names and idempotency
+keys are stored as ``VARBINARY(400)`` holding their UTF-8 bytes, because no text
+collation of MySQL or MariaDB compares them exactly: the ``_ci`` collations fold case,
+and MariaDB's ``utf8mb4_bin`` is ``PAD SPACE``, so ``"run"`` and ``"run "`` would be one
+name. Records are canonical JSON text in ``LONGTEXT CHARACTER SET utf8mb4 COLLATE
+utf8mb4_bin`` (astral-plane characters included; NUL is escaped in JSON text).
+Every session runs with ``STRICT_ALL_TABLES`` (a value that does not fit is an error,
+never silently truncated), without ``NO_BACKSLASH_ESCAPES``, and at ``READ COMMITTED``.
+
+Limits: a statement, and so a single record, must fit the server's
+``max_allowed_packet`` (16 MiB by default in MariaDB, 64 MiB in MySQL 8); a larger
+record is refused with :class:`~steadyloop.InvalidBatch` before anything is written.
+Multi-row inserts are split into statements of about 1 MB.
+
+Durability: a returned ``append`` has been committed by InnoDB. With the default
+``innodb_flush_log_at_trx_commit=1`` the redo log was flushed to disk before the commit
+returned, so the batch survives a crash of either process and power loss of the server
+machine; with ``2`` it survives a server process crash but not an OS crash or power
+loss; with ``0`` up to a second of acknowledged batches can be lost even when only the
+server process dies. :attr:`MySQLJournal.server_settings` shows what the server said.
+
+Concurrency and failure: as for PostgreSQL. A batch locks its stream head rows in byte
+order (``SELECT … FOR UPDATE``); deadlocks, lock wait timeouts and a racing insert of
+one idempotency key rerun the whole transaction, a bounded number of times. A lost or
+killed connection (``KILL CONNECTION``, a server restart) raises
+:class:`~steadyloop.BackendUnavailable`; InnoDB rolls back what was not committed, so the
+batch is all or nothing, and resubmitting with the same idempotency key is safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from steadyloop._errors import BackendUnavailable, InvalidBatch, UnknownBackend
+from steadyloop.journal._factory import redact_url
+from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
+from steadyloop.journal._sql import (
+    Dialect,
+    Plan,
+    Query,
+    Row,
+    append_plan,
+    delete_namespace_plan,
+    delete_stream_plan,
+    head_plan,
+    migrate_plan,
+    namespaces_plan,
+    read_plan,
+    streams_plan,
+)
+from steadyloop.journal._sql_async import RetryPolicy, retry_transaction, run_async
+from steadyloop.records import StoredRecord
+
+try:
+    import asyncmy
+    from asyncmy import errors as my_errors
+except ImportError as exc:  # pragma: no cover - depends on the install
+    raise BackendUnavailable(
+        "the MySQL/MariaDB driver is missing; install steadyloop[mysql] (asyncmy)"
+    ) from exc
+
+__all__ = ["MySQLDialect", "MySQLJournal"]
+
+_OWN_OPTIONS = ("prefix", "pool_size", "retries", "unix_socket")
+_SQL_MODE = "STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION"
+
+# Server error codes.
+_DUPLICATE_KEY = 1062
+_LOCK_WAIT_TIMEOUT = 1205
+_DEADLOCK = 1213
+_RECORD_CHANGED = 1020
+_RETRYABLE = {_DUPLICATE_KEY, _LOCK_WAIT_TIMEOUT, _DEADLOCK, _RECORD_CHANGED}
+_STATEMENT_OVERHEAD = 4096
+"""Bytes allowed for a single-row INSERT beyond its record and names."""
+
+
+class MySQLDialect(Dialect):
+    """MySQL and MariaDB: ``%s`` placeholders, names as UTF-8 bytes, InnoDB row locks."""
+
+    placeholder = "%s"
+    name_type = "VARBINARY(400)"
+    data_type = "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+    int_type = "BIGINT"
+    lock_suffix = " FOR UPDATE"
+    location_name = "mysql"
+
+    def bind_name(self, name: str) -> Any:
+        """Bind a name as its UTF-8 bytes, compared byte for byte by ``VARBINARY``."""
+        return name.encode("utf-8")
+
+    def insert_ignore(self, table: str, columns: Sequence[str], conflict: Sequence[str]) -> str:
+        """Insert unless the key exists, as ``ON DUPLICATE KEY UPDATE c = c``.
+
+        Not ``INSERT IGNORE``: that turns every error of the statement (a value too
+        long, a bad character) into a warning, and, on an existing row, takes a shared
+        lock that the following ``SELECT … FOR UPDATE`` must upgrade, so two writers on
+        one stream deadlock. A no-op update takes the exclusive lock at once and leaves
+        other errors as errors.
+        """
+        cols = ", ".join(columns)
+        marks = ", ".join("?" for _ in columns)
+        keep = next((c for c in columns if c not in conflict), conflict[0])
+        return self.sql(
+            f"INSERT INTO {{p}}{table} ({cols}) VALUES ({marks}) "
+            f"ON DUPLICATE KEY UPDATE {keep} = {keep}"
+        )
+
+    def create_statements(self) -> list[str]:
+        """The shared schema, as InnoDB tables in ``utf8mb4``."""
+        suffix = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+        return [statement + suffix for statement in super().create_statements()]
+
+
+def _lock_name(database: str, prefix: str) -> str:
+    """A ``GET_LOCK`` name (at most 64 characters) for migrating ``prefix``'s tables."""
+    digest = hashlib.sha256(f"{database}\0{prefix}".encode()).hexdigest()
+    return f"steadyloop-migrate-{digest[:40]}"
+
+
+class MySQLJournal(Journal):
+    """A journal in a MySQL or MariaDB database, shared by every process opening its URL.
+
+    Durability: what an InnoDB commit survives — with the default
+    ``innodb_flush_log_at_trx_commit=1``, a crash of either process and power loss of
+    the server machine. See the module documentation.
+
+    Args:
+        url: A ``mysql://`` or ``mariadb://`` URL (its ``prefix``, ``pool_size``,
+            ``retries`` and ``unix_socket`` query parameters are read; keyword
+            arguments override them).
+        prefix: Table name prefix (ASCII letters, digits, ``_``); ``steadyloop_``.
+        pool_size: Most connections held open at once.
+        retries: Most attempts of a transaction the server refuses.
+        connect_timeout: Seconds to wait for the server when connecting.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str | None = None,
+        pool_size: int | None = None,
+        retries: int | None = None,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        super().__init__()
+        self.url = redact_url(url)
+        parts = urlsplit(url)
+        if parts.scheme not in ("mysql", "mariadb"):
+            raise UnknownBackend(f"{self.url!r} is not a mysql:// URL")
+        own = dict(parse_qsl(parts.query, keep_blank_values=True))
+        unknown = sorted(set(own) - set(_OWN_OPTIONS))
+        if unknown:
+            raise UnknownBackend(
+                f"{self.url}: unknown option(s) {', '.join(unknown)}; "
+                f"known: {', '.join(_OWN_OPTIONS)}"
+            )
+        self.database = unquote(parts.path.lstrip("/"))
+        if not self.database:
+            raise UnknownBackend(f"{self.url}: the URL names no database (mysql://host/DB)")
+        try:
+            self.pool_size = int(pool_size if pool_size is not None else own.get("pool_size", 10))
+            attempts = int(retries if retries is not None else own.get("retries", 10))
+            port = parts.port or 3306
+        except ValueError as exc:
+            raise UnknownBackend(f"{self.url}: bad option: {exc}") from None
+        if self.pool_size < 1:
+            raise UnknownBackend(f"{self.url}: pool_size must be >= 1")
+        try:
+            self._dialect = MySQLDialect(prefix if prefix is not None else own.get("prefix"))
+        except ValueError as exc:
+            raise UnknownBackend(f"{self.url}: {exc}") from None
+        self._dialect.location_name = f"mysql {self.url.split('?', 1)[0]}"
+        self._policy = RetryPolicy(attempts=max(1, attempts))
+        self._connect_args: dict[str, Any] = {
+            "host": parts.hostname or "127.0.0.1",
+            "port": port,
+            "user": unquote(parts.username) if parts.username else "root",
+            "password": unquote(parts.password) if parts.password else "",
+            "database": self.database,
+            "charset": "utf8mb4",
+            "autocommit": True,
+            # asyncmy sends ``SET sql_mode=<value>`` verbatim, so the value carries quotes.
+            "sql_mode": f"'{_SQL_MODE}'",
+            "init_command": "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            "binary_prefix": True,
+            "connect_timeout": connect_timeout,
+            "max_allowed_packet": 1 << 30,
+        }
+        if "unix_socket" in own:
+            self._connect_args["unix_socket"] = own["unix_socket"]
+        self._pool: Any = None
+        self.max_allowed_packet = 16 << 20
+        """The server's ``max_allowed_packet`` in bytes, read at open."""
+        self.server_settings: dict[str, str] = {}
+        """The server's version, ``innodb_flush_log_at_trx_commit`` and ``sync_binlog``."""
+
+    @property
+    def prefix(self) -> str:
+        """The table name prefix."""
+        return self._dialect.prefix
+
+    @classmethod
+    async def open(cls, url: str, **options: Any) -> MySQLJournal:
+        """Connect, create or check the tables, and return the journal.
+
+        Raises:
+            BackendUnavailable: The server cannot be reached or refuses the login.
+            CorruptionError: The tables were written by a newer Steadyloop.
+        """
+        journal = cls(url, **options)
+        await journal._connect()
+        return journal
+
+    async def _connect(self) -> None:
+        try:
+            conn = await asyncmy.connect(**self._connect_args)
+        except (my_errors.MySQLError, OSError, TimeoutError) as exc:
+            raise BackendUnavailable(f"{self.url}: cannot connect: {_describe(exc)}") from exc
+        try:
+            await self._migrate(conn)
+        except (my_errors.MySQLError, OSError, EOFError) as exc:
+            raise BackendUnavailable(
+                f"{self.url}: cannot prepare the tables: {_describe(exc)}"
+            ) from exc
+        finally:
+            conn.close()
+        try:
+            self._pool = await asyncmy.create_pool(
+                minsize=1, maxsize=self.pool_size, pool_recycle=3600, **self._connect_args
+            )
+        except (my_errors.MySQLError, OSError, TimeoutError) as exc:
+            raise BackendUnavailable(
+                f"{self.url}: cannot open a connection pool: {_describe(exc)}"
+            ) from exc
+
+    async def _migrate(self, conn: Any) -> None:
+        """Create or check the tables, one opener at a time (DDL cannot be rolled back)."""
+        name = _lock_name(self.database, self.prefix)
+        execute: Callable[[Query], Any] = lambda q: self._execute(conn, q)  # noqa: E731
+        rows = await execute(Query("SELECT GET_LOCK(%s, %s)", (name, 60), fetch=True))
+        if not rows or rows[0][0] != 1:
+            raise BackendUnavailable(
+                f"{self.url}: another process held the schema lock {name} for 60 s"
+            )
+        try:
+            await run_async(migrate_plan(self._dialect), execute)
+        finally:
+            await execute(Query("SELECT RELEASE_LOCK(%s)", (name,), fetch=True))
+        rows = await execute(
+            Query(
+                "SELECT @@max_allowed_packet, VERSION(), @@innodb_flush_log_at_trx_commit, "
+                "@@sync_binlog",
+                fetch=True,
+            )
+        )
+        packet, version, flush, sync_binlog = rows[0]
+        self.max_allowed_packet = int(packet)
+        self.server_settings = {
+            "version": str(version),
+            "innodb_flush_log_at_trx_commit": str(flush),
+            "sync_binlog": str(sync_binlog),
+        }
+
+    # -- running plans ----------------------------------------------------------------
+
+    @staticmethod
+    async def _execute(conn: Any, query: Query) -> list[Row]:
+        async with conn.cursor() as cur:
+            if query.many:
+                await cur.executemany(query.sql, query.params)
+                return []
+            await cur.execute(query.sql, query.params)
+            return list(await cur.fetchall()) if query.fetch else []
+
+    @staticmethod
+    def _retryable(exc: BaseException) -> bool:
+        return (
+            isinstance(exc, my_errors.MySQLError) and bool(exc.args) and exc.args[0] in _RETRYABLE
+        )
+
+    async def _run(self, make_plan: Callable[[], Plan], *, write: bool = False) -> Any:
+        """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
+        pool = self._pool
+        assert pool is not None
+
+        async def attempt() -> Any:
+            async with pool.acquire() as conn:
+                if not write:
+                    return await run_async(make_plan(), lambda q: self._execute(conn, q))
+                await conn.begin()
+                try:
+                    result = await run_async(make_plan(), lambda q: self._execute(conn, q))
+                    await conn.commit()
+                except BaseException:
+                    try:
+                        await conn.rollback()
+                    except Exception:
+                        conn.close()  # the pool drops a closed connection
+                    raise
+                return result
+
+        try:
+            return await retry_transaction(attempt, self._retryable, self._policy)
+        except (my_errors.MySQLError, OSError, EOFError, RuntimeError) as exc:
+            raise BackendUnavailable(f"{self.url}: {_describe(exc)}") from exc
+
+    # -- backend hooks ----------------------------------------------------------------
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        limit = self.max_allowed_packet - _STATEMENT_OVERHEAD
+        for write, texts in zip(batch.writes, batch.encoded, strict=True):
+            for k, text in enumerate(texts):
+                size = len(text.encode("utf-8"))
+                if 2 * size > limit:  # escaping can double the bytes on the wire
+                    raise InvalidBatch(
+                        f"record {k} of stream {write.stream!r} is {size} bytes of JSON; the "
+                        f"server's max_allowed_packet ({self.max_allowed_packet}) allows "
+                        f"records up to {limit // 2} bytes; raise max_allowed_packet"
+                    )
+        result: AppendResult = await self._run(
+            lambda: append_plan(self._dialect, batch), write=True
+        )
+        return result
+
+    async def _read(
+        self, namespace: str, stream: str, start: int, limit: int | None
+    ) -> list[StoredRecord]:
+        rows: list[StoredRecord] = await self._run(
+            lambda: read_plan(self._dialect, namespace, stream, start, limit)
+        )
+        return rows
+
+    async def _head(self, namespace: str, stream: str) -> int:
+        head: int = await self._run(lambda: head_plan(self._dialect, namespace, stream))
+        return head
+
+    async def _streams(self, namespace: str) -> list[str]:
+        names: list[str] = await self._run(lambda: streams_plan(self._dialect, namespace))
+        return names
+
+    async def _namespaces(self) -> list[str]:
+        names: list[str] = await self._run(lambda: namespaces_plan(self._dialect))
+        return names
+
+    async def _delete_stream(self, namespace: str, stream: str) -> None:
+        await self._run(lambda: delete_stream_plan(self._dialect, namespace, stream), write=True)
+
+    async def _delete_namespace(self, namespace: str) -> None:
+        await self._run(lambda: delete_namespace_plan(self._dialect, namespace), write=True)
+
+    async def _close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            pool.close()
+            await pool.wait_closed()
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line description of a driver error."""
+    if isinstance(exc, my_errors.MySQLError) and len(exc.args) >= 2:
+        return f"{type(exc).__name__} {exc.args[0]}: {exc.args[1]}"
+    return f"{type(exc).__name__}: {exc}".strip()
