@@ -36,7 +36,6 @@ batch is all or nothing, and resubmitting with the same idempotency key is safe.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
