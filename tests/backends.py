@@ -1,7 +1,11 @@
 """Which journal backends the tests run on, and how each test gets a private store.
 
-Embedded backends (memory, jsonl, sqlite) always run. Server backends are added in
-``SERVER_BACKENDS``; see ``server_url``.
+Embedded backends (memory, jsonl, sqlite) always run. Server backends (postgres, redis,
+mysql) run against the servers named by ``STEADYLOOP_POSTGRES_URL``,
+``STEADYLOOP_REDIS_URL`` and ``STEADYLOOP_MYSQL_URL`` (by default the local servers on
+their standard ports). Each test works under its own table or key prefix and removes
+only what that prefix holds. Without a server, a run outside CI skips with one line
+naming the variable; under ``CI=true`` a missing server fails the test.
 """
 
 from __future__ import annotations
@@ -11,13 +15,150 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from steadyloop.journal import MemoryJournal
+import pytest
+
+from steadyloop.journal import MemoryJournal, redact_url
 
 EMBEDDED_BACKENDS = ["memory", "jsonl", "sqlite"]
-SERVER_BACKENDS: list[str] = []
+SERVER_BACKENDS: list[str] = ["postgres", "redis", "mysql"]
 ALL_BACKENDS = EMBEDDED_BACKENDS + SERVER_BACKENDS
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+SERVER_ENV = {
+    "postgres": ("STEADYLOOP_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test"),
+    "redis": ("STEADYLOOP_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    "mysql": ("STEADYLOOP_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"),
+}
+"""Per server backend: the environment variable naming its server, and the default."""
+
+_REACHABLE: dict[str, str | None] = {}
+
+
+def server_url(backend: str) -> str:
+    """The base URL of a server backend's server (from its variable, or the default)."""
+    variable, default = SERVER_ENV[backend]
+    return os.environ.get(variable) or default
+
+
+def with_options(url: str, **options: str) -> str:
+    """Return ``url`` with query parameters added (replacing any of the same name)."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in options]
+    query.extend(options.items())
+    return parts._replace(query=urlencode(query)).geturl()
+
+
+async def _probe(backend: str, url: str) -> None:
+    """Connect to a server once with its driver; raise if it cannot be reached."""
+    if backend == "postgres":
+        import psycopg
+
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=3)
+        await conn.close()
+    elif backend == "redis":
+        import redis.asyncio
+
+        client = redis.asyncio.Redis.from_url(url, socket_connect_timeout=3)
+        try:
+            await client.ping()
+        finally:
+            await client.aclose()
+    elif backend == "mysql":
+        conn = await _mysql_connect(url)
+        conn.close()
+
+
+async def _mysql_connect(url: str) -> object:
+    from asyncmy import connect  # type: ignore[import-untyped]
+
+    parts = urlsplit(url)
+    return await connect(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or 3306,
+        user=parts.username or "root",
+        password=parts.password or "",
+        database=parts.path.lstrip("/") or None,
+        connect_timeout=3,
+        autocommit=True,
+    )
+
+
+async def require_server(backend: str) -> str:
+    """Return the server's base URL, or skip (outside CI) / fail (in CI) if it is down."""
+    variable, _ = SERVER_ENV[backend]
+    url = server_url(backend)
+    if backend not in _REACHABLE:
+        try:
+            await _probe(backend, url)
+            _REACHABLE[backend] = None
+        except Exception as exc:
+            _REACHABLE[backend] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    problem = _REACHABLE[backend]
+    if problem is not None:
+        message = f"{variable}: no server at {redact_url(url)} ({problem})"
+        if IN_CI:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return url
+
+
+def unique_prefix(backend: str) -> str:
+    """A prefix no other test uses: lower-case table prefix, or a Redis key prefix."""
+    token = uuid.uuid4().hex[:12]
+    return f"steadyloop-test:{token}:" if backend == "redis" else f"t{token}_"
+
+
+async def remove_prefix(backend: str, url: str, prefix: str) -> None:
+    """Delete exactly what the store under ``prefix`` holds: its tables or its keys."""
+    if backend == "postgres":
+        import psycopg
+        from psycopg import sql
+
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+            cur = await conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
+                "AND starts_with(tablename, %s)",
+                (prefix,),
+            )
+            for (table,) in await cur.fetchall():
+                await conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(table)))
+    elif backend == "redis":
+        import redis.asyncio
+
+        client = redis.asyncio.Redis.from_url(url)
+        try:
+            pattern = "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
+            keys = [k async for k in client.scan_iter(match=pattern, count=1000)]
+            for i in range(0, len(keys), 1000):
+                await client.delete(*keys[i : i + 1000])
+        finally:
+            await client.aclose()
+    elif backend == "mysql":
+        conn: object = await _mysql_connect(url)
+        try:
+            async with conn.cursor() as cur:  # type: ignore[attr-defined]
+                await cur.execute(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_schema = DATABASE() AND LEFT(table_name, %s) = %s",
+                    (len(prefix), prefix),
+                )
+                for (table,) in await cur.fetchall():
+                    await cur.execute(f"DROP TABLE IF EXISTS `{table}`")
+        finally:
+            conn.close()  # type: ignore[attr-defined]
+
+
+@asynccontextmanager
+async def server_store(backend: str, **options: str) -> AsyncIterator[tuple[str, str]]:
+    """Yield ``(journal URL, prefix)`` of a fresh store on a server; remove it afterwards."""
+    base = await require_server(backend)
+    prefix = unique_prefix(backend)
+    try:
+        yield with_options(base, prefix=prefix, **options), prefix
+    finally:
+        await remove_prefix(backend, base, prefix)
 
 
 @asynccontextmanager
@@ -38,5 +179,8 @@ async def store_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
         yield f"jsonl://{directory}"
     elif backend == "sqlite":
         yield f"sqlite://{tmp_path}/journal-{uuid.uuid4().hex[:8]}.db"
+    elif backend in SERVER_ENV:
+        async with server_store(backend) as (url, _):
+            yield url
     else:
         raise ValueError(f"unknown backend {backend!r}")
