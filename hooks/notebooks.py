@@ -9,10 +9,11 @@ Why (DOCS-NOTES.md, traps 1 and 8):
   ``File.is_documentation_page`` also answers yes for ``.ipynb`` sources, so the i18n
   plugin sorts notebooks as pages of their own language (right URL, right alternate)
   and MkDocs builds a page for each; mkdocs-jupyter then renders them as usual.
-* A notebook's table of contents is computed apart from its HTML: a Chinese heading
-  gets an empty slug in the TOC but a real id in the HTML, so TOC links break. After
-  rendering, the TOC anchors of a notebook page are set to the ids its HTML headings
-  actually carry, heading by heading.
+* A notebook's headings get their ids from nbconvert, and its table of contents is
+  computed apart from its HTML. A Chinese heading gets an empty id (``id=""``) and its
+  TOC entry and permalink point at ``#``. After rendering, a heading without an id gets
+  one (the same Unicode slug Markdown pages use, or ``section-N``), and the TOC anchors
+  of the page are set to the ids its HTML headings really carry, heading by heading.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import Any
 from mkdocs.structure.files import File
 from mkdocs.structure.pages import Page
 from mkdocs.structure.toc import AnchorLink
+from pymdownx.slugs import slugify
+
+_slugify = slugify(case="lower")
 
 _NOTEBOOK_SUFFIX = ".ipynb"
 _original_is_documentation_page = File.is_documentation_page
@@ -43,6 +47,28 @@ def on_startup(command: str, dirty: bool) -> None:
 
 _HEADING = re.compile(r"<h([1-6])\b[^>]*\bid=\"([^\"]*)\"[^>]*>(.*?)</h\1>", re.S)
 _TAG = re.compile(r"<[^>]+>")
+
+
+def _fill_empty_ids(html: str) -> str:
+    """Give every heading with an empty id a unique, non-empty one."""
+    taken = {m.group(1) for m in re.finditer(r'\bid="([^"]+)"', html)}
+
+    def fix(match: re.Match[str]) -> str:
+        level, inner = match.group(1), match.group(2)
+        text = unescape(_TAG.sub("", inner)).replace("¶", "").strip()
+        base = _slugify(text, "-") or "section"
+        anchor, n = base, 1
+        while anchor in taken:
+            n += 1
+            anchor = f"{base}_{n}"
+        taken.add(anchor)
+        inner = inner.replace('class="anchor-link" href="#"', f'class="anchor-link" href="#{anchor}"')
+        return f'<h{level} id="{anchor}">{inner}</h{level}>'
+
+    return _EMPTY_ID_HEADING.sub(fix, html)
+
+
+_EMPTY_ID_HEADING = re.compile(r'<h([1-6]) id="">(.*?)</h\1>', re.S)
 
 
 def _headings(html: str) -> list[tuple[int, str, str]]:
@@ -66,6 +92,7 @@ def on_page_content(html: str, page: Page, **kwargs: Any) -> str:
     """Point a notebook page's TOC entries at the ids its headings really have."""
     if not page.file.src_uri.endswith(_NOTEBOOK_SUFFIX):
         return html
+    html = _fill_empty_ids(html)
     headings = _headings(html)
     used = 0
     for link in _walk(list(page.toc)):

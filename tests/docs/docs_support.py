@@ -1,0 +1,145 @@
+"""Paths, page lists and HTML helpers shared by the documentation tests."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+NOTEBOOKS = ROOT / "notebooks"
+LANGUAGES = ("en", "zh")
+DEFAULT_LANGUAGE = "en"
+SITE_PREFIX = "/steadyloop/"  # the path of site_url in mkdocs.yml
+BUILD_TIMEOUT = 600
+
+
+@dataclass(frozen=True)
+class BuiltSite:
+    """The result of the one strict build of the session."""
+
+    root: Path
+    seconds: float
+    log: str
+
+    def page(self, lang: str, rel: str) -> Path:
+        """The HTML file of page ``rel`` (``""`` for the home page) in ``lang``."""
+        base = self.root if lang == DEFAULT_LANGUAGE else self.root / lang
+        return base / rel / "index.html" if rel else base / "index.html"
+
+
+def build_env() -> dict[str, str]:
+    """The environment of a docs build: Material's MkDocs 2 banner silenced (trap 10)."""
+    env = dict(os.environ)
+    env["NO_MKDOCS_2_WARNING"] = "1"
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def markdown_pages(lang: str) -> list[str]:
+    """Source pages of a language, relative to its folder, as POSIX paths."""
+    base = DOCS / lang
+    return sorted(p.relative_to(base).as_posix() for p in base.rglob("*.md"))
+
+
+def notebook_pages(lang: str) -> list[str]:
+    """Notebooks linked into a language's docs folder, relative to it (symlinks followed)."""
+    base = DOCS / lang
+    found = []
+    for folder, _dirs, files in os.walk(base, followlinks=True):
+        for name in files:
+            if name.endswith(".ipynb") and ".ipynb_checkpoints" not in folder:
+                found.append((Path(folder) / name).relative_to(base).as_posix())
+    return sorted(found)
+
+
+def page_url(rel_source: str) -> str:
+    """The directory URL (relative to the language root) of a source page."""
+    stem = rel_source.rsplit(".", 1)[0]
+    if stem == "index":
+        return ""
+    if stem.endswith("/index"):
+        return stem[: -len("/index")]
+    return stem
+
+
+# -- a small DOM on top of the standard library's HTML parser -----------------------------
+
+_VOID = frozenset(
+    "area base br col embed hr img input link meta param source track wbr".split()
+)
+
+
+@dataclass
+class Node:
+    """One element of a parsed page."""
+
+    tag: str
+    attrs: dict[str, str]
+    children: list[Node | str]
+    parent: Node | None = None
+
+    @property
+    def classes(self) -> set[str]:
+        return set(self.attrs.get("class", "").split())
+
+    def iter(self) -> list[Node]:
+        """This element and every element below it, in document order."""
+        out: list[Node] = [self]
+        for child in self.children:
+            if isinstance(child, Node):
+                out.extend(child.iter())
+        return out
+
+    def find_all(self, tag: str | None = None, cls: str | None = None) -> list[Node]:
+        return [
+            n
+            for n in self.iter()
+            if (tag is None or n.tag == tag) and (cls is None or cls in n.classes)
+        ]
+
+    def text(self) -> str:
+        parts: list[str] = []
+        for child in self.children:
+            parts.append(child.text() if isinstance(child, Node) else child)
+        return "".join(parts)
+
+
+class _TreeBuilder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#document", {}, [])
+        self.stack = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node = Node(tag, {k: v or "" for k, v in attrs}, [], self.stack[-1])
+        self.stack[-1].children.append(node)
+        if tag not in _VOID:
+            self.stack.append(node)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.stack[-1].children.append(Node(tag, {k: v or "" for k, v in attrs}, [], self.stack[-1]))
+
+    def handle_endtag(self, tag: str) -> None:
+        for i in range(len(self.stack) - 1, 0, -1):
+            if self.stack[i].tag == tag:
+                del self.stack[i:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        self.stack[-1].children.append(data)
+
+
+def parse_html(path: Path) -> Node:
+    """Parse an HTML file into a :class:`Node` tree."""
+    builder = _TreeBuilder()
+    builder.feed(path.read_text(encoding="utf-8"))
+    builder.close()
+    return builder.root
+
+
+def html_pages(site: Path) -> list[Path]:
+    """Every HTML page of a built site."""
+    return sorted(site.rglob("*.html"))

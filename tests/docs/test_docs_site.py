@@ -1,0 +1,377 @@
+"""The built site, checked in its HTML rather than by the build's exit code."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from docs_support import (
+    DEFAULT_LANGUAGE,
+    DOCS,
+    LANGUAGES,
+    NOTEBOOKS,
+    SITE_PREFIX,
+    BuiltSite,
+    Node,
+    html_pages,
+    markdown_pages,
+    notebook_pages,
+    page_url,
+    parse_html,
+)
+
+pytestmark = pytest.mark.slow
+
+SITE_HOST = "steadyloop.github.io"
+BUILD_BUDGET_SECONDS = 90.0
+
+
+def all_pages(lang: str) -> list[str]:
+    return [page_url(p) for p in markdown_pages(lang) + notebook_pages(lang)]
+
+
+# -- the build ------------------------------------------------------------------------
+
+
+def test_strict_build_is_clean_and_within_budget(
+    built_site: BuiltSite, record_property: pytest.RecordProperty
+) -> None:
+    """The strict build of both languages, notebooks executed, logs no warning and stays fast."""
+    record_property("docs_build_seconds", round(built_site.seconds, 2))
+    warnings = [line for line in built_site.log.splitlines() if line.startswith("WARNING")]
+    assert warnings == []
+    assert built_site.seconds < BUILD_BUDGET_SECONDS, (
+        f"the strict build took {built_site.seconds:.1f}s; the aim is under {BUILD_BUDGET_SECONDS}s"
+    )
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_every_source_page_is_built(built_site: BuiltSite, lang: str) -> None:
+    """Each Markdown page and each notebook of a language becomes a page of that language."""
+    for rel in all_pages(lang):
+        page = built_site.page(lang, rel)
+        assert page.is_file(), f"{lang}: no page for {rel!r}"
+        html = parse_html(page)
+        expected = "zh" if lang == "zh" else "en"
+        assert html.find_all("html")[0].attrs.get("lang") == expected, page
+
+
+# -- notebooks ------------------------------------------------------------------------
+
+
+def notebook_cases() -> list[tuple[str, str]]:
+    return [(lang, nb) for lang in LANGUAGES for nb in notebook_pages(lang)]
+
+
+@pytest.mark.parametrize(("lang", "notebook"), notebook_cases())
+def test_notebook_page_renders_with_executed_outputs(
+    built_site: BuiltSite, lang: str, notebook: str
+) -> None:
+    """A notebook page is HTML with every code cell executed and no error output.
+
+    With mkdocs-static-i18n, a notebook can silently end up as its raw JSON text
+    (DOCS-NOTES trap 1); this is what catches it.
+    """
+    page = built_site.page(lang, page_url(notebook))
+    text = page.read_text(encoding="utf-8")
+    assert '"nbformat"' not in text and '"cell_type"' not in text, "raw notebook JSON on the page"
+    html = parse_html(page)
+    source = json.loads((DOCS / lang / notebook).read_text(encoding="utf-8"))
+    code_cells = [c for c in source["cells"] if c["cell_type"] == "code"]
+
+    # nbconvert wraps each cell in a second div of the same classes; the inner one has the id.
+    rendered = [c for c in html.find_all("div", "jp-CodeCell") if "id" in c.attrs]
+    assert len(rendered) == len(code_cells)
+    for number, cell in enumerate(rendered, start=1):
+        prompt = cell.find_all("div", "jp-InputPrompt")
+        assert prompt and f"[{number}]" in prompt[0].text(), "a code cell was not executed"
+    outputs = [o for o in html.find_all("div", "jp-OutputArea-output") if o.text().strip()]
+    assert outputs, "the notebook produced no output"
+    for node in html.iter():
+        mime = node.attrs.get("data-mime-type", "")
+        assert mime != "application/vnd.jupyter.stderr", f"error output: {node.text()[:300]}"
+    assert "Traceback (most recent call last)" not in text
+
+    # The language's own notebook, not a fallback from another language.
+    first_markdown = next(c for c in source["cells"] if c["cell_type"] == "markdown")
+    title = "".join(first_markdown["source"]).splitlines()[0].lstrip("# ").strip()
+    assert title in html.find_all("article")[0].text()
+
+
+@pytest.mark.parametrize(("lang", "notebook"), notebook_cases())
+def test_notebook_page_offers_its_source_for_download(
+    built_site: BuiltSite, lang: str, notebook: str
+) -> None:
+    """The page links the .ipynb it was made from, and that file is published beside it."""
+    page = built_site.page(lang, page_url(notebook))
+    links = parse_html(page).find_all("a", "steadyloop-download-notebook")
+    assert len(links) == 1
+    target, _ = resolve(built_site.root, page, links[0].attrs["href"])
+    assert target is not None and target.is_file()
+    original = (DOCS / lang / notebook).resolve()
+    assert original.is_relative_to(NOTEBOOKS / lang)
+    assert target.read_bytes() == original.read_bytes()
+
+
+@pytest.mark.parametrize(("lang", "notebook"), notebook_cases())
+def test_notebook_toc_links_point_at_headings(
+    built_site: BuiltSite, lang: str, notebook: str
+) -> None:
+    """Chinese notebook headings get real ids, so their TOC entries work (DOCS-NOTES trap 8)."""
+    page = built_site.page(lang, page_url(notebook))
+    html = parse_html(page)
+    ids = {n.attrs["id"] for n in html.iter() if "id" in n.attrs}
+    assert "" not in ids, "a heading without an id"
+    toc = [a.attrs.get("href", "") for a in html.find_all("a", "md-nav__link")]
+    anchors = [h for h in toc if h.startswith("#")]
+    assert anchors, "the notebook page has no table of contents"
+    for href in anchors:
+        assert href != "#" and unquote(href[1:]) in ids, href
+
+
+# -- language switch ------------------------------------------------------------------
+
+
+def counterpart(lang: str) -> str:
+    return next(other for other in LANGUAGES if other != lang)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_language_switch_lands_on_the_counterpart(built_site: BuiltSite, lang: str) -> None:
+    """On every page, the switch to the other language leads to the same page in it."""
+    other = counterpart(lang)
+    for rel in all_pages(lang):
+        page = built_site.page(lang, rel)
+        switches = [
+            a
+            for a in parse_html(page).find_all("a", "md-select__link")
+            if a.attrs.get("hreflang") == other
+        ]
+        assert len(switches) == 1, f"{page}: no single switch to {other}"
+        target, _ = resolve(built_site.root, page, switches[0].attrs["href"])
+        assert target == built_site.page(other, rel), f"{lang}/{rel} switches to {target}"
+
+
+# -- links and anchors ----------------------------------------------------------------
+
+
+def resolve(site: Path, page: Path, url: str) -> tuple[Path | None, str]:
+    """Map a link on ``page`` to a file of the site and a fragment.
+
+    Returns ``(None, "")`` for links that leave the site.
+    """
+    parts = urlsplit(url)
+    if parts.scheme in ("mailto", "javascript", "data", "tel"):
+        return None, ""
+    if parts.scheme or parts.netloc:
+        if parts.netloc != SITE_HOST:
+            return None, ""
+        path = parts.path
+    else:
+        path = parts.path
+    fragment = unquote(parts.fragment)
+    if path.startswith("/"):
+        assert path.startswith(SITE_PREFIX), f"{page}: absolute link {url!r} outside the site"
+        target = site / unquote(path[len(SITE_PREFIX) :])
+    elif path == "":
+        target = page
+    else:
+        target = page.parent / unquote(path)
+    target = Path(*PurePosixPath(target.as_posix()).parts)
+    target = target.resolve() if target.exists() else Path(_normalise(target.as_posix()))
+    if target.is_dir():
+        target = target / "index.html"
+    return target, fragment
+
+
+def _normalise(path: str) -> str:
+    out: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if out:
+                out.pop()
+        elif part not in ("", "."):
+            out.append(part)
+    return "/" + "/".join(out)
+
+
+_LINK_ATTRS = {"a": "href", "link": "href", "script": "src", "img": "src", "source": "src"}
+
+
+def _links(html: Node) -> list[tuple[str, str]]:
+    found = []
+    for node in html.iter():
+        attr = _LINK_ATTRS.get(node.tag)
+        if attr and attr in node.attrs:
+            found.append((node.tag, node.attrs[attr]))
+    return found
+
+
+def test_no_broken_internal_link_or_anchor(built_site: BuiltSite) -> None:
+    """Every internal link of every page reaches a file, and every anchor an element id."""
+    site = built_site.root.resolve()
+    ids: dict[Path, set[str]] = {}
+
+    def ids_of(path: Path) -> set[str]:
+        if path not in ids:
+            nodes = parse_html(path).iter()
+            ids[path] = {n.attrs[k] for n in nodes for k in ("id", "name") if k in n.attrs}
+        return ids[path]
+
+    broken: list[str] = []
+    pages = [p.resolve() for p in html_pages(site)]
+    assert len(pages) >= 2 * len(all_pages(DEFAULT_LANGUAGE))
+    for page in pages:
+        for tag, url in _links(parse_html(page)):
+            target, fragment = resolve(site, page, url)
+            if target is None:
+                continue
+            where = f"{page.relative_to(site)}: <{tag}> {url!r}"
+            if not target.is_file():
+                broken.append(f"{where} -> missing {target}")
+            elif fragment and target.suffix == ".html" and fragment not in ids_of(target):
+                broken.append(f"{where} -> no element with id {fragment!r}")
+    assert broken == []
+
+
+# -- search ---------------------------------------------------------------------------
+
+# A query word from each Chinese design page; each must be a word jieba cuts out.
+CHINESE_QUERIES = [
+    ("explanation/journal.md", "幂等"),
+    ("explanation/journal.md", "损坏"),
+    ("explanation/architecture.md", "意图"),
+    ("explanation/backends.md", "断电"),
+    ("tutorials/getting-started.md", "笔记本"),
+]
+
+_TAGS = re.compile(r"<[^>]+>")
+
+
+def tokenise(text: str, separator: re.Pattern[str]) -> set[str]:
+    """Split index text as the search client does: on the configured separator, lowercased."""
+    return {t.lower() for t in separator.split(_TAGS.sub(" ", text)) if t}
+
+
+def segment_query(query: str, terms: set[str]) -> set[str]:
+    """Split a Chinese query into index terms, as Material's search worker does.
+
+    A port of the worker's segmenter: it matches prefixes of the query against the
+    terms of the index (jieba's words, cut at build time); when nothing matches, the
+    whole query is one term. Each resulting term is then searched as a prefix.
+    """
+    n = [0] * len(query)
+    for s in range(len(query)):
+        for o in range(s + 1, len(query)):
+            if query[s:o] in terms:
+                n[s] = o - s
+    found: set[str] = set()
+    stack = [0]
+    while stack:
+        o = stack.pop()
+        for u in range(1, n[o]):
+            if n[o + u] > n[o] - u:
+                found.add(query[o : o + u])
+                stack.append(o + u)
+        a = o + n[o]
+        if a < len(query) and n[a] and a < len(query) - 1:
+            stack.append(a)
+        found.add(query[o:a])
+    return {query} if "" in found else found
+
+
+@pytest.fixture(scope="module")
+def search_index(built_site: BuiltSite) -> dict[str, object]:
+    data: dict[str, object] = json.loads(
+        (built_site.root / "search" / "search_index.json").read_text(encoding="utf-8")
+    )
+    return data
+
+
+def test_search_is_configured_for_chinese(search_index: dict[str, object]) -> None:
+    """The index is built for English and Chinese and splits on jieba's word marks."""
+    config = search_index["config"]
+    assert isinstance(config, dict)
+    assert {"en", "zh"} <= set(config["lang"])
+    assert "\\u200b" in config["separator"] or "\u200b" in config["separator"]
+
+
+@pytest.mark.parametrize(("source", "word"), CHINESE_QUERIES)
+def test_chinese_query_finds_its_page(
+    search_index: dict[str, object], source: str, word: str
+) -> None:
+    """A Chinese word from a Chinese page is a search term of that page in the index."""
+    assert word in (DOCS / "zh" / source).read_text(encoding="utf-8")
+    config = search_index["config"]
+    assert isinstance(config, dict)
+    separator = re.compile(config["separator"])
+    docs = search_index["docs"]
+    assert isinstance(docs, list)
+    location = f"zh/{page_url(source)}/"
+    tokens: dict[str, set[str]] = {}
+    for d in docs:
+        page = d["location"].split("#", 1)[0]
+        tokens.setdefault(page, set()).update(
+            tokenise(d["title"], separator) | tokenise(d["text"], separator)
+        )
+    terms = segment_query(word, set().union(*tokens.values()))
+    hits = {
+        page for page, words in tokens.items() if all(any(w.startswith(t) for w in words) for t in terms)
+    }
+    assert location in hits, f"{word!r} ({terms}) does not find {location}; found {sorted(hits)}"
+    page_text = "".join(d["text"] for d in docs if d["location"].startswith(location))
+    assert "\u200b" in page_text, "the Chinese page was not segmented into words"
+
+
+# -- generated reference pages ----------------------------------------------------------
+
+
+def _command_paths(command: object, path: list[str]) -> list[list[str]]:
+    out = [path]
+    lister = getattr(command, "list_commands", None)
+    if lister is not None:
+        ctx = command.context_class(command, info_name=path[-1])  # type: ignore[attr-defined]
+        for name in lister(ctx):
+            sub = command.get_command(ctx, name)  # type: ignore[attr-defined]
+            if sub is not None and not getattr(sub, "hidden", False):
+                out.extend(_command_paths(sub, [*path, name]))
+    return out
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_cli_reference_lists_every_command(built_site: BuiltSite, lang: str) -> None:
+    """The CLI page is generated from the app: every command has its own section."""
+    import typer.main
+
+    from steadyloop.cli import app
+
+    command = typer.main.get_command(app)
+    html = parse_html(built_site.page(lang, "reference/cli"))
+    ids = {n.attrs.get("id") for n in html.iter()}
+    for path in _command_paths(command, ["steadyloop"]):
+        assert "cli-" + "-".join(path) in ids, " ".join(path)
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_api_reference_documents_the_public_api(built_site: BuiltSite, lang: str) -> None:
+    """Every name of ``steadyloop.__all__`` has an entry on the API page."""
+    import steadyloop
+
+    html = parse_html(built_site.page(lang, "reference/api"))
+    ids = {n.attrs.get("id") for n in html.iter()}
+    missing = [n for n in steadyloop.__all__ if not n.startswith("_") and f"steadyloop.{n}" not in ids]
+    assert missing == []
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_error_reference_shows_every_error(built_site: BuiltSite, lang: str) -> None:
+    """The error tree is drawn from the code, so it names every error class there is."""
+    from steadyloop import _errors
+
+    text = parse_html(built_site.page(lang, "reference/errors")).text()
+    missing = [name for name in _errors.__all__ if not re.search(rf"\b{name}\b", text)]
+    assert missing == []
