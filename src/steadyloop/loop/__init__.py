@@ -1,0 +1,124 @@
+"""The agent loop: run and resume agents with an intent durable before every effect.
+
+A step is model call → decision → action → observation. Before each external effect
+(a model call, a tool call) an intent record is durable; after it, its result. Resume
+folds the journal: completed effects are never repeated, a safe effect left without a
+result is done again, and a never-repeat one stops the run with
+``RESUME_STATE_UNKNOWN`` until the caller :func:`resolve` s it.
+
+Example:
+    >>> import asyncio
+    >>> from steadyloop.journal import open_journal
+    >>> from steadyloop.loop import (
+    ...     Agent, ModelReply, ReplayPolicy, ScriptedModel, ToolRegistry, run)
+    >>> tools = ToolRegistry()
+    >>> @tools.tool(policy=ReplayPolicy.SAFE)
+    ... def add(a: int, b: int) -> int:
+    ...     return a + b
+    >>> model = ScriptedModel([ModelReply.call("add", {"a": 2, "b": 3}), "5"])
+    >>> agent = Agent("calc", model, tools)
+    >>> async def demo():
+    ...     async with await open_journal("memory://") as journal:
+    ...         return await run(agent, journal, "demo", "ada", "s1", "r1", "2 + 3?")
+    >>> result = asyncio.run(demo())
+    >>> result.stop_reason.value, result.output, result.steps, result.actions
+    ('completed', '5', 2, 1)
+"""
+
+from steadyloop.loop._agent import Agent, DecisionParser, ToolCallParser, load_agent
+from steadyloop.loop._messages import (
+    LOOP_AUTHOR,
+    TOOL_AUTHOR,
+    USER_AUTHOR,
+    event_messages,
+    session_messages,
+)
+from steadyloop.loop._models import OpenAIChatModel, ScriptedModel
+from steadyloop.loop._run import (
+    Happened,
+    NotHappened,
+    RunInfo,
+    list_runs,
+    load_run,
+    request_cancel,
+    resolve,
+    resume,
+    run,
+)
+from steadyloop.loop._state import (
+    RUN_CANCEL_REQUESTED,
+    RUN_CLAIMED,
+    RUN_ENDED,
+    RUN_RECORD_KINDS,
+    RUN_STARTED,
+    RUN_SUSPENDED,
+    Owner,
+    RunState,
+    parse_run_stream,
+    run_stream,
+)
+from steadyloop.loop._tools import Tool, ToolContext, ToolRegistry
+from steadyloop.loop._types import (
+    Budgets,
+    Decision,
+    FinalAnswer,
+    Message,
+    ModelClient,
+    ModelReply,
+    ParseFailure,
+    ReplayPolicy,
+    RunResult,
+    StopReason,
+    ToolCall,
+    ToolCalls,
+    ToolSpec,
+)
+
+__all__ = [
+    "LOOP_AUTHOR",
+    "RUN_CANCEL_REQUESTED",
+    "RUN_CLAIMED",
+    "RUN_ENDED",
+    "RUN_RECORD_KINDS",
+    "RUN_STARTED",
+    "RUN_SUSPENDED",
+    "TOOL_AUTHOR",
+    "USER_AUTHOR",
+    "Agent",
+    "Budgets",
+    "Decision",
+    "DecisionParser",
+    "FinalAnswer",
+    "Happened",
+    "Message",
+    "ModelClient",
+    "ModelReply",
+    "NotHappened",
+    "OpenAIChatModel",
+    "Owner",
+    "ParseFailure",
+    "ReplayPolicy",
+    "RunInfo",
+    "RunResult",
+    "RunState",
+    "ScriptedModel",
+    "StopReason",
+    "Tool",
+    "ToolCall",
+    "ToolCallParser",
+    "ToolCalls",
+    "ToolContext",
+    "ToolRegistry",
+    "ToolSpec",
+    "event_messages",
+    "list_runs",
+    "load_agent",
+    "load_run",
+    "parse_run_stream",
+    "request_cancel",
+    "resolve",
+    "resume",
+    "run",
+    "run_stream",
+    "session_messages",
+]

@@ -1,0 +1,161 @@
+"""How session events become the messages a model sees, and replies become events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from steadyloop.loop._types import (
+    Decision,
+    FinalAnswer,
+    Message,
+    ModelReply,
+    ParseFailure,
+    ToolCall,
+    ToolCalls,
+)
+from steadyloop.records import JSONValue, canonical_json
+from steadyloop.sessions import (
+    Event,
+    Part,
+    Session,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+__all__ = [
+    "LOOP_AUTHOR",
+    "TOOL_AUTHOR",
+    "UNPARSED",
+    "USER_AUTHOR",
+    "decision_from_json",
+    "decision_to_json",
+    "event_messages",
+    "reply_events_parts",
+    "session_messages",
+    "tool_result_text",
+]
+
+USER_AUTHOR = "user"
+"""Author of the run's input event."""
+
+TOOL_AUTHOR = "tool"
+"""Author of tool-result events."""
+
+LOOP_AUTHOR = "steadyloop"
+"""Author of the loop's own feedback (why a reply was not used); shown as a user turn."""
+
+UNPARSED = "_unparsed"
+"""Key under which a tool call's unparseable argument text is kept in a session event."""
+
+
+def decision_to_json(decision: Decision) -> dict[str, JSONValue]:
+    """Return a decision as it is stored in a model call's result record."""
+    if isinstance(decision, FinalAnswer):
+        return {"kind": "final", "text": decision.text}
+    if isinstance(decision, ToolCalls):
+        return {"kind": "tool_calls", "calls": [[c, n, dict(a)] for c, n, a in decision.calls]}
+    return {"kind": "parse_failure", "reason": decision.reason}
+
+
+def decision_from_json(data: Mapping[str, Any]) -> Decision:
+    """Rebuild a decision stored by :func:`decision_to_json`."""
+    kind = data.get("kind")
+    if kind == "final":
+        return FinalAnswer(str(data.get("text") or ""))
+    if kind == "tool_calls":
+        return ToolCalls(tuple((str(c), str(n), dict(a)) for c, n, a in data.get("calls") or ()))
+    return ParseFailure(str(data.get("reason") or "unknown decision"))
+
+
+def reply_events_parts(reply: ModelReply, decision: Decision) -> tuple[list[Part], str | None]:
+    """The parts of the session event that records a model reply, and loop feedback.
+
+    A reply that parsed is stored as text and tool calls. A reply that did not is
+    stored as it came (broken argument text under :data:`UNPARSED`), each of its tool
+    calls answered with the parse error, so the conversation stays well formed; a reply
+    without tool calls gets the error as feedback text instead (the second item).
+    """
+    parts: list[Part] = []
+    if reply.text:
+        parts.append(TextPart(reply.text))
+    if isinstance(decision, ToolCalls):
+        parts.extend(ToolCallPart(c, n, a) for c, n, a in decision.calls)
+        return parts, None
+    if isinstance(decision, FinalAnswer):
+        return parts or [TextPart(decision.text)], None
+    reason = decision.reason
+    for call in reply.tool_calls:
+        parts.append(ToolCallPart(call.id or "call", call.name or "?", {UNPARSED: call.arguments}))
+    for call in reply.tool_calls:
+        parts.append(
+            ToolResultPart(call.id or "call", call.name or "?", None, f"not executed: {reason}")
+        )
+    if reply.tool_calls:
+        return parts, None
+    return parts or [TextPart("")], f"Your last reply could not be used: {reason}"
+
+
+def tool_result_text(part: ToolResultPart) -> str:
+    """The text of a tool message: the response as JSON, or the error."""
+    if part.error is not None:
+        return f"error: {part.error}"
+    response = part.response
+    if isinstance(response, str):
+        return response
+    return canonical_json(response)
+
+
+def _arguments_text(part: ToolCallPart) -> str:
+    args = dict(part.arguments)
+    raw = args.get(UNPARSED)
+    if len(args) == 1 and isinstance(raw, str):
+        return raw
+    return json.dumps(args, ensure_ascii=False, sort_keys=True)
+
+
+def event_messages(event: Event) -> list[Message]:
+    """The messages one session event contributes to the model's prompt.
+
+    ``user`` and ``steadyloop`` events are user turns; any other author's text and tool
+    calls form an assistant turn, and its tool results follow as ``tool`` messages.
+    """
+    if event.author in (USER_AUTHOR, LOOP_AUTHOR):
+        return [Message("user", event.text)]
+    texts = [p.text for p in event.parts if isinstance(p, TextPart)]
+    calls = tuple(
+        ToolCall(p.call_id, p.name, _arguments_text(p))
+        for p in event.parts
+        if isinstance(p, ToolCallPart)
+    )
+    out: list[Message] = []
+    if texts or calls:
+        out.append(Message("assistant", "\n".join(texts) if texts else None, calls))
+    out.extend(
+        Message("tool", tool_result_text(p), tool_call_id=p.call_id)
+        for p in event.parts
+        if isinstance(p, ToolResultPart)
+    )
+    return out
+
+
+def session_messages(system_prompt: str, session: Session) -> list[Message]:
+    """The prompt for a session: system prompt, latest summary, then uncovered events."""
+    messages: list[Message] = []
+    if system_prompt:
+        messages.append(Message("system", system_prompt))
+    context = session.context()
+    if context.summary_text:
+        messages.append(
+            Message("system", f"Summary of the earlier conversation:\n{context.summary_text}")
+        )
+    for event in context.events:
+        messages.extend(event_messages(event))
+    return messages
+
+
+def messages_size(messages: Sequence[Message]) -> int:
+    """The prompt size of ``messages`` in characters."""
+    return sum(m.size for m in messages)

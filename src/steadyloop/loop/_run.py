@@ -1,0 +1,877 @@
+"""Run and resume an agent, with an intent made durable before every external effect.
+
+One step is: model call → decision → action(s) → observation(s). The write sequence of
+a step that calls one tool is (``|`` separates batches; each batch is one atomic
+journal append, one sync)::
+
+    intent(model)                                   → the model is called
+    result(model) + event(reply) + intent(tool)     → the tool is called
+    result(tool) + event(observation) + intent(model) → the next step's model call …
+    result(model) + event(final answer) + run.ended → the result is returned
+
+Run records go to the run stream ``["run", run_id]``; events go to the session stream,
+in the same batch (:meth:`~steadyloop.sessions.SessionService.append_event` with
+``extra``). Records with no effect between them always share a batch, so a run costs
+one sync per external effect, plus none: the ``run.started``, ``run.claimed`` and the
+user's input event ride with the first intent, and the end record with the last
+result.
+
+**One driver per run** (:class:`~steadyloop.RunBusy`). Two mechanisms together:
+
+* *Fencing.* Every write of a driver carries ``expected_next`` on the run stream. If
+  anything else was written to the run since the driver last wrote, the journal
+  refuses the batch (nothing is written) and the driver stops with ``RunBusy``. So two
+  drivers can never interleave writes, whatever their clocks or hosts, on every
+  backend, at no extra cost: the check rides on writes the loop makes anyway.
+* *Ownership.* A driver writes ``run.claimed`` (host, boot id, pid, process start
+  time, a fresh token) in its first batch, before any effect. ``resume`` refuses with
+  ``RunBusy`` while the claimant lives: another task of this process (token still
+  registered), or a live process on this host. A claimant on another host cannot be
+  checked, so resume refuses unless the caller passes ``takeover=True`` to say that
+  process is gone. A claim is released by ``run.suspended`` and ``run.ended``.
+
+We chose this over a time-based lease because a lease needs renewal writes (syncs) or
+a wall clock both sides trust, and still needs fencing when a paused process wakes up
+after its lease expired; fencing alone already makes a second driver harmless, and the
+liveness check makes resume after a crash immediate instead of waiting out a lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from steadyloop._errors import (
+    ConflictError,
+    EncodingError,
+    LoopError,
+    RunBusy,
+    RunFinished,
+    RunNotFound,
+    SessionExists,
+    SessionNotFound,
+)
+from steadyloop.journal import Journal, StreamWrite
+from steadyloop.loop._agent import Agent
+from steadyloop.loop._messages import (
+    LOOP_AUTHOR,
+    TOOL_AUTHOR,
+    USER_AUTHOR,
+    decision_from_json,
+    decision_to_json,
+    event_messages,
+    reply_events_parts,
+    session_messages,
+)
+from steadyloop.loop._state import (
+    RUN_CANCEL_REQUESTED,
+    RUN_CLAIMED,
+    RUN_ENDED,
+    RUN_STARTED,
+    RUN_SUSPENDED,
+    Owner,
+    ParseHook,
+    RunState,
+    parse_run_stream,
+    run_stream,
+)
+from steadyloop.loop._tools import ToolContext
+from steadyloop.loop._types import (
+    Message,
+    ModelReply,
+    ReplayPolicy,
+    RunResult,
+    StopReason,
+)
+from steadyloop.records import (
+    INTENT_KIND,
+    RESULT_KIND,
+    JSONValue,
+    Record,
+    RecordFactory,
+    canonical_json,
+    check_canonical,
+)
+from steadyloop.sessions import Event, Session, SessionService, TextPart, ToolResultPart
+
+__all__ = [
+    "Happened",
+    "NotHappened",
+    "RunInfo",
+    "list_runs",
+    "load_run",
+    "request_cancel",
+    "resolve",
+    "resume",
+    "run",
+]
+
+_LIVE: set[str] = set()
+"""Tokens of the drivers running in this process right now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Happened:
+    """A caller's decision: the effect happened, with this outcome.
+
+    Attributes:
+        value: For a tool, its observation (any JSON value). For a model call, the reply
+            as :meth:`ModelReply.to_json` gives it.
+        error: For a tool that failed: the error the model should see.
+        note: Why the caller decided so (stored with the decision).
+    """
+
+    value: JSONValue = None
+    error: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NotHappened:
+    """A caller's decision: the effect did not happen; resume does it again.
+
+    Attributes:
+        note: Why the caller decided so (stored with the decision).
+    """
+
+    note: str = ""
+
+
+class _CancelSeen(Exception):
+    """A cancel request landed in the run stream before our intent."""
+
+
+def _parse_hook(agent: Agent) -> ParseHook:
+    def parse(reply: Mapping[str, Any]) -> dict[str, JSONValue]:
+        return decision_to_json(agent.parser.parse(ModelReply.from_json(reply), agent.tools))
+
+    return parse
+
+
+def _check_owner(state: RunState, takeover: bool) -> None:
+    owner = state.owner
+    if owner is None:
+        return
+    if owner.token in _LIVE:
+        raise RunBusy(f"run {state.run_id!r} is being driven by another task of this process")
+    if owner.same_host():
+        if owner.pid == os.getpid():
+            return  # our own process, but that driver is gone (it crashed or was dropped)
+        if owner.process_alive():
+            raise RunBusy(
+                f"run {state.run_id!r} is being driven by process {owner.pid} on this host"
+            )
+        return
+    if not takeover:
+        raise RunBusy(
+            f"run {state.run_id!r} was claimed by process {owner.pid} on host "
+            f"{owner.host!r}, which cannot be checked from here; if that process is gone, "
+            "resume with takeover=True"
+        )
+
+
+class _Driver:
+    """Drives one run: folds every record it writes into :class:`RunState`."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        journal: Journal,
+        state: RunState,
+        *,
+        records: RecordFactory,
+        service: SessionService,
+        session: Session,
+        cancel: asyncio.Event | None,
+    ) -> None:
+        self.agent = agent
+        self.journal = journal
+        self.state = state
+        self.records = records
+        self.service = service
+        self.session = session
+        self.cancel = cancel
+        self.stream = run_stream(state.run_id)
+        self.token = uuid.uuid4().hex
+        self.pending: list[Record] = []
+        self.pending_events: list[Event] = []
+        self.parse = _parse_hook(agent)
+        self.tool_specs = agent.tools.specs()
+        self.spec_chars = len(canonical_json([t.to_json() for t in self.tool_specs]))
+        self.messages: list[Message] = session_messages(agent.system_prompt, session)
+        self.message_chars = sum(m.size for m in self.messages)
+
+    # -- writing ----------------------------------------------------------------------
+
+    def _queue(self, kind: str, payload: Mapping[str, JSONValue]) -> Record:
+        """Queue a record for the next batch and fold it into the state now."""
+        rec = self.records(kind, payload)
+        self.pending.append(rec)
+        self.state.apply(kind, rec.payload, parse=self.parse, where=self.stream)
+        return rec
+
+    def _queue_event(self, event: Event) -> None:
+        self.pending_events.append(event)
+        for m in event_messages(event):
+            self.messages.append(m)
+            self.message_chars += m.size
+
+    def _new_event(self, event_id: str, author: str, parts: Sequence[Any]) -> Event:
+        return self.service.new_event(
+            author, parts, invocation_id=self.state.run_id, event_id=event_id
+        )
+
+    async def _flush(self, last: Record | None = None, *, is_intent: bool = False) -> None:
+        """Write the queued records (and ``last``) and events as one atomic batch.
+
+        ``last`` is folded into the state only once it is durable.
+
+        Raises:
+            _CancelSeen: A cancel request landed first and ``last`` is an intent.
+            RunBusy: Another driver wrote to the run.
+        """
+        records = [*self.pending, *([last] if last is not None else [])]
+        if not records and not self.pending_events:
+            return
+        while True:
+            durable = self.state.head - len(self.pending)
+            write = StreamWrite(self.stream, records, expected_next=durable + 1)
+            try:
+                await self._append(write)
+                break
+            except ConflictError as exc:
+                if exc.stream != self.stream:
+                    await self._reload_session()
+                    continue
+                await self._absorb_cancel(durable)
+                if is_intent:
+                    raise _CancelSeen() from None
+        self.pending.clear()
+        self.pending_events.clear()
+        if last is not None:
+            self.state.apply(
+                last.kind, last.payload, parse=self.parse, where=self.stream, time=last.time
+            )
+
+    async def _append(self, write: StreamWrite) -> None:
+        events = self.pending_events
+        app = self.service.app
+        if not events:
+            await self.journal.append(app, [write])
+        elif len(events) == 1:
+            self.session = await self.service.append_event(self.session, events[0], extra=[write])
+        else:
+            # Several events in one batch: merge their writes stream by stream.
+            merged: dict[str, StreamWrite] = {}
+            session = self.session
+            for event in events:
+                for w in self.service.event_writes(session, event):
+                    if w.stream in merged:
+                        prev = merged[w.stream]
+                        merged[w.stream] = StreamWrite(
+                            w.stream, [*prev.records, *w.records], prev.expected_next
+                        )
+                    else:
+                        merged[w.stream] = w
+                session = _advance(session, [event], session.version + 1)
+            result = await self.journal.append(app, [*merged.values(), write])
+            head = result.positions[next(iter(merged))][1]
+            self.session = _advance(self.session, events, head)
+
+    async def _absorb_cancel(self, durable: int) -> None:
+        """After a conflict on the run stream: fold cancel requests, or give up."""
+        newer = await self.journal.read(self.service.app, self.stream, start=durable + 1)
+        if not newer or any(r.kind != RUN_CANCEL_REQUESTED for r in newer):
+            raise RunBusy(
+                f"run {self.state.run_id!r} was written by another driver "
+                f"({', '.join(r.kind for r in newer) or 'unknown'}); this one stops"
+            )
+        # Cancel requests only set a flag: folding them now, after our queued records,
+        # gives the state they give in journal order.
+        for r in newer:
+            self.state.apply(r.kind, r.payload, where=f"{self.stream}#{r.seq}")
+
+    async def _reload_session(self) -> None:
+        """Someone else wrote to the session: read it again and rebuild the prompt."""
+        self.session = await self.service.get_session(self.state.user_id, self.state.session_id)
+        self.messages = session_messages(self.agent.system_prompt, self.session)
+        for event in self.pending_events:
+            self.messages.extend(event_messages(event))
+        self.message_chars = sum(m.size for m in self.messages)
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _cancelled(self) -> bool:
+        return self.state.cancel_requested or (self.cancel is not None and self.cancel.is_set())
+
+    async def drive(self) -> RunResult:
+        """Run until a stop reason; the end record is durable before this returns."""
+        _LIVE.add(self.token)
+        try:
+            return await self._drive()
+        except asyncio.CancelledError:
+            await self._end_after_task_cancel()
+            raise
+        finally:
+            _LIVE.discard(self.token)
+
+    async def _drive(self) -> RunResult:
+        state = self.state
+        resolved = state.unwritten_events
+        self._queue(RUN_CLAIMED, {"owner": Owner.me(self.token).to_json()})
+        if resolved is not None:
+            for event in self._events_for(resolved["intent"], resolved["result"]):
+                self._queue_event(event)
+        while True:
+            if state.open_intent is not None:
+                outcome = await self._open_intent()
+                if outcome is not None:
+                    return outcome
+                continue
+            if self._cancelled():
+                return await self._end(StopReason.CANCELLED, "the run was cancelled", None)
+            if state.end is not None:
+                return await self._end(*state.end)
+            if state.pending_calls:
+                if state.actions >= state.budgets.max_actions:
+                    return await self._end(
+                        StopReason.BUDGET_EXHAUSTED,
+                        f"the action budget is spent ({state.budgets.max_actions} actions)",
+                        None,
+                    )
+                await self._call_tool()
+                continue
+            if state.steps >= state.budgets.max_steps:
+                return await self._end(
+                    StopReason.BUDGET_EXHAUSTED,
+                    f"the step budget is spent ({state.budgets.max_steps} steps)",
+                    None,
+                )
+            prompt = self.message_chars + self.spec_chars
+            if prompt > state.budgets.max_prompt_chars:
+                return await self._end(
+                    StopReason.BUDGET_EXHAUSTED,
+                    f"the prompt would be {prompt} characters; the budget is "
+                    f"{state.budgets.max_prompt_chars}",
+                    None,
+                )
+            await self._call_model(prompt)
+
+    async def _announce(self, payload: dict[str, JSONValue]) -> bool:
+        """Make an intent durable (with everything queued); False if cancelled first."""
+        rec = self.records(INTENT_KIND, payload)
+        try:
+            await self._flush(rec, is_intent=True)
+        except _CancelSeen:
+            return False
+        return True
+
+    def _intent(self, what: str, policy: ReplayPolicy, **fields: JSONValue) -> dict[str, JSONValue]:
+        state = self.state
+        payload: dict[str, JSONValue] = {
+            "intent_id": f"{state.run_id}/{state.intents + 1}",
+            "policy": policy.value,
+            "what": what,
+            **fields,
+        }
+        payload["attempt"] = state.attempts.get(RunState.action_key(payload), 0) + 1
+        return payload
+
+    async def _call_model(self, prompt: int) -> None:
+        agent, state = self.agent, self.state
+        payload = self._intent(
+            "model",
+            agent.model_policy,
+            step=state.steps + 1,
+            model=str(getattr(agent.model, "name", type(agent.model).__name__)),
+            message_count=len(self.messages),
+            prompt_chars=prompt,
+        )
+        if not await self._announce(payload):
+            return
+        try:
+            reply = await agent.model.complete(list(self.messages), self.tool_specs)
+        except Exception as exc:  # the model's failure is its outcome
+            self._record_result(payload, {"status": "error", "error": _describe(exc)})
+            return
+        decision = agent.parser.parse(reply, agent.tools)
+        result: dict[str, JSONValue] = {
+            "status": "ok",
+            "reply": reply.to_json(),
+            "decision": decision_to_json(decision),
+        }
+        try:
+            check_canonical(result)
+        except EncodingError as exc:
+            result = {"status": "error", "error": f"the reply has no JSON form: {exc}"}
+        self._record_result(payload, result)
+
+    async def _call_tool(self) -> None:
+        state = self.state
+        call_id, name, arguments = state.pending_calls[0]
+        tool = self.agent.tools.get(name) if name in self.agent.tools else None
+        policy = tool.policy if tool is not None else ReplayPolicy.SAFE
+        payload = self._intent(
+            "tool",
+            policy,
+            step=state.last_reply_step,
+            index=state.call_base,
+            tool=name,
+            call_id=call_id,
+            arguments=arguments,
+        )
+        if not await self._announce(payload):
+            return
+        result: dict[str, JSONValue]
+        if tool is None:
+            result = {"status": "error", "error": f"the agent has no tool {name!r}"}
+        else:
+            context = ToolContext(
+                run_id=state.run_id,
+                intent_id=str(payload["intent_id"]),
+                step=int(str(payload["step"])),
+                attempt=int(str(payload["attempt"])),
+            )
+            try:
+                value = await tool.invoke(arguments, context)
+                check_canonical(value)
+                result = {"status": "ok", "value": value}
+            except EncodingError as exc:
+                result = {"status": "error", "error": f"the tool returned no JSON value: {exc}"}
+            except Exception as exc:  # a tool that raises: that is its observation
+                result = {"status": "error", "error": _describe(exc)}
+        self._record_result(payload, result)
+
+    def _record_result(self, intent: Mapping[str, Any], result: dict[str, JSONValue]) -> None:
+        payload: dict[str, JSONValue] = {"intent_id": intent["intent_id"], **result}
+        self._queue(RESULT_KIND, payload)
+        for event in self._events_for(intent, payload):
+            self._queue_event(event)
+
+    def _events_for(self, intent: Mapping[str, Any], result: Mapping[str, Any]) -> list[Event]:
+        """The session events recording an effect's outcome."""
+        iid = str(intent["intent_id"])
+        if result.get("status") not in ("ok", "error"):
+            return []
+        if intent.get("what") == "model":
+            if result.get("status") != "ok":
+                return []
+            reply = ModelReply.from_json(result.get("reply") or {})
+            raw = result.get("decision")
+            decision = decision_from_json(
+                raw if isinstance(raw, Mapping) else self.parse(result.get("reply") or {})
+            )
+            parts, feedback = reply_events_parts(reply, decision)
+            events = [self._new_event(f"{iid}:reply", self.agent.name, parts)]
+            if feedback is not None:
+                events.append(self._new_event(f"{iid}:feedback", LOOP_AUTHOR, [TextPart(feedback)]))
+            return events
+        error = result.get("error") if result.get("status") == "error" else None
+        part = ToolResultPart(
+            str(intent.get("call_id")),
+            str(intent.get("tool")),
+            result.get("value") if error is None else None,
+            None if error is None else str(error),
+        )
+        return [self._new_event(f"{iid}:result", TOOL_AUTHOR, [part])]
+
+    async def _open_intent(self) -> RunResult | None:
+        """Handle an intent found without a result on resume."""
+        state = self.state
+        intent = state.open_intent
+        assert intent is not None
+        iid = str(intent["intent_id"])
+        if state.open_policy is ReplayPolicy.SAFE:
+            # Safe to repeat: close the old intent and do the action again, anew.
+            self._queue(RESULT_KIND, {"intent_id": iid, "status": "interrupted"})
+            return None
+        what = f"tool {intent.get('tool')!r}" if intent.get("what") == "tool" else "model call"
+        detail = (
+            f"the never-repeat {what} of intent {iid!r} may or may not have happened; "
+            "decide with resolve(), then resume"
+        )
+        if state.suspended == iid:
+            self.pending.clear()  # already recorded: write nothing more
+            self.pending_events.clear()
+            return state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None)
+        rec = self.records(
+            RUN_SUSPENDED,
+            {
+                "stop_reason": StopReason.RESUME_STATE_UNKNOWN.value,
+                "intent_id": iid,
+                "detail": detail,
+            },
+        )
+        await self._flush(rec)
+        return state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None, rec.time)
+
+    async def _end(self, reason: StopReason, detail: str, output: str | None) -> RunResult:
+        state = self.state
+        rec = self.records(
+            RUN_ENDED,
+            {
+                "stop_reason": reason.value,
+                "output": output,
+                "detail": detail,
+                "steps": state.steps,
+                "actions": state.actions,
+                "parse_failures": state.parse_failures,
+                "open_intent": None
+                if state.open_intent is None
+                else state.open_intent["intent_id"],
+            },
+        )
+        await self._flush(rec)
+        assert state.ended is not None
+        return state.ended
+
+    async def _end_after_task_cancel(self) -> None:
+        """The task was cancelled: record ``CANCELLED`` if we still can.
+
+        An effect in flight keeps its intent open: it may or may not have happened.
+        """
+        try:
+            records = await self.journal.read(self.service.app, self.stream)
+            self.state = RunState.fold(self.service.app, self.state.run_id, records, self.parse)
+            if self.state.ended is not None:
+                return
+            self.pending.clear()
+            self.pending_events.clear()
+            await self._end(StopReason.CANCELLED, "the task driving the run was cancelled", None)
+        except Exception:
+            pass
+
+
+def _advance(session: Session, events: Sequence[Event], version: int) -> Session:
+    successor = dataclasses.replace(session, events=(*session.events, *events), version=version)
+    successor.__dict__["event_ids"] = session.event_ids | {e.id for e in events}
+    return successor
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def _session(service: SessionService, user_id: str, session_id: str) -> Session:
+    try:
+        return await service.get_session(user_id, session_id)
+    except SessionNotFound:
+        pass
+    try:
+        return await service.create_session(user_id, session_id)
+    except SessionExists:
+        return await service.get_session(user_id, session_id)
+
+
+async def run(  # noqa: PLR0917 - the positional order is the documented API
+    agent: Agent,
+    journal: Journal,
+    app: str,
+    user_id: str,
+    session_id: str,
+    run_id: str,
+    input: str,
+    *,
+    records: RecordFactory | None = None,
+    cancel: asyncio.Event | None = None,
+) -> RunResult:
+    """Start a run: the user's ``input`` in a session, then steps until a stop reason.
+
+    The session is created if it does not exist. Calling ``run`` again with the same
+    run id and the same arguments continues that run, as :func:`resume` does (so a
+    caller may simply retry after a crash).
+
+    Args:
+        agent: The agent.
+        journal: Where the run and the session live.
+        app: The app: the journal namespace.
+        user_id: The user the run acts for.
+        session_id: The session it talks in.
+        run_id: The run's id, chosen by the caller; unique in the app.
+        input: The user's message.
+        records: Clock and id source for records (deterministic ones in tests).
+        cancel: Set it to stop the run at its next write (stop reason ``CANCELLED``).
+
+    Returns:
+        How the run stopped. Its end record is durable.
+
+    Raises:
+        LoopError: The run id exists with different arguments or another agent.
+        RunBusy: Another task or process drives this run.
+        RunFinished: The run id exists and has ended.
+        JournalError: The journal failed; the run can be resumed once it works again.
+    """
+    records = records or RecordFactory()
+    stream = run_stream(run_id)
+    head = await journal.read(app, stream, limit=1)
+    if head:
+        started = head[0].payload
+        given = {"agent": agent.name, "user_id": user_id, "session_id": session_id, "input": input}
+        differs = [k for k, v in given.items() if started.get(k) != v]
+        if differs:
+            raise LoopError(
+                f"run {run_id!r} already exists in app {app!r} with a different "
+                f"{', '.join(differs)}; choose a new run id, or resume it"
+            )
+        return await resume(agent, journal, app, run_id, records=records, cancel=cancel)
+    service = SessionService(journal, app, records=records)
+    session = await _session(service, user_id, session_id)
+    state = RunState(run_id=run_id, namespace=app)
+    driver = _Driver(
+        agent, journal, state, records=records, service=service, session=session, cancel=cancel
+    )
+    driver._queue(
+        RUN_STARTED,
+        {
+            "run_id": run_id,
+            "agent": agent.name,
+            "user_id": user_id,
+            "session_id": session_id,
+            "input": input,
+            "budgets": agent.budgets.to_json(),
+        },
+    )
+    driver._queue_event(driver._new_event(f"{run_id}:input", USER_AUTHOR, [TextPart(input)]))
+    try:
+        return await driver.drive()
+    except ConflictError as exc:
+        if exc.stream == stream:
+            raise RunBusy(
+                f"run {run_id!r} was started by another driver at the same time"
+            ) from None
+        raise
+
+
+async def _read_state(journal: Journal, app: str, run_id: str, parse: ParseHook | None) -> RunState:
+    records = await journal.read(app, run_stream(run_id))
+    if not records:
+        raise RunNotFound(f"no run {run_id!r} in app {app!r} of {journal.url}")
+    return RunState.fold(app, run_id, records, parse)
+
+
+async def resume(
+    agent: Agent,
+    journal: Journal,
+    app: str,
+    run_id: str,
+    *,
+    records: RecordFactory | None = None,
+    cancel: asyncio.Event | None = None,
+    takeover: bool = False,
+) -> RunResult:
+    """Continue a run from its journal.
+
+    Effects with a result are not repeated: their recorded results are reused. An
+    intent without a result is executed again if its policy is ``SAFE``; if it is
+    ``NEVER``, the run stops with ``RESUME_STATE_UNKNOWN`` (that outcome is written)
+    and waits for :func:`resolve`.
+
+    Args:
+        agent: The agent the run started with (same name); its budgets are ignored in
+            favour of those stored when the run started.
+        journal: Where the run lives.
+        app: Its app.
+        run_id: The run.
+        records: Clock and id source for new records.
+        cancel: Set it to stop the run at its next write.
+        takeover: Take the run over from a claimant on another host that cannot be
+            checked; only when you know that process is gone.
+
+    Returns:
+        How the run stopped.
+
+    Raises:
+        RunNotFound: No such run.
+        RunFinished: The run has ended.
+        RunBusy: Another task or process drives the run.
+        LoopError: The agent is not the one the run started with.
+        CorruptionError: The journal is damaged; the error names where.
+    """
+    records = records or RecordFactory()
+    state = await _read_state(journal, app, run_id, _parse_hook(agent))
+    if state.ended is not None:
+        raise RunFinished(
+            f"run {run_id!r} ended ({state.ended.stop_reason.value}: {state.ended.detail}); "
+            "it cannot be resumed"
+        )
+    if state.started.get("agent") != agent.name:
+        raise LoopError(
+            f"run {run_id!r} was started by agent {state.started.get('agent')!r}, "
+            f"not {agent.name!r}"
+        )
+    _check_owner(state, takeover)
+    service = SessionService(journal, app, records=records)
+    try:
+        session = await service.get_session(state.user_id, state.session_id)
+    except SessionNotFound:
+        raise LoopError(
+            f"run {run_id!r} talks in session {state.session_id!r} of user "
+            f"{state.user_id!r}, which no longer exists"
+        ) from None
+    driver = _Driver(
+        agent, journal, state, records=records, service=service, session=session, cancel=cancel
+    )
+    return await driver.drive()
+
+
+async def resolve(
+    journal: Journal,
+    app: str,
+    run_id: str,
+    intent_id: str,
+    outcome: Happened | NotHappened,
+    *,
+    records: RecordFactory | None = None,
+) -> None:
+    """Record a caller's decision about an intent that has no result.
+
+    Use it after a run stopped with ``RESUME_STATE_UNKNOWN`` (its
+    :attr:`RunResult.open_intent`), once you know whether the effect happened: check
+    the payment provider, the outbox, the ticket system. Then :func:`resume` the run.
+
+    * :class:`Happened` — the effect took place: its value (or error) becomes the
+      observation, and it is never executed again.
+    * :class:`NotHappened` — it did not: resume executes it again, under a new intent.
+
+    Raises:
+        RunNotFound: No such run.
+        RunFinished: The run has ended.
+        RunBusy: A live driver holds the run.
+        LoopError: ``intent_id`` is not the open intent, or a model reply given as
+            :class:`Happened` is malformed.
+    """
+    records = records or RecordFactory()
+    state = await _read_state(journal, app, run_id, None)
+    if state.ended is not None:
+        raise RunFinished(f"run {run_id!r} ended ({state.ended.stop_reason.value})")
+    _check_owner(state, takeover=state.suspended is not None)
+    intent = state.open_intent
+    if intent is None or intent["intent_id"] != intent_id:
+        open_id = None if intent is None else intent["intent_id"]
+        raise LoopError(
+            f"intent {intent_id!r} of run {run_id!r} is not waiting for a decision "
+            f"(the open intent is {open_id!r})"
+        )
+    payload: dict[str, JSONValue] = {"intent_id": intent_id, "resolved_by": "caller"}
+    if isinstance(outcome, NotHappened):
+        payload.update(status="not_happened", note=outcome.note)
+    elif intent.get("what") == "model":
+        if not isinstance(outcome.value, Mapping):
+            raise LoopError("a model call's outcome must be a reply, as ModelReply.to_json gives")
+        try:
+            reply = ModelReply.from_json(outcome.value).to_json()
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LoopError(f"the reply is malformed: {exc}") from None
+        payload.update(status="ok", reply=reply, note=outcome.note)
+    elif outcome.error is not None:
+        payload.update(status="error", error=outcome.error, note=outcome.note)
+    else:
+        try:
+            check_canonical(outcome.value)
+        except EncodingError as exc:
+            raise LoopError(f"the outcome value has no JSON form: {exc}") from None
+        payload.update(status="ok", value=outcome.value, note=outcome.note)
+    stream = run_stream(run_id)
+    try:
+        await journal.append(
+            app, [StreamWrite(stream, [records(RESULT_KIND, payload)], state.head + 1)]
+        )
+    except ConflictError:
+        raise RunBusy(f"run {run_id!r} changed while the decision was being written") from None
+
+
+async def request_cancel(
+    journal: Journal,
+    app: str,
+    run_id: str,
+    reason: str = "",
+    *,
+    records: RecordFactory | None = None,
+) -> None:
+    """Ask a run to stop, from any process: it ends ``CANCELLED`` at its next write.
+
+    The driver notices when its next batch is refused (the request moved the run
+    stream on): it writes the outcome of the effect in flight and then the end record,
+    without starting another effect. A run nobody drives ends when it is resumed.
+
+    Raises:
+        RunNotFound: No such run.
+        RunFinished: The run has ended.
+    """
+    records = records or RecordFactory()
+    stream = run_stream(run_id)
+    for _ in range(100):
+        state = await _read_state(journal, app, run_id, None)
+        if state.ended is not None:
+            raise RunFinished(f"run {run_id!r} ended ({state.ended.stop_reason.value})")
+        rec = records(RUN_CANCEL_REQUESTED, {"reason": reason})
+        try:
+            await journal.append(app, [StreamWrite(stream, [rec], state.head + 1)])
+            return
+        except ConflictError:
+            await asyncio.sleep(0.001)
+    raise RunBusy(f"run {run_id!r} kept changing; the cancel request was not written")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the journal says about a run.
+
+    Attributes:
+        app: Its app.
+        run_id: Its id.
+        state: The fold of its stream.
+        records: Its records, in order.
+        status: ``"running"`` (a live driver holds it), ``"interrupted"`` (nobody does:
+            resume it), ``"resume_state_unknown"`` (waiting for :func:`resolve`), or the
+            stop reason it ended with.
+    """
+
+    app: str
+    run_id: str
+    state: RunState
+    records: tuple[Any, ...]
+    status: str
+
+
+def _status(state: RunState) -> str:
+    if state.ended is not None:
+        return state.ended.stop_reason.value
+    if state.suspended is not None:
+        return StopReason.RESUME_STATE_UNKNOWN.value
+    try:
+        _check_owner(state, takeover=False)
+    except RunBusy:
+        return "running"
+    return "interrupted"
+
+
+async def load_run(journal: Journal, app: str, run_id: str) -> RunInfo:
+    """Read one run.
+
+    Raises:
+        RunNotFound: No such run.
+        CorruptionError: The run stream is damaged.
+    """
+    records = await journal.read(app, run_stream(run_id))
+    if not records:
+        raise RunNotFound(f"no run {run_id!r} in app {app!r} of {journal.url}")
+    state = RunState.fold(app, run_id, records, None)
+    return RunInfo(app, run_id, state, tuple(records), _status(state))
+
+
+async def list_runs(journal: Journal, app: str | None = None) -> list[RunInfo]:
+    """Every run of one app (or of every namespace), sorted by app and run id."""
+    out: list[RunInfo] = []
+    for ns in [app] if app is not None else await journal.namespaces():
+        for name in await journal.streams(ns):
+            run_id = parse_run_stream(name)
+            if run_id is not None:
+                out.append(await load_run(journal, ns, run_id))
+    return sorted(out, key=lambda r: (r.app, r.run_id))

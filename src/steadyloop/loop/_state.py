@@ -1,0 +1,433 @@
+"""Run streams, their record kinds, and the fold that turns a run stream into loop state.
+
+A run lives in the journal namespace of its app, in the stream ``["run", run_id]``
+(canonical JSON, like session streams). Record kinds, with their payload fields:
+
+``run.started`` (``run_id``, ``agent``, ``user_id``, ``session_id``, ``input``, ``budgets``)
+    The first record: what was asked, by whom, in which session, within which budgets.
+``run.claimed`` (``owner``: ``host``, ``boot``, ``pid``, ``pid_start``, ``token``)
+    A driver took the run; released by ``run.suspended`` or ``run.ended``.
+``effect.intent`` (``intent_id``, ``policy``, ``what``, ``step``, ``attempt``, and
+    ``model``, ``message_count``, ``prompt_chars`` for a model call, or ``tool``,
+    ``call_id``, ``arguments``, ``index`` for a tool call)
+    Durable before the effect it announces (:data:`~steadyloop.records.INTENT_KIND`).
+``effect.result`` (``intent_id``, ``status``, and ``reply`` + ``decision`` for a model
+    call, ``value`` or ``error`` for a tool call; ``resolved_by`` when a caller wrote it)
+    After the effect (:data:`~steadyloop.records.RESULT_KIND`). ``status`` is ``ok`` or
+    ``error`` when the effect happened; ``interrupted`` (resume re-executes a safe
+    effect that may not have finished) or ``not_happened`` (a caller said so) when it
+    must be done again, under a new intent.
+``run.suspended`` (``stop_reason``, ``intent_id``, ``detail``)
+    Resume found a never-repeat intent without a result; waits for a caller's decision.
+``run.cancel_requested`` (``reason``)
+    Someone asked the run to stop; the driver ends it at its next write.
+``run.ended`` (``stop_reason``, ``output``, ``detail``, ``steps``, ``actions``,
+    ``parse_failures``, ``open_intent``)
+    The last record, written before the result is handed back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from steadyloop._errors import CorruptionError
+from steadyloop.loop._types import Budgets, ReplayPolicy, RunResult, StopReason
+from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, StoredRecord, canonical_json
+
+__all__ = [
+    "RUN_CANCEL_REQUESTED",
+    "RUN_CLAIMED",
+    "RUN_ENDED",
+    "RUN_RECORD_KINDS",
+    "RUN_STARTED",
+    "RUN_SUSPENDED",
+    "Owner",
+    "RunState",
+    "parse_run_stream",
+    "run_stream",
+]
+
+RUN_STARTED = "run.started"
+RUN_CLAIMED = "run.claimed"
+RUN_SUSPENDED = "run.suspended"
+RUN_CANCEL_REQUESTED = "run.cancel_requested"
+RUN_ENDED = "run.ended"
+
+RUN_RECORD_KINDS: tuple[str, ...] = (
+    RUN_STARTED,
+    RUN_CLAIMED,
+    INTENT_KIND,
+    RESULT_KIND,
+    RUN_SUSPENDED,
+    RUN_CANCEL_REQUESTED,
+    RUN_ENDED,
+)
+"""Every record kind a run stream holds."""
+
+DONE_STATUSES = frozenset({"ok", "error"})
+"""Result statuses saying the effect happened."""
+
+REDO_STATUSES = frozenset({"interrupted", "not_happened"})
+"""Result statuses saying the effect must be done again, under a new intent."""
+
+
+def run_stream(run_id: str) -> str:
+    """Return the stream name of a run: ``["run", run_id]`` as canonical JSON."""
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"run id must be a non-empty string, got {run_id!r}")
+    return canonical_json(["run", run_id])
+
+
+def parse_run_stream(name: str) -> str | None:
+    """Return the run id if ``name`` is a run stream, else ``None``."""
+    if not name.startswith('["run",'):
+        return None
+    try:
+        value = json.loads(name)
+    except ValueError:
+        return None
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[1], str):
+        return value[1]
+    return None
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def _pid_start(pid: int) -> int | None:
+    """The start time of a process (Linux clock ticks since boot), to tell reused pids."""
+    stat = _read_text(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    try:
+        return int(stat.rsplit(")", 1)[1].split()[19])
+    except (IndexError, ValueError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who drives a run: a process on a host, and a token unique to one driver.
+
+    Attributes:
+        host: The host name.
+        boot: The kernel boot id (Linux), so a pid from before a reboot is not mistaken
+            for a live one.
+        pid: The process id.
+        pid_start: The process's start time, so a reused pid is not mistaken either.
+        token: Unique to one ``run``/``resume`` call.
+    """
+
+    host: str
+    boot: str | None
+    pid: int
+    pid_start: int | None
+    token: str
+
+    @classmethod
+    def me(cls, token: str) -> Owner:
+        """This process, with a driver token."""
+        pid = os.getpid()
+        return cls(
+            host=socket.gethostname(),
+            boot=_read_text("/proc/sys/kernel/random/boot_id"),
+            pid=pid,
+            pid_start=_pid_start(pid),
+            token=token,
+        )
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """Return the owner as a JSON object."""
+        return {
+            "host": self.host,
+            "boot": self.boot,
+            "pid": self.pid,
+            "pid_start": self.pid_start,
+            "token": self.token,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Owner:
+        """Rebuild an owner from :meth:`to_json` output."""
+        return cls(
+            host=str(data.get("host")),
+            boot=data.get("boot"),
+            pid=int(data.get("pid") or 0),
+            pid_start=data.get("pid_start"),
+            token=str(data.get("token")),
+        )
+
+    def same_host(self) -> bool:
+        """Whether the owner ran on this host, in this boot."""
+        me = Owner.me("")
+        return self.host == me.host and self.boot == me.boot
+
+    def process_alive(self) -> bool:
+        """Whether the owner's process still runs (meaningful on this host only)."""
+        if self.pid == os.getpid():
+            return True
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        start = _pid_start(self.pid)
+        return start is None or self.pid_start is None or start == self.pid_start
+
+
+ParseHook = Callable[[Mapping[str, Any]], dict[str, JSONValue]]
+"""Turns a stored model reply into a stored decision (for caller-resolved replies)."""
+
+
+@dataclass
+class RunState:
+    """The loop's state: a fold over a run stream.
+
+    The live driver applies every record it queues, and resume applies every record it
+    reads, with the same :meth:`apply`; so a resumed driver continues from exactly the
+    state an uninterrupted one had.
+
+    Attributes:
+        run_id: The run.
+        namespace: The app (journal namespace).
+        head: How many records of the run stream have been applied.
+        started: The ``run.started`` payload.
+        budgets: The budgets the run started with.
+        steps: Model calls with a recorded reply.
+        actions: Tool calls with a recorded outcome.
+        parse_failures: Replies that did not parse, in total.
+        consecutive_failures: Replies in a row that did not parse.
+        intents: Intents written.
+        pending_calls: Tool calls of the last reply not yet done, each as
+            ``[call_id, name, arguments]``.
+        call_base: How many calls of the last reply were done before ``pending_calls``.
+        open_intent: The payload of the intent without a result, if any.
+        attempts: For each action (``model:<step>`` or ``tool:<step>:<index>``), how many
+            intents were written for it.
+        end: An end decided by a result (final answer, parse failures, model error)
+            and not yet written, as ``(reason, detail, output)``.
+        ended: The result, once ``run.ended`` is applied.
+        suspended: The intent id of the ``run.suspended`` in force, if any.
+        cancel_requested: Whether a ``run.cancel_requested`` was applied.
+        owner: The driver holding the run, if it holds it.
+        unwritten_events: A caller-resolved result whose session events the next driver
+            must write.
+        last_reply_step: The step whose reply gave ``pending_calls``.
+    """
+
+    run_id: str
+    namespace: str
+    head: int = 0
+    started: dict[str, Any] = field(default_factory=dict)
+    budgets: Budgets = field(default_factory=Budgets)
+    steps: int = 0
+    actions: int = 0
+    parse_failures: int = 0
+    consecutive_failures: int = 0
+    intents: int = 0
+    pending_calls: list[list[Any]] = field(default_factory=list)
+    call_base: int = 0
+    open_intent: dict[str, Any] | None = None
+    attempts: dict[str, int] = field(default_factory=dict)
+    end: tuple[StopReason, str, str | None] | None = None
+    ended: RunResult | None = None
+    suspended: str | None = None
+    cancel_requested: bool = False
+    owner: Owner | None = None
+    unwritten_events: dict[str, Any] | None = None
+    last_reply_step: int = 0
+    intent_by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def fold(
+        cls,
+        namespace: str,
+        run_id: str,
+        records: Sequence[StoredRecord],
+        parse: ParseHook | None = None,
+    ) -> RunState:
+        """Fold a run stream's records into a state.
+
+        Raises:
+            CorruptionError: A record cannot be explained; names the stream and seq.
+        """
+        state = cls(run_id=run_id, namespace=namespace)
+        for rec in records:
+            state.apply(rec.kind, rec.payload, parse=parse, where=f"{rec.stream}#{rec.seq}")
+        return state
+
+    @property
+    def user_id(self) -> str:
+        """The user the run acts for."""
+        return str(self.started["user_id"])
+
+    @property
+    def session_id(self) -> str:
+        """The session the run talks in."""
+        return str(self.started["session_id"])
+
+    @property
+    def open_policy(self) -> ReplayPolicy | None:
+        """The replay policy of the open intent, if there is one."""
+        if self.open_intent is None:
+            return None
+        return ReplayPolicy(self.open_intent["policy"])
+
+    def result(
+        self, reason: StopReason, detail: str, output: str | None, time: int = 0
+    ) -> RunResult:
+        """A :class:`RunResult` with this state's counters."""
+        return RunResult(
+            run_id=self.run_id,
+            stop_reason=reason,
+            output=output,
+            detail=detail,
+            steps=self.steps,
+            actions=self.actions,
+            parse_failures=self.parse_failures,
+            open_intent=None if self.open_intent is None else self.open_intent["intent_id"],
+            ended_at=time,
+        )
+
+    def _corrupt(self, where: str, message: str) -> CorruptionError:
+        return CorruptionError(message, location=f"{self.namespace}/{where}")
+
+    def apply(
+        self,
+        kind: str,
+        payload: Mapping[str, Any],
+        *,
+        parse: ParseHook | None = None,
+        where: str = "",
+        time: int = 0,
+    ) -> None:
+        """Apply one record of the run stream.
+
+        Raises:
+            CorruptionError: The record does not fit the state (an unknown kind, a
+                result for an intent that is not open, a record after the end).
+        """
+        if self.ended is not None:
+            raise self._corrupt(where, f"a {kind} record follows the end of the run")
+        if self.head == 0 and kind != RUN_STARTED:
+            raise self._corrupt(where, f"a run stream must start with run.started, not {kind}")
+        self.head += 1
+        if kind == RUN_STARTED:
+            if self.head != 1:
+                raise self._corrupt(where, "a second run.started record")
+            self.started = dict(payload)
+            self.budgets = Budgets.from_json(payload.get("budgets") or {})
+        elif kind == RUN_CLAIMED:
+            self.owner = Owner.from_json(payload["owner"])
+            self.unwritten_events = None
+        elif kind == INTENT_KIND:
+            if self.open_intent is not None:
+                raise self._corrupt(
+                    where,
+                    f"intent {payload.get('intent_id')!r} while "
+                    f"{self.open_intent['intent_id']!r} has no result",
+                )
+            self.unwritten_events = None
+            self.intents += 1
+            self.open_intent = dict(payload)
+            self.intent_by_id[str(payload["intent_id"])] = self.open_intent
+            self.attempts[self.action_key(payload)] = int(payload.get("attempt", 1))
+        elif kind == RESULT_KIND:
+            self._apply_result(payload, parse, where)
+        elif kind == RUN_SUSPENDED:
+            self.suspended = str(payload["intent_id"])
+            self.owner = None
+        elif kind == RUN_CANCEL_REQUESTED:
+            self.cancel_requested = True
+        elif kind == RUN_ENDED:
+            self.owner = None
+            self.ended = RunResult(
+                run_id=self.run_id,
+                stop_reason=StopReason(payload["stop_reason"]),
+                output=payload.get("output"),
+                detail=str(payload.get("detail") or ""),
+                steps=int(payload.get("steps", self.steps)),
+                actions=int(payload.get("actions", self.actions)),
+                parse_failures=int(payload.get("parse_failures", self.parse_failures)),
+                open_intent=payload.get("open_intent"),
+                ended_at=time,
+            )
+        else:
+            raise self._corrupt(where, f"unknown run record kind {kind!r}")
+
+    @staticmethod
+    def action_key(intent: Mapping[str, Any]) -> str:
+        """The action an intent is for: the same key across attempts."""
+        if intent.get("what") == "model":
+            return f"model:{intent.get('step')}"
+        return f"tool:{intent.get('step')}:{intent.get('index')}"
+
+    def _apply_result(
+        self, payload: Mapping[str, Any], parse: ParseHook | None, where: str
+    ) -> None:
+        intent = self.open_intent
+        if intent is None or payload.get("intent_id") != intent["intent_id"]:
+            raise self._corrupt(
+                where, f"a result for intent {payload.get('intent_id')!r}, which is not open"
+            )
+        self.open_intent = None
+        self.suspended = None
+        status = payload.get("status")
+        if payload.get("resolved_by") is not None and status in DONE_STATUSES:
+            self.unwritten_events = {"intent": intent, "result": dict(payload)}
+        if status in REDO_STATUSES:
+            return
+        if status not in DONE_STATUSES:
+            raise self._corrupt(where, f"unknown result status {status!r}")
+        if intent.get("what") == "model":
+            self._apply_model_result(intent, payload, parse)
+        else:
+            self.actions += 1
+            if self.pending_calls:
+                self.pending_calls.pop(0)
+                self.call_base += 1
+
+    def _apply_model_result(
+        self, intent: Mapping[str, Any], payload: Mapping[str, Any], parse: ParseHook | None
+    ) -> None:
+        self.steps += 1
+        self.last_reply_step = int(intent.get("step", self.steps))
+        self.pending_calls = []
+        self.call_base = 0
+        if payload.get("status") == "error":
+            self.end = (StopReason.ERROR, f"the model call failed: {payload.get('error')}", None)
+            return
+        decision = payload.get("decision")
+        if decision is None:
+            decision = parse(payload.get("reply") or {}) if parse is not None else None
+        if not isinstance(decision, Mapping):
+            decision = {"kind": "unknown"}
+        kind = decision.get("kind")
+        if kind == "final":
+            self.consecutive_failures = 0
+            self.end = (StopReason.COMPLETED, "the model gave a final answer", decision.get("text"))
+        elif kind == "tool_calls":
+            self.consecutive_failures = 0
+            self.pending_calls = [list(c) for c in decision.get("calls") or []]
+        else:
+            self.parse_failures += 1
+            self.consecutive_failures += 1
+            limit = self.budgets.max_parse_failures
+            if self.consecutive_failures >= limit:
+                self.end = (
+                    StopReason.PARSE_FAILURES,
+                    f"{self.consecutive_failures} model replies in a row did not parse "
+                    f"(limit {limit}); last: {decision.get('reason')}",
+                    None,
+                )
