@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "AgentLoadError",
     "BackendUnavailable",
+    "CaseError",
     "ConflictError",
     "CorruptionError",
     "EncodingError",
@@ -138,6 +139,37 @@ class SessionNotFound(SessionError, LookupError):
 
 class SessionExists(SessionError):
     """A session with the given app, user and id already exists; nothing was written."""
+
+
+class CaseError(SteadyloopError, ValueError):
+    """A replay case file is invalid; nothing of it was run.
+
+    Attributes:
+        file: The case file.
+        line: The line (from 1) of the offending record; 0 when the file as a whole is
+            at fault (empty, unreadable).
+        field: Where in the record, as a JSON Pointer (``""`` for the whole record).
+        detail: What is wrong.
+        problems: Every problem found in the files checked, this one first, each as
+            ``(file, line, field, detail)``.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        line: int,
+        field: str,
+        detail: str,
+        *,
+        problems: list[tuple[str, int, str, str]] | None = None,
+    ) -> None:
+        self.file = file
+        self.line = line
+        self.field = field
+        self.detail = detail
+        self.problems = problems or [(file, line, field, detail)]
+        where = f"{file}:{line}" if line else file
+        super().__init__(f"{where}: field {field or '/'}: {detail}")
 
 
 class LoopError(SteadyloopError):
