@@ -148,3 +148,42 @@ def test_bad_summary_is_refused() -> None:
         Summary("s", 0, None, "sess", "e", "t")
     with pytest.raises(SessionError, match="text"):
         Summary("s", 1, None, "sess", "e", "")
+
+
+def test_public_names_are_complete() -> None:
+    """Every public name of steadyloop.sessions is in __all__, and every listed name exists."""
+    from steadyloop import sessions
+
+    public = {
+        name
+        for name, value in vars(sessions).items()
+        if not name.startswith("_") and getattr(value, "__module__", "").startswith("steadyloop")
+    }
+    assert public <= set(sessions.__all__)
+    assert all(hasattr(sessions, name) for name in sessions.__all__)
+
+
+def test_has_event_across_successors() -> None:
+    """Two successors of one session sharing its id index each see only their own events."""
+    base = Session("a", "u", "s", events=(Event("e1", "u"),), version=2)
+    assert base.has_event("e1")
+    left = base._share_index(
+        Session("a", "u", "s", events=(*base.events, Event("x", "u")), version=3),
+        Event("x", "u"),
+    )
+    right = base._share_index(
+        Session("a", "u", "s", events=(*base.events, Event("y", "u")), version=3),
+        Event("y", "u"),
+    )
+    right2 = right._share_index(
+        Session("a", "u", "s", events=(*right.events, Event("x", "u")), version=4),
+        Event("x", "u"),
+    )
+    assert left.has_event("x")
+    assert not left.has_event("y")
+    assert right.has_event("y")
+    assert not right.has_event("x")
+    assert right2.has_event("x")
+    assert not base.has_event("x")
+    assert not base.has_event("y")
+    assert left.event_ids == {"e1", "x"}

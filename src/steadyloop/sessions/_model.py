@@ -25,12 +25,13 @@ stores ``null``; keys are never removed.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from steadyloop._errors import EncodingError, SessionError
-from steadyloop.records import JSONValue, canonical_json, check_canonical, decode
+from steadyloop.records import JSONValue, check_canonical, decode
 
 __all__ = [
     "SCOPES",
@@ -97,7 +98,9 @@ def json_copy(value: object, where: str) -> Any:
         check_canonical(value)
     except EncodingError as exc:
         raise SessionError(f"{where} is not a JSON value: {exc}") from None
-    return decode(canonical_json(value))
+    if value is None or isinstance(value, str | int | float):
+        return value
+    return decode(json.dumps(value, ensure_ascii=False, allow_nan=False))
 
 
 def _check_str(value: object, what: str, *, empty: bool = False) -> str:
@@ -444,6 +447,20 @@ class SessionContext:
         return None if self.summary is None else self.summary.text
 
 
+class _EventIndex:
+    """Event id → positions in ``all_events``; shared, append-only, by successors."""
+
+    __slots__ = ("positions",)
+
+    def __init__(self) -> None:
+        self.positions: dict[str, list[int]] = {}
+
+    def add(self, event_id: str, pos: int) -> None:
+        known = self.positions.setdefault(event_id, [])
+        if pos not in known:
+            known.append(pos)
+
+
 @dataclass(frozen=True)
 class Session:
     """A session as the fold of its journal streams gives it.
@@ -476,12 +493,45 @@ class Session:
         """Historical events, then current events: every event ever appended."""
         return self.historical_events + self.events
 
-    @functools.cached_property
+    @property
     def event_ids(self) -> frozenset[str]:
         """The ids of every event of the session, historical ones included."""
-        return frozenset(e.id for e in self.historical_events) | frozenset(
-            e.id for e in self.events
-        )
+        return frozenset(e.id for e in self.all_events)
+
+    @functools.cached_property
+    def _index(self) -> _EventIndex:
+        index = _EventIndex()
+        for pos, event in enumerate(self.all_events):
+            index.add(event.id, pos)
+        return index
+
+    def has_event(self, event_id: str) -> bool:
+        """Whether the session (historical events included) has an event with this id.
+
+        Takes constant time, however long the session, so an agent loop can check
+        every append.
+        """
+        split = len(self.historical_events)
+        for pos in self._index.positions.get(event_id, ()):
+            if pos < split:
+                event = self.historical_events[pos]
+            elif pos - split < len(self.events):
+                event = self.events[pos - split]
+            else:
+                continue
+            if event.id == event_id:
+                return True
+        return False
+
+    def _share_index(self, successor: Session, added: Event | None = None) -> Session:
+        # A successor keeps the order of all_events and may add one event at the end, so
+        # it can share the index; has_event checks each position it finds, so events
+        # added by other successors of the same session never give a false answer.
+        index = self._index
+        if added is not None:
+            index.add(added.id, len(self.historical_events) + len(self.events))
+        successor.__dict__["_index"] = index
+        return successor
 
     @property
     def latest_summary(self) -> Summary | None:

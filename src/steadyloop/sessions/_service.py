@@ -246,7 +246,7 @@ class SessionService:
         session = self._check_session(session)
         if not isinstance(event, Event):
             raise SessionError(f"expected an Event, got {type(event).__name__}")
-        if event.id in session.event_ids:
+        if session.has_event(event.id):
             raise SessionError(f"session {session.id!r} already has an event {event.id!r}")
         stored = event.without_temp()
         record = self.records(KIND_EVENT, {"event": stored.to_dict()})
@@ -311,15 +311,14 @@ class SessionService:
             fresh = await self.get_session(session.user_id, session.id)
             return _with(fresh, state={**fresh.state, **session.scope_state("temp"), **temp})
         head = result.positions[writes[0].stream][1]
+        stored = event.without_temp()
         successor = _with(
             session,
-            events=(*session.events, event.without_temp()),
+            events=(*session.events, stored),
             state={**session.state, **event.state_delta},
             version=head,
         )
-        # Carry the id index forward instead of rebuilding it on every append.
-        successor.__dict__["event_ids"] = session.event_ids | {event.id}
-        return successor
+        return session._share_index(successor, stored)
 
     # -- memory -------------------------------------------------------------------
 
@@ -436,13 +435,14 @@ class SessionService:
             self.app, [StreamWrite(stream, [commit], expected_next=session.version + 2)]
         )
         every = session.all_events
-        return _with(
+        successor = _with(
             session,
             events=every[covered:],
             historical_events=every[:covered],
             summaries=(*session.summaries, summary),
             version=result.positions[stream][1],
         )
+        return session._share_index(successor)
 
     async def fail_summary(
         self,

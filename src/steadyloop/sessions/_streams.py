@@ -58,11 +58,23 @@ __all__ = [
 ]
 
 KIND_CREATED = "session.created"
+"""First record of a session stream: ``app``, ``user_id``, ``session_id``, ``state``."""
+
 KIND_EVENT = "session.event"
+"""One event of a session, without its ``temp:`` keys: ``event``."""
+
 KIND_STATE_DELTA = "state.delta"
+"""A ``user:`` or ``app:`` state change: ``delta``, ``user_id``, ``session_id``, ``event_id``."""
+
 KIND_SUMMARY_BEGIN = "summary.begin"
+"""First half of a summary attempt, invisible on its own: ``summary``."""
+
 KIND_SUMMARY_COMMIT = "summary.commit"
+"""Second half of a summary attempt, in a later batch: ``summary_id``, ``version``, ``begin``."""
+
 KIND_MEMORY_ENTRY = "memory.entry"
+"""The text of one event in a user's memory: ``session_id``, ``event_id``, ``author``,
+``text``, ``time``."""
 
 RECORD_KINDS: tuple[str, ...] = (
     KIND_CREATED,
