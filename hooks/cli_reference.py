@@ -52,7 +52,7 @@ def load_command(target: str) -> Any:
 
 
 def _clean(text: str | None) -> str:
-    """Help text as Markdown: rich markup removed, typer's \\b markers dropped."""
+    r"""Help text as Markdown: rich markup removed, typer's \b markers dropped."""
     if not text:
         return ""
     text = _RICH_TAG.sub("", text)
@@ -133,7 +133,12 @@ def on_page_markdown(markdown: str, page: Page, **kwargs: Any) -> str:
         try:
             return generate(target, match.group("prog"))
         except Exception as exc:  # any failure must show, not pass silently
-            log.warning("%s: cannot generate the CLI reference from %s: %r", page.file.src_uri, target, exc)
-            return f'!!! failure "CLI reference unavailable"\n\n    `{target}` could not be loaded: `{exc!r}`\n'
+            log.warning(
+                "%s: cannot generate the CLI reference from %s: %r", page.file.src_uri, target, exc
+            )
+            return (
+                '!!! failure "CLI reference unavailable"\n\n'
+                f"    `{target}` could not be loaded: `{exc!r}`\n"
+            )
 
     return MARKER.sub(replace, markdown)

@@ -62,7 +62,9 @@ def _fill_empty_ids(html: str) -> str:
             n += 1
             anchor = f"{base}_{n}"
         taken.add(anchor)
-        inner = inner.replace('class="anchor-link" href="#"', f'class="anchor-link" href="#{anchor}"')
+        inner = inner.replace(
+            'class="anchor-link" href="#"', f'class="anchor-link" href="#{anchor}"'
+        )
         return f'<h{level} id="{anchor}">{inner}</h{level}>'
 
     return _EMPTY_ID_HEADING.sub(fix, html)

@@ -12,7 +12,6 @@ import sys
 import time
 
 import pytest
-
 from docs_support import BUILD_TIMEOUT, ROOT, BuiltSite, build_env
 
 
@@ -37,4 +36,3 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> BuiltSite:
     if proc.returncode != 0:
         pytest.fail(f"mkdocs build --strict failed ({proc.returncode}):\n{log[-6000:]}")
     return BuiltSite(root=out, seconds=seconds, log=log)
-

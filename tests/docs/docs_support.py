@@ -68,7 +68,22 @@ def page_url(rel_source: str) -> str:
 # -- a small DOM on top of the standard library's HTML parser -----------------------------
 
 _VOID = frozenset(
-    "area base br col embed hr img input link meta param source track wbr".split()
+    [
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "param",
+        "source",
+        "track",
+        "wbr",
+    ]
 )
 
 
@@ -120,7 +135,9 @@ class _TreeBuilder(HTMLParser):
             self.stack.append(node)
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.stack[-1].children.append(Node(tag, {k: v or "" for k, v in attrs}, [], self.stack[-1]))
+        self.stack[-1].children.append(
+            Node(tag, {k: v or "" for k, v in attrs}, [], self.stack[-1])
+        )
 
     def handle_endtag(self, tag: str) -> None:
         for i in range(len(self.stack) - 1, 0, -1):

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from docs_support import DEFAULT_LANGUAGE, DOCS, markdown_pages
 
 _BLOCK = re.compile(r"^```python\n(?P<code>.*?)^```", re.S | re.M)

@@ -7,12 +7,13 @@ import sys
 from types import ModuleType
 
 import pytest
-
 from docs_support import ROOT
 
 
 def load_hook(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"docs_hook_{name}", ROOT / "hooks" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(
+        f"docs_hook_{name}", ROOT / "hooks" / f"{name}.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -51,7 +52,9 @@ def demo_app_module() -> ModuleType:
     return module
 
 
-def test_cli_reference_covers_nested_commands(cli_hook: ModuleType, demo_app_module: ModuleType) -> None:
+def test_cli_reference_covers_nested_commands(
+    cli_hook: ModuleType, demo_app_module: ModuleType
+) -> None:
     """Every command and group gets a section with an ASCII id, usage and its parameters."""
     text = cli_hook.generate("docs_demo_cli:app", "demo")
     assert "## `demo` {#cli-demo}" in text
@@ -69,7 +72,9 @@ def test_cli_reference_covers_nested_commands(cli_hook: ModuleType, demo_app_mod
 def test_cli_marker_is_replaced(cli_hook: ModuleType, demo_app_module: ModuleType) -> None:
     """The marker line in a page becomes the generated reference."""
     page = type("P", (), {"file": type("F", (), {"src_uri": "en/reference/cli.md"})()})()
-    out = cli_hook.on_page_markdown("# CLI\n\n<!-- cli-reference docs_demo_cli:app prog=demo -->\n", page)
+    out = cli_hook.on_page_markdown(
+        "# CLI\n\n<!-- cli-reference docs_demo_cli:app prog=demo -->\n", page
+    )
     assert "cli-reference" not in out and "{#cli-demo-store-check}" in out
 
 
@@ -89,7 +94,9 @@ def test_error_hierarchy_lists_every_error() -> None:
     lines = text.splitlines()
     assert lines[0] == "```text" and lines[1] == "SteadyloopError"
     for name in _errors.__all__:
-        assert any(line.rstrip().split("── ")[-1].split("  ")[0] == name or line == name for line in lines), name
+        assert any(
+            line.rstrip().split("── ")[-1].split("  ")[0] == name or line == name for line in lines
+        ), name
     assert "IdempotencyKeyReused" in text.split("ConflictError", 1)[1]
 
 

@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from docs_support import DOCS, LANGUAGES, NOTEBOOKS, markdown_pages
 
 EN, ZH = LANGUAGES
@@ -98,7 +97,9 @@ def test_sections_have_ascii_ids(page: str) -> None:
     for lang in LANGUAGES:
         for level, anchor in parse((DOCS / lang / page).read_text(encoding="utf-8"))["headings"]:  # type: ignore[misc]
             if level > 1:
-                assert anchor and anchor.isascii(), f"{lang}/{page}: a level-{level} heading has no ASCII id"
+                assert anchor and anchor.isascii(), (
+                    f"{lang}/{page}: a level-{level} heading has no ASCII id"
+                )
 
 
 def test_chinese_pages_are_written_in_chinese() -> None:
@@ -137,8 +138,18 @@ def test_notebooks_have_identical_code_cells(name: str) -> None:
     en_code = [source(c) for c in en_cells if c["cell_type"] == "code"]
     zh_code = [source(c) for c in zh_cells if c["cell_type"] == "code"]
     assert en_code == zh_code
-    en_heads = [len(m) for c in en_cells if c["cell_type"] == "markdown" for m in re.findall(r"^(#+) ", source(c), re.M)]
-    zh_heads = [len(m) for c in zh_cells if c["cell_type"] == "markdown" for m in re.findall(r"^(#+) ", source(c), re.M)]
+    en_heads = [
+        len(m)
+        for c in en_cells
+        if c["cell_type"] == "markdown"
+        for m in re.findall(r"^(#+) ", source(c), re.M)
+    ]
+    zh_heads = [
+        len(m)
+        for c in zh_cells
+        if c["cell_type"] == "markdown"
+        for m in re.findall(r"^(#+) ", source(c), re.M)
+    ]
     assert en_heads == zh_heads, "heading structure differs"
 
 

@@ -8,7 +8,6 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
 
 import pytest
-
 from docs_support import (
     DEFAULT_LANGUAGE,
     DOCS,
@@ -320,7 +319,9 @@ def test_chinese_query_finds_its_page(
         )
     terms = segment_query(word, set().union(*tokens.values()))
     hits = {
-        page for page, words in tokens.items() if all(any(w.startswith(t) for w in words) for t in terms)
+        page
+        for page, words in tokens.items()
+        if all(any(w.startswith(t) for w in words) for t in terms)
     }
     assert location in hits, f"{word!r} ({terms}) does not find {location}; found {sorted(hits)}"
     page_text = "".join(d["text"] for d in docs if d["location"].startswith(location))
@@ -363,7 +364,9 @@ def test_api_reference_documents_the_public_api(built_site: BuiltSite, lang: str
 
     html = parse_html(built_site.page(lang, "reference/api"))
     ids = {n.attrs.get("id") for n in html.iter()}
-    missing = [n for n in steadyloop.__all__ if not n.startswith("_") and f"steadyloop.{n}" not in ids]
+    missing = [
+        n for n in steadyloop.__all__ if not n.startswith("_") and f"steadyloop.{n}" not in ids
+    ]
     assert missing == []
 
 

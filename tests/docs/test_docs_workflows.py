@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from docs_support import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -95,7 +94,9 @@ def test_docs_builds_strictly_and_deploys_to_pages() -> None:
     build_uses = [s["uses"].split("@")[0] for s in steps(build) if "uses" in s]
     assert "actions/configure-pages" in build_uses
     assert "actions/upload-pages-artifact" in build_uses
-    artifact = next(s for s in steps(build) if s.get("uses", "").startswith("actions/upload-pages-artifact@"))
+    artifact = next(
+        s for s in steps(build) if s.get("uses", "").startswith("actions/upload-pages-artifact@")
+    )
     assert artifact["uses"].endswith("@v3"), "v4 and later drop dotfiles (DOCS-NOTES trap 11)"
     assert deploy["needs"] == "build"
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
@@ -113,7 +114,14 @@ def test_workflows_match_the_published_schema() -> None:
         pytest.skip("check-jsonschema is not installed")
     files = [str(WORKFLOWS / "ci.yml"), str(WORKFLOWS / "docs.yml")]
     proc = subprocess.run(
-        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", *files],
+        [
+            sys.executable,
+            "-m",
+            "check_jsonschema",
+            "--builtin-schema",
+            "vendor.github-workflows",
+            *files,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
