@@ -9,16 +9,19 @@ from __future__ import annotations
 
 __all__ = [
     "AgentLoadError",
+    "AuditError",
     "BackendUnavailable",
     "CaseError",
     "ConflictError",
     "CorruptionError",
     "EncodingError",
     "IdempotencyKeyReused",
+    "IllegalTransition",
     "InvalidBatch",
     "JournalClosed",
     "JournalError",
     "JournalLocked",
+    "LeaseLost",
     "LoopError",
     "ModelError",
     "RunBusy",
@@ -28,6 +31,8 @@ __all__ = [
     "SessionExists",
     "SessionNotFound",
     "SteadyloopError",
+    "TaskNotFound",
+    "TaskSpecError",
     "UnknownBackend",
 ]
 
@@ -194,3 +199,43 @@ class ModelError(LoopError):
 
 class AgentLoadError(LoopError, ImportError):
     """An agent given as ``module:attribute`` could not be imported or is not an agent."""
+
+
+class AuditError(SteadyloopError):
+    """Base class of audit-loop errors (task specs, the task state machine, leases, judges)."""
+
+
+class TaskSpecError(AuditError, ValueError):
+    """A task spec is invalid, or clashes with what the queue holds; nothing was submitted.
+
+    Attributes:
+        field: The offending field of the spec (``""`` for the spec as a whole).
+    """
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class TaskNotFound(AuditError, LookupError):
+    """No task with the given id is in the queue."""
+
+
+class IllegalTransition(AuditError):
+    """A task event does not fit the task's state; nothing was written.
+
+    Attributes:
+        task_id: The task.
+        state: The state the task was in.
+        event: The event that was refused.
+    """
+
+    def __init__(self, task_id: str, state: str, event: str, reason: str) -> None:
+        self.task_id = task_id
+        self.state = state
+        self.event = event
+        super().__init__(f"task {task_id!r}: cannot apply {event!r} in state {state!r}: {reason}")
+
+
+class LeaseLost(AuditError):
+    """A worker's lease on a task expired or was taken over; it must stop working on it."""
