@@ -70,6 +70,16 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise BackendUnavailable("the Redis driver is missing; install steadyloop[redis]") from exc
 
+try:  # redis-py 6.4+: with maintenance notifications on, the pool does not notice that
+    # an idle connection was closed by the server, and hands it out to fail once.
+    from redis.maint_notifications import MaintNotificationsConfig
+
+    _POOL_OPTIONS: dict[str, Any] = {
+        "maint_notifications_config": MaintNotificationsConfig(enabled=False)
+    }
+except ImportError:  # pragma: no cover - older redis-py checks idle connections anyway
+    _POOL_OPTIONS = {}
+
 __all__ = ["LAYOUT_VERSION", "RedisJournal", "encode_name"]
 
 LAYOUT_VERSION = 1
@@ -283,6 +293,7 @@ class RedisJournal(Journal):
             retry=Retry(NoBackoff(), 0),
             socket_connect_timeout=self._connect_timeout,
             decode_responses=False,
+            **_POOL_OPTIONS,
         )
         client = self._client
         self._append_script = client.register_script(_APPEND_LUA)
