@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from session_helpers import APP, all_records
 
-from steadyloop import ConflictError, Journal, RecordFactory, StreamWrite
+from steadyloop import ConflictError, CorruptionError, Journal, RecordFactory, StreamWrite
 from steadyloop.journal import open_journal
 from steadyloop.records import canonical_json
 from steadyloop.sessions import (
@@ -22,6 +22,7 @@ from steadyloop.sessions import (
     ToolCallPart,
     ToolResultPart,
     app_stream,
+    fold_session,
     session_stream,
     user_stream,
 )
@@ -306,3 +307,74 @@ async def test_reopen_gives_an_identical_session(journal_url: str, make: RecordF
         again = await service.get_session("ü", "s1")
     assert again == Session.from_dict({**s.to_dict(), "state": s.stored_state()})
     assert canonical_json(again.to_dict()) == expected.replace(',"temp:x":4', "")
+
+
+async def test_recreate_after_delete_starts_fresh(service: SessionService) -> None:
+    """A session created again after deletion has none of the old events or state."""
+    s = await service.create_session("u1", "s1", state={"k": 1})
+    await service.append_event(s, _say(service, "old", k=2))
+    await service.delete_session("u1", "s1")
+    fresh = await service.create_session("u1", "s1")
+    assert fresh.events == ()
+    assert fresh.state == {}
+    assert fresh.version == 1
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "message"),
+    [
+        ("loop.step", {}, "unexpected record kind 'loop.step'"),
+        (
+            KIND_EVENT,
+            {"event": {"id": "e9", "author": "x", "state_delta": {"temp:t": 1}}},
+            "stored a temp: key",
+        ),
+        (KIND_EVENT, {"event": {"id": "e9", "author": ""}}, "author"),
+    ],
+)
+async def test_unexplained_records_are_corruption(
+    service: SessionService,
+    journal: Journal,
+    make: RecordFactory,
+    *,
+    kind: str,
+    payload: dict[str, object],
+    message: str,
+) -> None:
+    """A record the fold cannot explain raises CorruptionError naming stream and sequence."""
+    await service.create_session("u1", "s1")
+    stream = session_stream("u1", "s1")
+    await journal.append(APP, [StreamWrite(stream, [make(kind, payload)])])  # type: ignore[arg-type]
+    with pytest.raises(CorruptionError, match=message) as info:
+        await service.get_session("u1", "s1")
+    assert info.value.location == f"{APP}/{stream}#2"
+
+
+async def test_duplicated_event_record_is_corruption(
+    service: SessionService, journal: Journal, make: RecordFactory
+) -> None:
+    """An event stored twice in one session is reported as corruption, not shown twice."""
+    s = await service.create_session("u1", "s1")
+    event = Event("e1", "user", [TextPart("once")])
+    await service.append_event(s, event)
+    stream = session_stream("u1", "s1")
+    await journal.append(APP, [StreamWrite(stream, [make(KIND_EVENT, {"event": event.to_dict()})])])
+    with pytest.raises(CorruptionError, match="appears twice"):
+        await service.get_session("u1", "s1")
+
+
+async def test_fold_session_is_a_pure_function(service: SessionService, journal: Journal) -> None:
+    """Folding the raw stream records gives the same session get_session returns."""
+    s = await service.create_session("u1", "s1", state={"user:a": 1, "app:b": 2})
+    s = await service.append_event(s, _say(service, "x", k=3))
+    folded = fold_session(
+        APP,
+        "u1",
+        "s1",
+        await journal.read(APP, session_stream("u1", "s1")),
+        user_records=await journal.read(APP, user_stream("u1")),
+        app_records=await journal.read(APP, app_stream()),
+    )
+    assert folded == s
+    with pytest.raises(SessionNotFound):
+        fold_session(APP, "u1", "s2", [])
