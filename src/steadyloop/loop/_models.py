@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from steadyloop._errors import ModelError
 from steadyloop.loop._types import Message, ModelReply, ToolCall, ToolSpec
 from steadyloop.records import JSONValue
+
+if TYPE_CHECKING:  # httpx is imported when a request is made, not with the package
+    import httpx
 
 __all__ = ["OpenAIChatModel", "ScriptedModel"]
 
@@ -151,6 +152,8 @@ class OpenAIChatModel:
             ModelError: The API refused the request, kept failing, or answered with
                 something that is not a chat completion. The message never holds the key.
         """
+        import httpx
+
         headers = {"Content-Type": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"

@@ -435,6 +435,7 @@ class _Driver:
                 run_id=state.run_id,
                 intent_id=str(payload["intent_id"]),
                 step=int(str(payload["step"])),
+                index=state.call_base,
                 attempt=int(str(payload["attempt"])),
             )
             try:

@@ -27,12 +27,14 @@ class ToolContext:
         run_id: The run.
         intent_id: The id of the intent written, durably, before this call.
         step: The step (model call number) that asked for this action.
+        index: The call's position among the tool calls of that step's reply.
         attempt: 1 for the first execution; higher when resume re-executes it.
     """
 
     run_id: str
     intent_id: str
     step: int
+    index: int
     attempt: int
 
 

@@ -4,6 +4,7 @@
   supply a :class:`JournalFactory`.
 * :class:`FaultyFiles` — a file layer that cuts writes at any byte and simulates power
   loss, for file-based backends.
+* :func:`crash_matrix` — crash an agent run at every write boundary, resume, compare.
 
 These need ``pytest`` and ``pytest-asyncio`` (the ``steadyloop[testing]`` extra).
 """
@@ -13,12 +14,22 @@ from steadyloop.testing._conformance import (
     JournalConformance,
     JournalFactory,
 )
+from steadyloop.testing._crash_matrix import (
+    CrashCase,
+    CrashingJournal,
+    CrashMatrixReport,
+    crash_matrix,
+)
 from steadyloop.testing._faults import FaultyFiles, SimulatedCrash
 
 __all__ = [
     "ADVERSARIAL_PAYLOADS",
+    "CrashCase",
+    "CrashMatrixReport",
+    "CrashingJournal",
     "FaultyFiles",
     "JournalConformance",
     "JournalFactory",
     "SimulatedCrash",
+    "crash_matrix",
 ]

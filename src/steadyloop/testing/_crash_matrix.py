@@ -1,0 +1,453 @@
+"""The crash matrix: crash an agent run at every write boundary, resume, and compare.
+
+Give it a factory for your agent and one for your journal; it runs the agent once
+without interruption, counts the journal appends that run makes, and then, for every
+append *k*:
+
+* crashes the run just **before** append *k* (the effect before it happened, its result
+  never became durable) and just **after** it (the batch is durable, the code after it
+  never ran) — a :class:`SimulatedCrash` raised by a journal wrapper;
+* reopens the journal (closing the crashed one first, as the kernel would release its
+  files and locks) and resumes the run, resolving any ``RESUME_STATE_UNKNOWN`` with
+  the truth (the kit wraps every never-repeat tool and knows whether it ran);
+* optionally crashes the resume once more and resumes again;
+* compares with the uninterrupted run: the same result (wall times and intent ids
+  aside), the same session events, the model shown the same messages at every step,
+  and no never-repeat action executed twice.
+
+Use it on your own agent and backend::
+
+    import pytest
+    from steadyloop.journal import open_journal
+    from steadyloop.testing import crash_matrix
+
+    async def test_my_agent_survives_every_crash(tmp_path):
+        report = await crash_matrix(
+            make_my_agent,                                   # a fresh Agent each call
+            lambda: open_journal(f"sqlite:///{tmp_path}/j.db"),  # same store each call
+        )
+        report.assert_ok()
+
+The agent must be deterministic (a :class:`~steadyloop.loop.ScriptedModel`, tools that
+return the same value for the same arguments), or the comparison means nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from steadyloop._errors import RunFinished, RunNotFound
+from steadyloop.journal import AppendResult, Journal
+from steadyloop.journal._protocol import PreparedBatch
+from steadyloop.loop._agent import Agent
+from steadyloop.loop._run import Happened, NotHappened, _describe, load_run, resolve, resume, run
+from steadyloop.loop._tools import Tool, ToolContext, ToolRegistry
+from steadyloop.loop._types import (
+    Message,
+    ModelReply,
+    ReplayPolicy,
+    RunResult,
+    StopReason,
+    ToolSpec,
+)
+from steadyloop.records import JSONValue, RecordFactory, StoredRecord
+from steadyloop.sessions import SessionService
+from steadyloop.testing._faults import SimulatedCrash
+
+__all__ = ["CrashCase", "CrashMatrixReport", "CrashingJournal", "crash_matrix"]
+
+Side = Literal["before", "after"]
+
+
+class CrashingJournal(Journal):
+    """A journal wrapper whose process "dies" at one append.
+
+    Args:
+        inner: The journal to write through.
+        crash_at: The 1-based number of the append to crash at; ``None`` never crashes.
+        side: ``"before"``: die before the append reaches the journal; ``"after"``: die
+            once it is durable, before the caller sees the result.
+
+    Attributes:
+        appends: Appends attempted so far (the crashing one included).
+        crashed: Whether the simulated process died.
+    """
+
+    def __init__(self, inner: Journal, crash_at: int | None = None, side: Side = "before") -> None:
+        super().__init__()
+        self.inner = inner
+        self.url = inner.url
+        self.crash_at = crash_at
+        self.side = side
+        self.appends = 0
+        self.crashed = False
+
+    def _tick(self) -> None:
+        if self.crashed:
+            raise SimulatedCrash("the process already died")
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        self._tick()
+        self.appends += 1
+        hit = self.crash_at is not None and self.appends == self.crash_at
+        if hit and self.side == "before":
+            self.crashed = True
+            raise SimulatedCrash(f"crash before append {self.appends}")
+        result = await self.inner.append(
+            batch.namespace, list(batch.writes), idempotency_key=batch.idempotency_key
+        )
+        if hit:
+            self.crashed = True
+            raise SimulatedCrash(f"crash after append {self.appends}")
+        return result
+
+    async def _read(
+        self, namespace: str, stream: str, start: int, limit: int | None
+    ) -> list[StoredRecord]:
+        self._tick()
+        return await self.inner.read(namespace, stream, start=start, limit=limit)
+
+    async def _head(self, namespace: str, stream: str) -> int:
+        self._tick()
+        return await self.inner.head(namespace, stream)
+
+    async def _streams(self, namespace: str) -> list[str]:
+        self._tick()
+        return await self.inner.streams(namespace)
+
+    async def _namespaces(self) -> list[str]:
+        self._tick()
+        return await self.inner.namespaces()
+
+    async def _delete_stream(self, namespace: str, stream: str) -> None:
+        self._tick()
+        await self.inner.delete_stream(namespace, stream)
+
+    async def _delete_namespace(self, namespace: str) -> None:
+        self._tick()
+        await self.inner.delete_namespace(namespace)
+
+    async def _close(self) -> None:
+        await self.inner.close()
+
+
+class _Recorder:
+    """What the instrumented agent did across the attempts of one case."""
+
+    def __init__(self) -> None:
+        self.prompts: list[tuple[Message, ...]] = []
+        self.executions: dict[str, tuple[str, JSONValue]] = {}  # intent id -> outcome
+        self.never_runs: dict[tuple[int, int], int] = {}  # (step, index) -> executions
+
+    def instrument(self, agent: Agent) -> Agent:
+        recorder = self
+
+        class _Model:
+            name = str(getattr(agent.model, "name", "model"))
+
+            async def complete(
+                self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+            ) -> ModelReply:
+                recorder.prompts.append(tuple(messages))
+                return await agent.model.complete(messages, tools)
+
+        registry = ToolRegistry()
+        for tool in agent.tools:
+            registry.add(dataclasses.replace(tool, function=self._wrap(tool)))
+        return dataclasses.replace(agent, model=_Model(), tools=registry)
+
+    def _wrap(self, tool: Tool) -> Callable[..., Awaitable[Any]]:
+        recorder = self
+
+        async def wrapped(context: ToolContext, **arguments: Any) -> Any:
+            if tool.policy is ReplayPolicy.NEVER:
+                key = (context.step, context.index)
+                recorder.never_runs[key] = recorder.never_runs.get(key, 0) + 1
+            try:
+                value = await tool.invoke(arguments, context)
+            except Exception as exc:
+                recorder.executions[context.intent_id] = ("error", _describe(exc))
+                raise
+            recorder.executions[context.intent_id] = ("ok", value)
+            return value
+
+        return wrapped
+
+    def decide(self, intent_id: str) -> Happened | NotHappened:
+        """The truth about an intent: did the wrapped tool run, and with what outcome."""
+        if intent_id not in self.executions:
+            return NotHappened("crash matrix: the tool never ran")
+        status, value = self.executions[intent_id]
+        if status == "error":
+            return Happened(error=str(value), note="crash matrix: the tool ran and raised")
+        return Happened(value=value, note="crash matrix: the tool ran")
+
+
+@dataclass(frozen=True)
+class CrashCase:
+    """One cell of the matrix.
+
+    Attributes:
+        boundary: The append the first crash hit (1-based).
+        side: ``"before"`` or ``"after"`` that append.
+        second: The append of the first resume that a second crash hit, or ``None``.
+        stop_reason: How the resumed run finally stopped.
+        resolutions: How many ``RESUME_STATE_UNKNOWN`` stops the caller resolved.
+        problems: What differed from the uninterrupted run; empty when the case passed.
+    """
+
+    boundary: int
+    side: Side
+    second: int | None
+    stop_reason: str
+    resolutions: int
+    problems: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the case matched the uninterrupted run."""
+        return not self.problems
+
+
+@dataclass
+class CrashMatrixReport:
+    """Everything the matrix found.
+
+    Attributes:
+        baseline: The uninterrupted run's result.
+        boundaries: How many appends the uninterrupted run made.
+        cases: One entry per crash point (and second crash).
+    """
+
+    baseline: RunResult
+    boundaries: int
+    cases: list[CrashCase] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[CrashCase]:
+        """The cases that did not match."""
+        return [c for c in self.cases if not c.ok]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One plain dict per case, for a table or a data frame."""
+        return [
+            {
+                "boundary": c.boundary,
+                "side": c.side,
+                "second crash": c.second,
+                "stop reason": c.stop_reason,
+                "resolutions": c.resolutions,
+                "ok": c.ok,
+                "problems": "; ".join(c.problems),
+            }
+            for c in self.cases
+        ]
+
+    def assert_ok(self) -> None:
+        """Raise :class:`AssertionError` listing every case that did not match."""
+        if self.failures:
+            lines = [
+                f"boundary {c.boundary} {c.side}"
+                + (f" + second crash at {c.second}" if c.second else "")
+                + f": {'; '.join(c.problems)}"
+                for c in self.failures
+            ]
+            raise AssertionError(
+                f"{len(self.failures)} of {len(self.cases)} crash cases differ from the "
+                "uninterrupted run:\n" + "\n".join(lines)
+            )
+
+
+def _comparable(result: RunResult) -> dict[str, JSONValue]:
+    data = result.comparable()
+    data.pop("run_id")
+    data.pop("open_intent")
+    return data
+
+
+async def _session_view(journal: Journal, app: str, user_id: str, session_id: str) -> list[Any]:
+    session = await SessionService(journal, app).get_session(user_id, session_id)
+    return [(e.author, [p.to_dict() for p in e.parts]) for e in session.all_events]
+
+
+@dataclass
+class _Matrix:
+    agent_factory: Callable[[], Agent]
+    journal_factory: Callable[[], Awaitable[Journal]]
+    input: str
+    app: str
+    user_id: str
+    records: Callable[[], RecordFactory]
+
+    async def _attempt(
+        self,
+        run_id: str,
+        session_id: str,
+        recorder: _Recorder,
+        *,
+        crash_at: int | None,
+        side: Side,
+        first: bool,
+    ) -> tuple[RunResult | None, int, int]:
+        """One process lifetime: (result or None if it crashed, appends, resolutions)."""
+        journal = CrashingJournal(await self.journal_factory(), crash_at, side)
+        agent = recorder.instrument(self.agent_factory())
+        resolutions = 0
+        try:
+            if first:
+                result = await run(
+                    agent,
+                    journal,
+                    self.app,
+                    self.user_id,
+                    session_id,
+                    run_id,
+                    self.input,
+                    records=self.records(),
+                )
+            else:
+                try:
+                    result = await resume(agent, journal, self.app, run_id, records=self.records())
+                except RunFinished:  # the crash came after the end record was durable
+                    ended = (await load_run(journal, self.app, run_id)).state.ended
+                    assert ended is not None
+                    return ended, journal.appends, resolutions
+                except RunNotFound:  # the crash came before the run's first record
+                    result = await run(
+                        agent,
+                        journal,
+                        self.app,
+                        self.user_id,
+                        session_id,
+                        run_id,
+                        self.input,
+                        records=self.records(),
+                    )
+            while result.stop_reason is StopReason.RESUME_STATE_UNKNOWN:
+                assert result.open_intent is not None
+                resolutions += 1
+                decision = recorder.decide(result.open_intent)
+                await resolve(
+                    journal, self.app, run_id, result.open_intent, decision, records=self.records()
+                )
+                result = await resume(agent, journal, self.app, run_id, records=self.records())
+            return result, journal.appends, resolutions
+        except SimulatedCrash:
+            return None, journal.appends, resolutions
+        finally:
+            await journal.close()  # what the kernel does for a dead process
+
+    async def baseline(self) -> tuple[RunResult, int, list[Any], list[tuple[Message, ...]]]:
+        recorder = _Recorder()
+        result, appends, _ = await self._attempt(
+            "baseline", "session-baseline", recorder, crash_at=None, side="before", first=True
+        )
+        assert result is not None
+        async with await self.journal_factory() as journal:
+            view = await _session_view(journal, self.app, self.user_id, "session-baseline")
+        return result, appends, view, recorder.prompts
+
+    async def case(
+        self,
+        k: int,
+        side: Side,
+        second: int | None,
+        expected: tuple[RunResult, list[Any], list[tuple[Message, ...]]],
+    ) -> CrashCase:
+        tag = f"{k}-{side}" + (f"-{second}" if second else "")
+        run_id, session_id = f"run-{tag}", f"session-{tag}"
+        recorder = _Recorder()
+        problems: list[str] = []
+        result, _, _ = await self._attempt(
+            run_id, session_id, recorder, crash_at=k, side=side, first=True
+        )
+        if result is not None:
+            problems.append(f"the run did not reach append {k}: it ended first")
+        resolutions = 0
+        if second is not None:
+            result, _, n = await self._attempt(
+                run_id, session_id, recorder, crash_at=second, side="before", first=False
+            )
+            resolutions += n
+        if result is None:
+            result, _, n = await self._attempt(
+                run_id, session_id, recorder, crash_at=None, side="before", first=False
+            )
+            resolutions += n
+        if result is None:  # pragma: no cover - no crash was armed
+            problems.append("the resumed run crashed without a crash armed")
+            return CrashCase(k, side, second, "crashed", resolutions, tuple(problems))
+        clean, clean_view, clean_prompts = expected
+        if _comparable(result) != _comparable(clean):
+            problems.append(f"result {_comparable(result)} != {_comparable(clean)}")
+        async with await self.journal_factory() as journal:
+            view = await _session_view(journal, self.app, self.user_id, session_id)
+            info = await load_run(journal, self.app, run_id)
+        if view != clean_view:
+            problems.append("the session's events differ from the uninterrupted run")
+        if info.state.ended is None:
+            problems.append("the run has no end record")
+        by_size = {len(p): p for p in clean_prompts}
+        seen = set()
+        for prompt in recorder.prompts:
+            seen.add(len(prompt))
+            if by_size.get(len(prompt)) != prompt:
+                problems.append(f"the model saw different messages at {len(prompt)} messages")
+                break
+        if seen != set(by_size):
+            problems.append(
+                f"the model was asked at prompt sizes {sorted(seen)}, not {sorted(by_size)}"
+            )
+        twice = {key: n for key, n in recorder.never_runs.items() if n > 1}
+        if twice:
+            problems.append(f"never-repeat actions ran more than once: {twice}")
+        return CrashCase(k, side, second, result.stop_reason.value, resolutions, tuple(problems))
+
+
+async def crash_matrix(
+    agent_factory: Callable[[], Agent],
+    journal_factory: Callable[[], Awaitable[Journal]],
+    *,
+    input: str = "go",
+    app: str = "crash-matrix",
+    user_id: str = "user",
+    sides: Sequence[Side] = ("before", "after"),
+    second_crash: Literal["none", "first", "all"] = "first",
+    records: Callable[[], RecordFactory] = RecordFactory,
+    boundaries: Sequence[int] | None = None,
+) -> CrashMatrixReport:
+    """Crash a run at every write boundary, resume it, and compare with a clean run.
+
+    Args:
+        agent_factory: Makes a fresh, deterministic agent (called once per process
+            lifetime, as a restarted program would).
+        journal_factory: Opens the journal under test; every call reaches the same
+            store. Each case uses its own run and session ids in it.
+        input: The user's message.
+        app: The app (journal namespace) to run in.
+        user_id: The user.
+        sides: Crash before the append, after it, or both.
+        second_crash: Also crash the first resume: at its first append (``"first"``),
+            at each of its appends (``"all"``, quadratic), or not (``"none"``).
+        records: Makes the record factory of each process lifetime.
+        boundaries: Only these appends (1-based); all by default.
+
+    Returns:
+        The report; call :meth:`CrashMatrixReport.assert_ok` in a test.
+    """
+    matrix = _Matrix(agent_factory, journal_factory, input, app, user_id, records)
+    clean, appends, clean_view, clean_prompts = await matrix.baseline()
+    report = CrashMatrixReport(baseline=clean, boundaries=appends)
+    expected = (clean, clean_view, clean_prompts)
+    for k in boundaries if boundaries is not None else range(1, appends + 1):
+        for side in sides:
+            report.cases.append(await matrix.case(k, side, None, expected))
+            if second_crash == "none":
+                continue
+            seconds = [1] if second_crash == "first" else list(range(1, appends + 1))
+            for j in seconds:
+                report.cases.append(await matrix.case(k, side, j, expected))
+    return report
