@@ -25,7 +25,7 @@ from typing import Any
 from mkdocs.structure.files import File
 from mkdocs.structure.pages import Page
 from mkdocs.structure.toc import AnchorLink
-from pymdownx.slugs import slugify
+from pymdownx.slugs import slugify  # type: ignore[import-untyped]
 
 _slugify = slugify(case="lower")
 
