@@ -169,15 +169,15 @@ def test_has_event_across_successors() -> None:
     assert base.has_event("e1")
     left = base._share_index(
         Session("a", "u", "s", events=(*base.events, Event("x", "u")), version=3),
-        Event("x", "u"),
+        [Event("x", "u")],
     )
     right = base._share_index(
         Session("a", "u", "s", events=(*base.events, Event("y", "u")), version=3),
-        Event("y", "u"),
+        [Event("y", "u")],
     )
     right2 = right._share_index(
         Session("a", "u", "s", events=(*right.events, Event("x", "u")), version=4),
-        Event("x", "u"),
+        [Event("x", "u")],
     )
     assert left.has_event("x")
     assert not left.has_event("y")

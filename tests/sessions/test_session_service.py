@@ -378,3 +378,38 @@ async def test_fold_session_is_a_pure_function(service: SessionService, journal:
     assert folded == s
     with pytest.raises(SessionNotFound):
         fold_session(APP, "u1", "s2", [])
+
+
+async def test_several_events_in_one_batch(service: SessionService, journal: Journal) -> None:
+    """Several events append in order in one batch, each state delta applied in turn."""
+    s = await service.create_session("u1", "s1")
+    events = [
+        _say(service, "a", **{"k": 1, "user:u": 1, "temp:t": 1}),
+        _say(service, "b", **{"k": 2, "app:a": 1}),
+        _say(service, "c", **{"user:u": 2}),
+    ]
+    s = await service.append_event(s, events)
+    assert [e.text for e in s.events] == ["a", "b", "c"]
+    assert s.version == 4
+    assert s.state == {"k": 2, "user:u": 2, "app:a": 1, "temp:t": 1}
+    assert await service.get_session("u1", "s1") == _with_state(s, s.stored_state())
+    user_records = await journal.read(APP, user_stream("u1"))
+    assert [(r.payload["event_id"], r.payload["delta"]) for r in user_records] == [
+        (events[0].id, {"user:u": 1}),
+        (events[2].id, {"user:u": 2}),
+    ]
+
+
+async def test_several_events_refused_whole(service: SessionService, journal: Journal) -> None:
+    """A batch with a repeated event id, or no events at all, is refused and writes nothing."""
+    s = await service.create_session("u1", "s1")
+    before = await all_records(journal)
+    with pytest.raises(SessionError, match="already has an event 'e1'"):
+        await service.append_event(s, [Event("e1", "u"), Event("e2", "u"), Event("e1", "u")])
+    with pytest.raises(SessionError, match="no events"):
+        await service.append_event(s, [])
+    assert await all_records(journal) == before
+
+
+def _with_state(session: Session, state: dict[str, object]) -> Session:
+    return Session.from_dict({**session.to_dict(), "state": state})

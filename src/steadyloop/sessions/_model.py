@@ -523,13 +523,14 @@ class Session:
                 return True
         return False
 
-    def _share_index(self, successor: Session, added: Event | None = None) -> Session:
-        # A successor keeps the order of all_events and may add one event at the end, so
+    def _share_index(self, successor: Session, added: Sequence[Event] = ()) -> Session:
+        # A successor keeps the order of all_events and may add events at the end, so
         # it can share the index; has_event checks each position it finds, so events
         # added by other successors of the same session never give a false answer.
         index = self._index
-        if added is not None:
-            index.add(added.id, len(self.historical_events) + len(self.events))
+        start = len(self.historical_events) + len(self.events)
+        for offset, event in enumerate(added):
+            index.add(event.id, start + offset)
         successor.__dict__["_index"] = index
         return successor
 

@@ -230,42 +230,63 @@ class SessionService:
                 writes.append(StreamWrite(stream, [self.records(KIND_STATE_DELTA, payload)]))
         return writes
 
-    def event_writes(self, session: Session, event: Event) -> list[StreamWrite]:
-        """Return the journal writes that append ``event`` to ``session``.
+    def _events(self, session: Session, event: Event | Sequence[Event]) -> list[Event]:
+        events = [event] if isinstance(event, Event) else list(event)
+        if not events:
+            raise SessionError("no events to append")
+        seen: set[str] = set()
+        for e in events:
+            if not isinstance(e, Event):
+                raise SessionError(f"expected an Event, got {type(e).__name__}")
+            if session.has_event(e.id) or e.id in seen:
+                raise SessionError(f"session {session.id!r} already has an event {e.id!r}")
+            seen.add(e.id)
+        return events
 
-        The first write is the session stream's ``session.event`` record (the event
-        without its ``temp:`` keys), expecting sequence ``session.version + 1``; then a
-        ``state.delta`` for the user stream if the event sets ``user:`` keys, and one for
-        the app stream if it sets ``app:`` keys. Written as one batch, they land
-        together or not at all.
+    def event_writes(self, session: Session, event: Event | Sequence[Event]) -> list[StreamWrite]:
+        """Return the journal writes that append an event (or several) to ``session``.
+
+        The first write goes to the session stream: one ``session.event`` record per
+        event (without its ``temp:`` keys), expecting sequence ``session.version + 1``.
+        Then, if any event sets ``user:`` keys, a write to the user stream with one
+        ``state.delta`` per such event, and likewise for ``app:`` keys and the app
+        stream. Written as one batch, they land together or not at all.
+
+        Args:
+            session: The session as last read or returned.
+            event: One event, or several to append in order.
 
         Raises:
-            SessionError: If the session is not one of this app's, was not read from the
-                journal, the event is not an :class:`Event`, or its id is already used.
+            SessionError: If the session is not one of this app's or was not read from
+                the journal, there are no events, an item is not an :class:`Event`, or an
+                event id is already used.
         """
         session = self._check_session(session)
-        if not isinstance(event, Event):
-            raise SessionError(f"expected an Event, got {type(event).__name__}")
-        if session.has_event(event.id):
-            raise SessionError(f"session {session.id!r} already has an event {event.id!r}")
-        stored = event.without_temp()
-        record = self.records(KIND_EVENT, {"event": stored.to_dict()})
+        events = self._events(session, event)
+        make = self.records
+        by_stream: dict[str, list[StreamWrite]] = {}
+        for e in events:
+            for w in self._state_writes(
+                session.user_id, session.id, e.id, e.delta_in("user"), e.delta_in("app")
+            ):
+                by_stream.setdefault(w.stream, []).append(w)
         writes = [
             StreamWrite(
                 session_stream(session.user_id, session.id),
-                [record],
+                [make(KIND_EVENT, {"event": e.without_temp().to_dict()}) for e in events],
                 expected_next=session.version + 1,
             )
         ]
-        writes += self._state_writes(
-            session.user_id, session.id, event.id, event.delta_in("user"), event.delta_in("app")
-        )
+        for stream in (user_stream(session.user_id), app_stream()):
+            if stream in by_stream:
+                records = [r for w in by_stream[stream] for r in w.records]
+                writes.append(StreamWrite(stream, records))
         return writes
 
     async def append_event(
         self,
         session: Session,
-        event: Event,
+        event: Event | Sequence[Event],
         *,
         extra: Sequence[StreamWrite] = (),
         idempotency_key: str | None = None,
@@ -275,26 +296,28 @@ class SessionService:
         Args:
             session: The session as last read or returned; its ``version`` is the
                 optimistic-concurrency check.
-            event: The event. Its ``temp:`` keys update the returned session's state
-                and are never stored.
+            event: The event, or several events to append in order in the same batch.
+                Their ``temp:`` keys update the returned session's state and are never
+                stored.
             extra: More writes (other streams of this app's namespace) to commit in the
                 same atomic batch, for example an agent run's own records.
             idempotency_key: If this key was already used for the same batch, nothing is
                 written and the session is read back from the journal.
 
         Returns:
-            The session with the event appended: ``version`` is the new head, and
-            ``state`` is the given session's state updated with the whole delta
+            The session with the events appended: ``version`` is the new head, and
+            ``state`` is the given session's state updated with each delta in turn
             (``temp:`` keys included). ``user:`` and ``app:`` keys written meanwhile by
             other sessions show only after :meth:`get_session`.
 
         Raises:
             ConflictError: Another writer appended to the session (or to a stream of
                 ``extra`` with its own check) first; nothing was written.
-            SessionError: If the session or event is invalid, or ``extra`` names a
-                stream the event writes; nothing was written.
+            SessionError: If the session or an event is invalid, or ``extra`` names a
+                stream the events write; nothing was written.
         """
         writes = self.event_writes(session, event)
+        events = [event] if isinstance(event, Event) else list(event)
         ours = {w.stream for w in writes}
         for w in extra:
             if not isinstance(w, StreamWrite):
@@ -306,17 +329,19 @@ class SessionService:
         result = await self.journal.append(
             self.app, [*writes, *extra], idempotency_key=idempotency_key
         )
-        temp = event.delta_in("temp")
+        state = dict(session.state)
+        for e in events:
+            state.update(e.state_delta)
         if result.duplicate:
             fresh = await self.get_session(session.user_id, session.id)
-            return _with(fresh, state={**fresh.state, **session.scope_state("temp"), **temp})
-        head = result.positions[writes[0].stream][1]
-        stored = event.without_temp()
+            temp = {k: v for k, v in state.items() if key_scope(k) == "temp"}
+            return _with(fresh, state={**fresh.state, **temp})
+        stored = [e.without_temp() for e in events]
         successor = _with(
             session,
-            events=(*session.events, stored),
-            state={**session.state, **event.state_delta},
-            version=head,
+            events=(*session.events, *stored),
+            state=state,
+            version=result.positions[writes[0].stream][1],
         )
         return session._share_index(successor, stored)
 
