@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,8 @@ if TYPE_CHECKING:  # httpx is imported when a request is made, not with the pack
     import httpx
 
 __all__ = ["OpenAIChatModel", "ScriptedModel"]
+
+_BEARER = re.compile(r"(?i)\bbearer\s+[^\s\"',;]+")
 
 Script = Sequence[ModelReply | str] | Callable[[int, Sequence[Message]], ModelReply | str]
 
@@ -110,9 +113,10 @@ class OpenAIChatModel:
         return f"OpenAIChatModel(model={self.name!r}, base_url={self.base_url!r}, api_key={key})"
 
     def _redact(self, text: str) -> str:
+        """Remove the key, and anything that looks like a bearer credential, from text."""
         if self._api_key:
             text = text.replace(self._api_key, "***")
-        return text
+        return _BEARER.sub("[credential removed]", text)
 
     @staticmethod
     def _message(m: Message) -> dict[str, Any]:
