@@ -78,6 +78,11 @@ def check_canonical(value: object, path: str = "") -> None:
             number, boolean, null, list or string-keyed mapping, or holds a string that
             is not valid Unicode (a lone surrogate). The error names the JSON Pointer.
     """
+    if _plainly_valid(value):
+        return
+    # The slow pass runs only when the fast one found something unusual: it names the
+    # JSON Pointer of the problem, or accepts what the fast pass does not know (a
+    # Mapping that is not a dict, a subclass of str or int).
     # An explicit stack keeps deep documents from hitting the recursion limit.
     stack: list[tuple[object, str]] = [(value, path)]
     while stack:
@@ -107,6 +112,39 @@ def check_canonical(value: object, path: str = "") -> None:
         raise EncodingError(
             f"a value of type {type(item).__name__} has no canonical JSON form", path=where
         )
+
+
+def _plainly_valid(value: object) -> bool:
+    """Fast check of the common case: only dict, list, str, int, float, bool and None."""
+    stack = [value]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and not _utf8_ok(item):  # type: ignore[attr-defined,arg-type]
+                return False
+        elif kind is dict:
+            for key, v in item.items():  # type: ignore[attr-defined]
+                if type(key) is not str or (not key.isascii() and not _utf8_ok(key)):
+                    return False
+                push(v)
+        elif kind is list:
+            extend(item)  # type: ignore[arg-type]
+        elif kind is float:
+            if not math.isfinite(item):  # type: ignore[arg-type]
+                return False
+        elif item is not None and kind is not int and kind is not bool:
+            return False
+    return True
+
+
+def _utf8_ok(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _check_text(text: str, where: str) -> None:
@@ -184,8 +222,8 @@ class Record:
             )
         if not isinstance(self.payload, Mapping):
             raise EncodingError("record payload must be a mapping", path="/payload")
-        check_canonical(self.kind, "/kind")
-        check_canonical(self.id, "/id")
+        _check_text(self.kind, "/kind")
+        _check_text(self.id, "/id")
         check_canonical(self.payload, "/payload")
 
     def to_dict(self) -> dict[str, JSONValue]:

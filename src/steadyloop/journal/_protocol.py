@@ -94,7 +94,8 @@ class PreparedBatch:
         idempotency_key: The key, if any.
         digest: SHA-256 of the batch's content (each stream with its records' kinds and
             payloads; record ids and times are writer metadata and left out), so a key
-            reused for a different batch is told apart from a true resubmission.
+            reused for a different batch is told apart from a true resubmission. Empty
+            when the batch has no key.
         encoded: For each write, the canonical JSON text of each record.
     """
 
@@ -185,8 +186,11 @@ def prepare_batch(
                     f"record {j} of stream {w.stream!r}: {exc}", path=exc.path
                 ) from None
         encoded.append(tuple(texts))
-        digest_parts.append([w.stream, [[r.kind, dict(r.payload)] for r in w.records]])
-    digest = hashlib.sha256(canonical_json(digest_parts).encode("utf-8")).hexdigest()
+        if idempotency_key is not None:
+            digest_parts.append([w.stream, [[r.kind, dict(r.payload)] for r in w.records]])
+    digest = ""
+    if idempotency_key is not None:
+        digest = hashlib.sha256(canonical_json(digest_parts).encode("utf-8")).hexdigest()
     return PreparedBatch(
         namespace=namespace,
         writes=tuple(writes),
