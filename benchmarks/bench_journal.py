@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from steadyloop import RecordFactory, SequentialIds, StepClock, StreamWrite
-from steadyloop.journal import Files, JSONLJournal, Journal, MemoryJournal, SQLiteJournal
+from steadyloop.journal import Files, Journal, JSONLJournal, MemoryJournal, SQLiteJournal
 
 RESULTS = Path(__file__).parent / "results" / "journal.json"
 
@@ -47,10 +47,12 @@ class CountingFiles(Files):
         self.syncs = 0
 
     def sync(self, fd: int) -> None:
+        """Count, then sync."""
         self.syncs += 1
         super().sync(fd)
 
     def sync_directory(self, path: str) -> None:
+        """Count, then sync the directory."""
         self.syncs += 1
         super().sync_directory(path)
 
@@ -102,16 +104,16 @@ def sqlite_syncs_per_append(directory: Path, n: int) -> float | None:
         db = directory / f"strace-{count}.db"
         code = (
             "import asyncio, sys\n"
-            "sys.path.insert(0, %r)\n"
+            f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
             "from bench_journal import appends\n"
             "from steadyloop.journal import SQLiteJournal\n"
             "async def main():\n"
-            "    j = await SQLiteJournal.open(%r)\n"
+            f"    j = await SQLiteJournal.open({str(db)!r})\n"
             "    await appends(j, 1, 1)\n"  # warm up: schema and first write
-            "    await appends(j, %d, 1)\n"
+            f"    await appends(j, {count}, 1)\n"
             "    await j.close()\n"
             "asyncio.run(main())\n"
-        ) % (str(Path(__file__).parent), str(db), count)
+        )
         out = subprocess.run(
             ["strace", "-f", "-c", "-e", "trace=fsync,fdatasync", sys.executable, "-c", code],
             capture_output=True,
@@ -141,7 +143,7 @@ async def run(directory: Path, n: int) -> dict[str, object]:
         finally:
             await journal.close()
 
-    await measure("memory", lambda: _memory(), 1)
+    await measure("memory", _memory, 1)
     await measure("sqlite FULL", lambda: SQLiteJournal.open(directory / "full.db"), 1)
     await measure("sqlite FULL x10", lambda: SQLiteJournal.open(directory / "full10.db"), 10)
     await measure(

@@ -24,7 +24,7 @@ def _tool(name: str) -> str:
 
 
 def test_ruff_finds_nothing() -> None:
-    """ruff's lint rules pass on the whole repository."""
+    """Ruff's lint rules pass on the whole repository."""
     out = _run(_tool("ruff"), "check", ".")
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -37,6 +37,6 @@ def test_code_is_formatted() -> None:
 
 @pytest.mark.timeout(600)
 def test_mypy_strict_passes_on_src() -> None:
-    """mypy in strict mode finds no error in src/."""
+    """Mypy in strict mode finds no error in src/."""
     out = _run(_tool("mypy"))
     assert out.returncode == 0, out.stdout + out.stderr
