@@ -1,0 +1,448 @@
+"""Executors: where commands run — in this process, or in a scrubbed subprocess.
+
+:class:`SubprocessExecutor` runs an argv in a scratch working directory, with a
+timeout (the whole process group is killed when it runs out), a scrubbed environment
+(only safe defaults and names allowed explicitly are inherited, so no secret leaks in
+by accident) and capped output: beyond the cap the middle is cut and the text says how
+many bytes were cut.
+
+:class:`InProcessExecutor` runs registered Python functions as commands, for tools
+and checks that need no process of their own (tests, notebooks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import os
+import signal
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from steadyloop.loop import ReplayPolicy, Tool
+from steadyloop.records import JSONValue
+
+__all__ = [
+    "DEFAULT_ENV_ALLOW",
+    "DEFAULT_MAX_OUTPUT",
+    "CommandResult",
+    "Executor",
+    "InProcessExecutor",
+    "SubprocessExecutor",
+    "cap_text",
+]
+
+DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
+"""Variables a subprocess inherits unless told otherwise: none of them holds a secret."""
+
+DEFAULT_MAX_OUTPUT = 64 * 1024
+"""Bytes of stdout (and of stderr) kept per command."""
+
+Status = Literal["exited", "timeout", "missing", "error"]
+
+
+class _Capped:
+    """Keeps the first and last ``limit // 2`` bytes of a stream, counting the rest."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(0, limit)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.limit // 2 - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            keep = self.limit - self.limit // 2
+            self.tail += data
+            if len(self.tail) > keep:
+                del self.tail[: len(self.tail) - keep]
+
+    @property
+    def cut(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if self.cut <= 0:
+            return head + tail
+        return head + _cut_note(self.cut, self.total, len(self.head), len(self.tail)) + tail
+
+
+def _cut_note(cut: int, total: int, head: int, tail: int) -> str:
+    return f"\n[… {cut} bytes cut: kept the first {head} and the last {tail} of {total} bytes …]\n"
+
+
+def cap_text(text: str, limit: int) -> tuple[str, int]:
+    """Cap ``text`` at about ``limit`` UTF-8 bytes, cutting the middle.
+
+    Returns:
+        The capped text (saying how much was cut, if anything was) and the bytes cut.
+    """
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text, 0
+    buf = _Capped(limit)
+    buf.feed(data)
+    return buf.text(), buf.cut
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """How a command went.
+
+    Attributes:
+        argv: The command.
+        status: ``exited`` (see ``exit_code``), ``timeout`` (killed), ``missing`` (the
+            executable was not found) or ``error`` (it could not be started).
+        exit_code: The exit code, when it exited (negative: killed by that signal).
+        stdout: Its standard output, capped.
+        stderr: Its standard error, capped (or why it could not run).
+        stdout_cut: Bytes cut from stdout.
+        stderr_cut: Bytes cut from stderr.
+        duration: Seconds it ran.
+        cwd: Where it ran.
+    """
+
+    argv: tuple[str, ...]
+    status: Status
+    exit_code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_cut: int = 0
+    stderr_cut: int = 0
+    duration: float = 0.0
+    cwd: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether it exited with status 0."""
+        return self.status == "exited" and self.exit_code == 0
+
+    @property
+    def cut(self) -> int:
+        """Bytes cut from both streams."""
+        return self.stdout_cut + self.stderr_cut
+
+    def summary(self) -> str:
+        """One line: what happened."""
+        name = self.argv[0] if self.argv else "?"
+        if self.status == "exited":
+            return f"`{name}` exited with status {self.exit_code} after {self.duration:.2f} s"
+        if self.status == "timeout":
+            return f"`{name}` was killed after its timeout ({self.duration:.2f} s)"
+        if self.status == "missing":
+            return f"`{name}` was not found: {self.stderr.strip()}"
+        return f"`{name}` could not be started: {self.stderr.strip()}"
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """Return the result as a JSON object."""
+        return {
+            "argv": list(self.argv),
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "stdout_cut": self.stdout_cut,
+            "stderr_cut": self.stderr_cut,
+            "duration": round(self.duration, 6),
+            "cwd": self.cwd,
+        }
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs a command and reports how it went; never raises for the command's failure."""
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+        env: Mapping[str, str] | None = None,
+        allow_env: Sequence[str] = (),
+    ) -> CommandResult:
+        """Run ``argv`` in ``cwd`` within ``timeout`` seconds."""
+        ...
+
+
+class SubprocessExecutor:
+    """Runs commands as subprocesses: scratch directory, timeout, scrubbed env, capped output.
+
+    Args:
+        timeout: Default seconds before the command's process group is killed.
+        max_output: Bytes kept of stdout, and of stderr; the middle is cut beyond it.
+        allow_env: Names of variables every command may inherit, besides
+            :data:`DEFAULT_ENV_ALLOW`.
+        scratch_root: Where scratch directories are made for commands run without a
+            ``cwd`` (the system temp dir by default); each is removed afterwards.
+        source_env: The environment inherited from (``os.environ`` by default).
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float = 60.0,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        allow_env: Sequence[str] = (),
+        scratch_root: str | os.PathLike[str] | None = None,
+        source_env: Mapping[str, str] | None = None,
+    ) -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be positive, got {timeout!r}")
+        if max_output < 0:
+            raise ValueError(f"max_output must be >= 0, got {max_output!r}")
+        self.timeout = timeout
+        self.max_output = max_output
+        self.allow_env = tuple(allow_env)
+        self.scratch_root = None if scratch_root is None else str(scratch_root)
+        self._source_env = source_env
+
+    def environment(
+        self, env: Mapping[str, str] | None = None, allow_env: Sequence[str] = ()
+    ) -> dict[str, str]:
+        """The environment a command gets: allowed names inherited, then ``env`` set."""
+        source = os.environ if self._source_env is None else self._source_env
+        allowed = {*DEFAULT_ENV_ALLOW, *self.allow_env, *allow_env}
+        out = {k: v for k, v in source.items() if k in allowed}
+        out.update(env or {})
+        return out
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+        env: Mapping[str, str] | None = None,
+        allow_env: Sequence[str] = (),
+    ) -> CommandResult:
+        """Run ``argv``; a missing executable, a timeout or a crash is a result, not an error.
+
+        Args:
+            argv: The command.
+            cwd: Where it runs; a fresh scratch directory (removed afterwards) if ``None``.
+            timeout: Seconds (the executor's default if ``None``).
+            env: Variables to set.
+            allow_env: More names it may inherit.
+        """
+        argv = tuple(argv)
+        if not argv:
+            raise ValueError("an empty command")
+        limit = self.timeout if timeout is None else timeout
+        if cwd is None:
+            with tempfile.TemporaryDirectory(prefix="steadyloop-", dir=self.scratch_root) as tmp:
+                return await self._run(argv, tmp, limit, self.environment(env, allow_env))
+        return await self._run(argv, str(cwd), limit, self.environment(env, allow_env))
+
+    async def _run(
+        self,
+        argv: tuple[str, ...],
+        cwd: str,
+        timeout: float,  # noqa: ASYNC109 - the command's limit, not the call's
+        env: dict[str, str],
+    ) -> CommandResult:
+        env.setdefault("HOME", cwd)
+        started = time.monotonic()
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            if not os.path.isdir(cwd):  # noqa: ASYNC240 - one stat, on a failure path
+                return CommandResult(
+                    argv, "error", None, stderr=f"working directory {cwd} does not exist", cwd=cwd
+                )
+            text = f"executable {argv[0]!r} not found (PATH={env.get('PATH', '')})"
+            return CommandResult(argv, "missing", None, stderr=text, cwd=cwd)
+        except OSError as exc:
+            return CommandResult(
+                argv, "error", None, stderr=f"{type(exc).__name__}: {exc}", cwd=cwd
+            )
+        out, err = _Capped(self.max_output), _Capped(self.max_output)
+        assert proc.stdout is not None and proc.stderr is not None
+        readers = [
+            asyncio.ensure_future(_pump(proc.stdout, out)),
+            asyncio.ensure_future(_pump(proc.stderr, err)),
+        ]
+        status: Status = "exited"
+        try:
+            await asyncio.wait_for(proc.wait(), timeout)
+        except TimeoutError:
+            status = "timeout"
+            _kill_group(proc.pid)
+            await proc.wait()
+        except BaseException:
+            _kill_group(proc.pid)
+            with contextlib.suppress(BaseException):
+                await proc.wait()
+            for r in readers:
+                r.cancel()
+            raise
+        # Readers end at EOF; a grandchild that escaped the group may keep a pipe open.
+        _done, pending = await asyncio.wait(readers, timeout=1.0)
+        for r in pending:
+            r.cancel()
+        return CommandResult(
+            argv,
+            status,
+            proc.returncode if status == "exited" else None,
+            stdout=out.text(),
+            stderr=err.text(),
+            stdout_cut=max(0, out.cut),
+            stderr_cut=max(0, err.cut),
+            duration=time.monotonic() - started,
+            cwd=cwd,
+        )
+
+    def tool(
+        self,
+        cwd: str | os.PathLike[str],
+        *,
+        name: str = "run_command",
+        policy: ReplayPolicy = ReplayPolicy.NEVER,
+        timeout: float | None = None,
+    ) -> Tool:
+        """A loop tool that runs a command in ``cwd`` with this executor.
+
+        Its policy is ``NEVER`` by default: a command may change the world, so resume
+        never runs it twice on a guess.
+        """
+
+        async def run_command(argv: list[str]) -> JSONValue:
+            result = await self.run(argv, cwd=cwd, timeout=timeout)
+            return result.to_json()
+
+        return Tool(
+            name=name,
+            function=run_command,
+            policy=policy,
+            description="Run a command (an argv list) in the task's working directory.",
+            parameters={
+                "type": "object",
+                "properties": {"argv": {"type": "array", "items": {"type": "string"}}},
+                "required": ["argv"],
+            },
+        )
+
+
+async def _pump(stream: asyncio.StreamReader, into: _Capped) -> None:
+    while True:
+        chunk = await stream.read(65536)
+        if not chunk:
+            return
+        into.feed(chunk)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+CommandFunction = Callable[..., Any]
+"""A function run as a command: ``fn(cwd: Path, *args)``; see :class:`InProcessExecutor`."""
+
+
+class InProcessExecutor:
+    """Runs registered Python functions as commands, in this process.
+
+    ``argv[0]`` names the function; it is called as ``fn(cwd, *argv[1:])`` (sync or
+    async). It returns an exit code (``int``; ``True``/``None`` mean 0, ``False``
+    means 1) or ``(exit code, output)``. An exception
+    is exit code 1 with the traceback as stderr. A timeout is reported as such, but a
+    synchronous function cannot be stopped: it finishes in its thread.
+
+    Args:
+        functions: Commands by name.
+        timeout: Default seconds.
+        max_output: Bytes kept of the output.
+    """
+
+    def __init__(
+        self,
+        functions: Mapping[str, CommandFunction],
+        *,
+        timeout: float = 60.0,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+    ) -> None:
+        self.functions = dict(functions)
+        self.timeout = timeout
+        self.max_output = max_output
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | os.PathLike[str] | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109 - the command's limit, not the call's
+        env: Mapping[str, str] | None = None,
+        allow_env: Sequence[str] = (),
+    ) -> CommandResult:
+        """Run the function ``argv[0]`` names; see the class docstring."""
+        argv = tuple(argv)
+        where = str(cwd or "")
+        fn = self.functions.get(argv[0]) if argv else None
+        if fn is None:
+            known = ", ".join(sorted(self.functions)) or "none"
+            return CommandResult(
+                argv,
+                "missing",
+                None,
+                stderr=f"no in-process command {argv[0] if argv else ''!r} (known: {known})",
+                cwd=where,
+            )
+        limit = self.timeout if timeout is None else timeout
+        started = time.monotonic()
+
+        def call() -> Any:
+            return fn(Path(where or "."), *argv[1:])
+
+        stderr = ""
+        try:
+            if inspect.iscoroutinefunction(fn):
+                value = await asyncio.wait_for(fn(Path(where or "."), *argv[1:]), limit)
+            else:
+                value = await asyncio.wait_for(asyncio.to_thread(call), limit)
+        except TimeoutError:
+            return CommandResult(
+                argv, "timeout", None, duration=time.monotonic() - started, cwd=where
+            )
+        except Exception:
+            value = 1
+            stderr = traceback.format_exc()
+        output = ""
+        if isinstance(value, tuple):
+            value, extra = value
+            output = str(extra)
+        code = 0 if value is None or value is True else 1 if value is False else int(value)
+        out, out_cut = cap_text(output, self.max_output)
+        err, err_cut = cap_text(stderr, self.max_output)
+        return CommandResult(
+            argv,
+            "exited",
+            code,
+            stdout=out,
+            stderr=err,
+            stdout_cut=out_cut,
+            stderr_cut=err_cut,
+            duration=time.monotonic() - started,
+            cwd=where,
+        )

@@ -1,0 +1,670 @@
+"""Task specs, the task state machine, and the fold of a task's trail.
+
+A task's *trail* is its journal stream ``["task", task_id]``. Every transition is one
+record of it; :class:`TaskState` is a fold over those records, and
+:meth:`TaskState.apply` is the state machine: it refuses, with
+:class:`~steadyloop.IllegalTransition`, any event that does not fit the state.
+
+States (:class:`TaskStatus`)::
+
+    queued ──claimed──▶ running ──completed──▶ completed      (terminal)
+      ▲  │                │ │ ├──needs_human─▶ needs-human    (terminal)
+      │  └──blocked──▶ blocked (terminal)       │ └──goal_unmet──▶ goal-unmet (terminal)
+      └──pushed_back / lease_lost / released ───┘
+
+Inside ``running`` a round moves through phases: ``round_started`` (or
+``round_resumed`` after a crash) → ``run_finished`` → ``verified`` (goal mode) →
+``audited`` → a decision (``pushed_back``, ``completed``, ``goal_unmet``,
+``needs_human``). ``lease_lost`` and ``released`` keep the open round, so the next
+worker resumes it instead of starting again; round counters only ever go up.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from steadyloop._errors import CorruptionError, IllegalTransition, TaskSpecError
+from steadyloop.records import JSONValue, StoredRecord, canonical_json
+
+__all__ = [
+    "DEFAULT_AUDIT_ROUNDS",
+    "DEFAULT_ROUND_BUDGET",
+    "TERMINAL",
+    "TRANSITIONS",
+    "GoalSpec",
+    "TaskEvent",
+    "TaskSpec",
+    "TaskState",
+    "TaskStatus",
+    "VerifySpec",
+    "check_dependencies",
+    "task_stream",
+]
+
+DEFAULT_AUDIT_ROUNDS = 3
+"""Audit rounds a task gets before it goes to a person."""
+
+DEFAULT_ROUND_BUDGET = 3
+"""Rounds a goal-mode task gets to make its verify command pass."""
+
+
+class TaskStatus(enum.StrEnum):
+    """Where a task is.
+
+    Attributes:
+        QUEUED: Waiting for a worker (new, pushed back, or its worker was lost).
+        RUNNING: A worker holds its lease and works on a round.
+        COMPLETED: The last round passed the audit. Terminal.
+        NEEDS_HUMAN: The audit cap was reached, or the run needs a person's decision.
+            Terminal.
+        GOAL_UNMET: Goal mode spent its round budget without the verify command
+            passing. Terminal.
+        BLOCKED: A dependency ended without completing. Terminal.
+    """
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    NEEDS_HUMAN = "needs-human"
+    GOAL_UNMET = "goal-unmet"
+    BLOCKED = "blocked"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether no event can follow."""
+        return self in TERMINAL
+
+
+TERMINAL = frozenset(
+    {TaskStatus.COMPLETED, TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET, TaskStatus.BLOCKED}
+)
+"""The statuses a task never leaves."""
+
+
+class TaskEvent(enum.StrEnum):
+    """The record kinds of a task's trail, one per transition.
+
+    The value is the record kind (``task.<name>``).
+    """
+
+    SUBMITTED = "task.submitted"
+    CLAIMED = "task.claimed"
+    LEASE_LOST = "task.lease_lost"
+    RELEASED = "task.released"
+    ROUND_STARTED = "task.round_started"
+    ROUND_RESUMED = "task.round_resumed"
+    RUN_FINISHED = "task.run_finished"
+    VERIFIED = "task.verified"
+    AUDITED = "task.audited"
+    PUSHED_BACK = "task.pushed_back"
+    COMPLETED = "task.completed"
+    NEEDS_HUMAN = "task.needs_human"
+    GOAL_UNMET = "task.goal_unmet"
+    BLOCKED = "task.blocked"
+
+    @property
+    def short(self) -> str:
+        """The name without the ``task.`` prefix."""
+        return self.value.removeprefix("task.")
+
+
+_Q, _R = TaskStatus.QUEUED, TaskStatus.RUNNING
+
+TRANSITIONS: dict[TaskEvent, tuple[frozenset[TaskStatus | None], TaskStatus]] = {
+    TaskEvent.SUBMITTED: (frozenset({None}), _Q),
+    TaskEvent.CLAIMED: (frozenset({_Q}), _R),
+    TaskEvent.LEASE_LOST: (frozenset({_R}), _Q),
+    TaskEvent.RELEASED: (frozenset({_R}), _Q),
+    TaskEvent.ROUND_STARTED: (frozenset({_R}), _R),
+    TaskEvent.ROUND_RESUMED: (frozenset({_R}), _R),
+    TaskEvent.RUN_FINISHED: (frozenset({_R}), _R),
+    TaskEvent.VERIFIED: (frozenset({_R}), _R),
+    TaskEvent.AUDITED: (frozenset({_R}), _R),
+    TaskEvent.PUSHED_BACK: (frozenset({_R}), _Q),
+    TaskEvent.COMPLETED: (frozenset({_R}), TaskStatus.COMPLETED),
+    TaskEvent.NEEDS_HUMAN: (frozenset({_R}), TaskStatus.NEEDS_HUMAN),
+    TaskEvent.GOAL_UNMET: (frozenset({_R}), TaskStatus.GOAL_UNMET),
+    TaskEvent.BLOCKED: (frozenset({_Q}), TaskStatus.BLOCKED),
+}
+"""For each event: the statuses it may be applied in (``None``: a task not yet
+submitted), and the status it leads to. Round phases add finer rules; see
+:meth:`TaskState.apply`."""
+
+# Round phase each event needs (None: no open round), and the phase it leads to.
+_PHASES: dict[TaskEvent, tuple[frozenset[str | None], str | None]] = {
+    TaskEvent.ROUND_STARTED: (frozenset({None}), "running"),
+    TaskEvent.ROUND_RESUMED: (frozenset({"running"}), "running"),
+    TaskEvent.RUN_FINISHED: (frozenset({"running"}), "ran"),
+    TaskEvent.VERIFIED: (frozenset({"ran"}), "verified"),
+    TaskEvent.AUDITED: (frozenset({"ran", "verified"}), "audited"),
+    TaskEvent.PUSHED_BACK: (frozenset({"audited"}), None),
+    TaskEvent.COMPLETED: (frozenset({"audited"}), None),
+    TaskEvent.GOAL_UNMET: (frozenset({"audited"}), None),
+}
+
+
+def task_stream(task_id: str) -> str:
+    """Return the trail stream of a task: ``["task", task_id]`` as canonical JSON."""
+    if not isinstance(task_id, str) or not task_id:
+        raise ValueError(f"task id must be a non-empty string, got {task_id!r}")
+    return canonical_json(["task", task_id])
+
+
+def _positive_int(value: object, name: str, field_name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TaskSpecError(
+            f"{name} must be a positive integer (at least 1), got {value!r}", field=field_name
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class VerifySpec:
+    """The command that says whether a goal is met: it passes when it exits with 0.
+
+    Attributes:
+        command: The argv; a string is split with :func:`shlex.split`.
+        timeout: Seconds before the command is killed (and fails).
+        env: Extra environment variables to set for it.
+        allow_env: Names of variables the command may inherit from the worker's
+            environment, besides the safe defaults (``PATH``, locale, …). Nothing else is
+            inherited, so no secret leaks in by accident.
+    """
+
+    command: tuple[str, ...]
+    timeout: float = 60.0
+    env: Mapping[str, str] = field(default_factory=dict)
+    allow_env: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        command: object = self.command
+        if isinstance(command, str):
+            command = tuple(shlex.split(command))
+        if not isinstance(command, Sequence) or not command:
+            raise TaskSpecError(
+                "the verify command must be a non-empty argv list or command line",
+                field="goal.verify.command",
+            )
+        if not all(isinstance(a, str) for a in command) or not str(command[0]).strip():
+            raise TaskSpecError(
+                f"the verify command must be a list of strings with a program first, got "
+                f"{command!r}",
+                field="goal.verify.command",
+            )
+        object.__setattr__(self, "command", tuple(command))
+        if (
+            isinstance(self.timeout, bool)
+            or not isinstance(self.timeout, int | float)
+            or not self.timeout > 0
+        ):
+            raise TaskSpecError(
+                f"the verify timeout must be a positive number of seconds, got {self.timeout!r}",
+                field="goal.verify.timeout",
+            )
+        object.__setattr__(self, "env", dict(self.env))
+        object.__setattr__(self, "allow_env", tuple(self.allow_env))
+
+    @property
+    def display(self) -> str:
+        """The command as a shell line, for people."""
+        return shlex.join(self.command)
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """Return the spec as a JSON object."""
+        return {
+            "command": list(self.command),
+            "timeout": self.timeout,
+            "env": dict(self.env),
+            "allow_env": list(self.allow_env),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str | Sequence[str]) -> VerifySpec:
+        """Build a spec from JSON: an object, or just the command (string or list).
+
+        Raises:
+            TaskSpecError: A field is missing or malformed.
+        """
+        if isinstance(data, str) or (isinstance(data, Sequence) and not isinstance(data, Mapping)):
+            return cls(command=data)  # type: ignore[arg-type]
+        if not isinstance(data, Mapping) or "command" not in data:
+            raise TaskSpecError("the verify spec needs a command", field="goal.verify.command")
+        _known(data, {"command", "timeout", "env", "allow_env"}, "goal.verify")
+        return cls(
+            command=data["command"],
+            timeout=data.get("timeout", 60.0),
+            env=dict(data.get("env") or {}),
+            allow_env=tuple(data.get("allow_env") or ()),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class GoalSpec:
+    """Goal mode: the verify command runs after each round.
+
+    The task stops when it passes, or when the round budget is spent (``goal-unmet``).
+
+    Attributes:
+        goal: What must be true, in words; shown to the agent after the prompt.
+        verify: The command that checks it.
+        round_budget: Most rounds the task may take.
+    """
+
+    goal: str
+    verify: VerifySpec
+    round_budget: int = DEFAULT_ROUND_BUDGET
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.goal, str) or not self.goal.strip():
+            raise TaskSpecError("a goal-mode task needs a non-blank goal", field="goal.goal")
+        if not isinstance(self.verify, VerifySpec):
+            raise TaskSpecError("a goal-mode task needs a verify command", field="goal.verify")
+        _positive_int(self.round_budget, "the round budget", "goal.round_budget")
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """Return the spec as a JSON object."""
+        return {
+            "goal": self.goal,
+            "verify": self.verify.to_json(),
+            "round_budget": self.round_budget,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> GoalSpec:
+        """Build a goal from its JSON object.
+
+        Raises:
+            TaskSpecError: A field is missing or malformed.
+        """
+        if not isinstance(data, Mapping):
+            raise TaskSpecError("goal must be an object", field="goal")
+        _known(data, {"goal", "verify", "round_budget"}, "goal")
+        if "verify" not in data:
+            raise TaskSpecError("a goal-mode task needs a verify command", field="goal.verify")
+        return cls(
+            goal=data.get("goal", ""),
+            verify=VerifySpec.from_json(data["verify"]),
+            round_budget=data.get("round_budget", DEFAULT_ROUND_BUDGET),
+        )
+
+
+def _known(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise TaskSpecError(
+            f"unknown field {unknown[0]!r} in {where or 'the task spec'}; known fields: "
+            + ", ".join(sorted(allowed)),
+            field=f"{where}.{unknown[0]}" if where else unknown[0],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """What is submitted: the work, its order, and how it is checked.
+
+    The prompt and goal are stored exactly as given and never change; findings from
+    audits reach the agent through packets added in memory only.
+
+    Attributes:
+        prompt: What the agent is asked to do. Required, not blank.
+        task_id: The task's id; generated at submission when ``None``.
+        priority: Higher runs first; ties run in submission order.
+        depends_on: Ids of tasks that must complete before this one runs.
+        idempotency_key: Submitting the same key again returns the first task; the
+            same key with a different body is refused.
+        goal: Goal mode, if set.
+        max_audit_rounds: Audit rounds before the task goes to a person.
+        workdir: The directory the task works in (an existing folder); by default a
+            scratch folder the worker creates.
+        user_id: The user the task's runs act for.
+        metadata: Anything else, stored with the task (JSON).
+    """
+
+    prompt: str
+    task_id: str | None = None
+    priority: int = 0
+    depends_on: tuple[str, ...] = ()
+    idempotency_key: str | None = None
+    goal: GoalSpec | None = None
+    max_audit_rounds: int = DEFAULT_AUDIT_ROUNDS
+    workdir: str | None = None
+    user_id: str = "audit"
+    metadata: Mapping[str, JSONValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prompt, str) or not self.prompt.strip():
+            raise TaskSpecError("a task needs a prompt: it is missing or blank", field="prompt")
+        if self.task_id is not None:
+            _name(self.task_id, "task_id")
+        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+            raise TaskSpecError(
+                f"priority must be an integer, got {self.priority!r}", field="priority"
+            )
+        deps: object = self.depends_on
+        if isinstance(deps, str) or not isinstance(deps, Sequence):
+            raise TaskSpecError(
+                f"depends_on must be a list of task ids, got {deps!r}", field="depends_on"
+            )
+        for dep in deps:
+            _name(dep, "depends_on")
+        if len(set(deps)) != len(deps):
+            raise TaskSpecError("depends_on names a task twice", field="depends_on")
+        object.__setattr__(self, "depends_on", tuple(deps))
+        if self.task_id is not None and self.task_id in deps:
+            raise TaskSpecError(
+                f"dependency cycle: {self.task_id} → {self.task_id} (a task cannot depend on "
+                "itself)",
+                field="depends_on",
+            )
+        if self.idempotency_key is not None:
+            _name(self.idempotency_key, "idempotency_key")
+        if self.goal is not None and not isinstance(self.goal, GoalSpec):
+            raise TaskSpecError("goal must be a GoalSpec", field="goal")
+        _positive_int(self.max_audit_rounds, "max_audit_rounds", "max_audit_rounds")
+        if self.workdir is not None and (not isinstance(self.workdir, str) or not self.workdir):
+            raise TaskSpecError("workdir must be a non-empty path", field="workdir")
+        _name(self.user_id, "user_id")
+        try:
+            canonical_json(dict(self.metadata))
+        except Exception as exc:
+            raise TaskSpecError(f"metadata has no JSON form: {exc}", field="metadata") from None
+        object.__setattr__(self, "metadata", dict(self.metadata))
+
+    @property
+    def round_budget(self) -> int | None:
+        """The goal's round budget, or ``None`` outside goal mode."""
+        return None if self.goal is None else self.goal.round_budget
+
+    def input_text(self) -> str:
+        """The text a round's run starts with: the prompt, then the goal (if any).
+
+        Packets are never part of it; they are put before it in memory only.
+        """
+        if self.goal is None:
+            return self.prompt
+        return (
+            f"{self.prompt}\n\nGoal: {self.goal.goal}\n"
+            f"The goal is met when `{self.goal.verify.display}` exits with status 0."
+        )
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """Return the spec as a JSON object (the stored form)."""
+        return {
+            "task_id": self.task_id,
+            "prompt": self.prompt,
+            "priority": self.priority,
+            "depends_on": list(self.depends_on),
+            "idempotency_key": self.idempotency_key,
+            "goal": None if self.goal is None else self.goal.to_json(),
+            "max_audit_rounds": self.max_audit_rounds,
+            "workdir": self.workdir,
+            "user_id": self.user_id,
+            "metadata": dict(self.metadata),
+        }
+
+    def digest(self) -> str:
+        """A hash of the body, to tell a resubmission from a different task with one key."""
+        return hashlib.sha256(canonical_json(self.to_json()).encode("utf-8")).hexdigest()
+
+    def with_id(self, task_id: str) -> TaskSpec:
+        """The same spec with its task id set."""
+        return replace(self, task_id=task_id)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TaskSpec:
+        """Build a spec from its JSON object (as :meth:`to_json` gives, or a subset).
+
+        Raises:
+            TaskSpecError: A field is missing, unknown or malformed; the error names it.
+        """
+        if not isinstance(data, Mapping):
+            raise TaskSpecError("a task spec must be a JSON object")
+        _known(data, set(cls.__dataclass_fields__), "")
+        if "prompt" not in data:
+            raise TaskSpecError("a task needs a prompt: it is missing or blank", field="prompt")
+        goal = data.get("goal")
+        return cls(
+            prompt=data["prompt"],
+            task_id=data.get("task_id"),
+            priority=data.get("priority", 0),
+            depends_on=tuple(data.get("depends_on") or ()),
+            idempotency_key=data.get("idempotency_key"),
+            goal=None if goal is None else GoalSpec.from_json(goal),
+            max_audit_rounds=data.get("max_audit_rounds", DEFAULT_AUDIT_ROUNDS),
+            workdir=data.get("workdir"),
+            user_id=data.get("user_id", "audit"),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+
+def _name(value: object, field_name: str) -> str:
+    if not isinstance(value, str) or not value or not value.strip():
+        raise TaskSpecError(
+            f"{field_name} must be a non-empty string, got {value!r}", field=field_name
+        )
+    if any(ord(c) < 32 for c in value) or len(value.encode("utf-8")) > 200:
+        raise TaskSpecError(
+            f"{field_name} {value!r} must have no control characters and at most 200 bytes",
+            field=field_name,
+        )
+    return value
+
+
+def check_dependencies(specs: Sequence[TaskSpec], known: set[str]) -> None:
+    """Check that every dependency is known and that there is no cycle.
+
+    Args:
+        specs: New specs, each with its task id set.
+        known: Ids of tasks already in the queue (they cannot depend on new ones).
+
+    Raises:
+        TaskSpecError: A dependency names an unknown task, or the new tasks form a cycle
+            (the error shows it, e.g. ``a → b → a``).
+    """
+    new = {str(s.task_id): s for s in specs}
+    for spec in specs:
+        for dep in spec.depends_on:
+            if dep not in new and dep not in known:
+                raise TaskSpecError(
+                    f"task {spec.task_id!r} depends on {dep!r}, which is not a known task "
+                    "(submit it first, or in the same batch)",
+                    field="depends_on",
+                )
+    # Depth-first search over the new tasks only: old ones cannot reach new ones.
+    colour: dict[str, int] = {}
+    for start in new:
+        if colour.get(start):
+            continue
+        path: list[str] = []
+        stack: list[tuple[str, int]] = [(start, 0)]
+        while stack:
+            node, i = stack.pop()
+            if i == 0:
+                colour[node] = 1
+                path.append(node)
+            deps = [d for d in new[node].depends_on if d in new]
+            if i < len(deps):
+                stack.append((node, i + 1))
+                nxt = deps[i]
+                if colour.get(nxt) == 1:
+                    cycle = [*path[path.index(nxt) :], nxt]
+                    raise TaskSpecError(
+                        "dependency cycle: " + " → ".join(cycle), field="depends_on"
+                    )
+                if not colour.get(nxt):
+                    stack.append((nxt, 0))
+            else:
+                colour[node] = 2
+                path.pop()
+
+
+@dataclass
+class TaskState:
+    """A task as its trail tells it: a fold over the trail's records.
+
+    Attributes:
+        task_id: The task.
+        head: How many trail records were applied (the trail's last sequence number).
+        status: Where the task is; ``None`` before ``submitted``.
+        spec: The spec as submitted.
+        round: Rounds started so far (the current round's number while one is open).
+        audit_rounds: Audits done so far.
+        phase: The open round's phase (``"running"``, ``"ran"``, ``"verified"``,
+            ``"audited"``), or ``None`` when no round is open.
+        run_id: The open (or last) round's run.
+        claims: How many times a worker claimed the task.
+        resumes: How many times a round was resumed after its worker was lost.
+        owner: The worker holding the task while running.
+        lease_token: Its lease token.
+        run_result: The open round's run outcome (``run_finished`` payload).
+        verification: The open round's verification (``verified`` payload).
+        audit: The open round's audit (``audited`` payload).
+        packet: The packet of the last push-back (its JSON form), if any.
+        detail: Why the task ended (for terminal states).
+    """
+
+    task_id: str
+    head: int = 0
+    status: TaskStatus | None = None
+    spec: TaskSpec | None = None
+    round: int = 0
+    audit_rounds: int = 0
+    phase: str | None = None
+    run_id: str | None = None
+    claims: int = 0
+    resumes: int = 0
+    owner: str | None = None
+    lease_token: str | None = None
+    run_result: dict[str, Any] | None = None
+    verification: dict[str, Any] | None = None
+    audit: dict[str, Any] | None = None
+    packet: dict[str, Any] | None = None
+    detail: str = ""
+
+    @classmethod
+    def fold(cls, task_id: str, records: Sequence[StoredRecord]) -> TaskState:
+        """Fold a trail into a state.
+
+        Raises:
+            CorruptionError: A stored record breaks the state machine; names the stream
+                and sequence number.
+        """
+        state = cls(task_id=task_id)
+        for rec in records:
+            try:
+                state.apply(rec.kind, rec.payload)
+            except (IllegalTransition, KeyError, ValueError, TypeError) as exc:
+                raise CorruptionError(
+                    f"trail record {rec.kind} does not fit: {exc}",
+                    location=f"{rec.stream}#{rec.seq}",
+                ) from None
+        return state
+
+    def _refuse(self, event: str, reason: str) -> IllegalTransition:
+        state = "new" if self.status is None else self.status.value
+        return IllegalTransition(self.task_id, state, event, reason)
+
+    def check(self, kind: str, payload: Mapping[str, Any]) -> TaskEvent:
+        """Check that an event may be applied now, without applying it.
+
+        Raises:
+            IllegalTransition: It may not; the message says why and what is allowed.
+        """
+        try:
+            event = TaskEvent(kind)
+        except ValueError:
+            raise self._refuse(kind, "not a task event") from None
+        allowed_from, _ = TRANSITIONS[event]
+        if self.status not in allowed_from:
+            if self.status is not None and self.status.terminal:
+                reason = f"the task already ended ({self.status.value}); nothing may follow"
+            else:
+                ok = sorted(e.short for e, (src, _) in TRANSITIONS.items() if self.status in src)
+                reason = f"allowed from here: {', '.join(ok) or 'nothing'}"
+            raise self._refuse(event.short, reason)
+        phases = _PHASES.get(event)
+        if phases is not None and self.phase not in phases[0]:
+            want = " or ".join(sorted("no open round" if p is None else p for p in phases[0]))
+            have = "no open round" if self.phase is None else f"phase {self.phase!r}"
+            raise self._refuse(event.short, f"it needs {want}, but the task has {have}")
+        self._check_payload(event, payload)
+        return event
+
+    def _check_payload(self, event: TaskEvent, payload: Mapping[str, Any]) -> None:
+        goal = self.spec is not None and self.spec.goal is not None
+        if event is TaskEvent.ROUND_STARTED:
+            expected = self.round + 1
+            if payload.get("round") != expected:
+                raise self._refuse(
+                    event.short,
+                    f"round counters never go back or skip: the next round is {expected}, "
+                    f"not {payload.get('round')!r}",
+                )
+        elif event in (TaskEvent.ROUND_RESUMED, TaskEvent.RUN_FINISHED, TaskEvent.VERIFIED):
+            if payload.get("round") != self.round:
+                raise self._refuse(
+                    event.short, f"the open round is {self.round}, not {payload.get('round')!r}"
+                )
+        elif event is TaskEvent.AUDITED:
+            if goal and self.phase != "verified":
+                raise self._refuse(event.short, "a goal-mode round is verified before its audit")
+            if payload.get("audit_round") != self.audit_rounds + 1:
+                raise self._refuse(
+                    event.short,
+                    f"the next audit round is {self.audit_rounds + 1}, not "
+                    f"{payload.get('audit_round')!r}",
+                )
+        elif event is TaskEvent.COMPLETED:
+            if not (self.audit or {}).get("passed"):
+                raise self._refuse(event.short, "the round's audit did not pass")
+        elif event is TaskEvent.GOAL_UNMET and not goal:
+            raise self._refuse(event.short, "only goal-mode tasks can miss their goal")
+        if event is TaskEvent.VERIFIED and not goal:
+            raise self._refuse(event.short, "only goal-mode tasks are verified")
+
+    def apply(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """Apply one trail record: the state machine.
+
+        Raises:
+            IllegalTransition: The event does not fit the state; the state is unchanged.
+        """
+        event = self.check(kind, payload)
+        self.head += 1
+        self.status = TRANSITIONS[event][1]
+        phases = _PHASES.get(event)
+        if phases is not None:
+            self.phase = phases[1]
+        if event is TaskEvent.SUBMITTED:
+            self.spec = TaskSpec.from_json(payload["spec"])
+        elif event is TaskEvent.CLAIMED:
+            self.claims += 1
+            self.owner = str(payload.get("worker"))
+            self.lease_token = payload.get("lease_token")
+        elif event in (TaskEvent.LEASE_LOST, TaskEvent.RELEASED):
+            self.owner = None
+            self.lease_token = None
+        elif event is TaskEvent.ROUND_STARTED:
+            self.round = int(payload["round"])
+            self.run_id = str(payload["run_id"])
+            self.run_result = self.verification = self.audit = None
+        elif event is TaskEvent.ROUND_RESUMED:
+            self.resumes += 1
+        elif event is TaskEvent.RUN_FINISHED:
+            self.run_result = dict(payload)
+        elif event is TaskEvent.VERIFIED:
+            self.verification = dict(payload)
+        elif event is TaskEvent.AUDITED:
+            self.audit_rounds = int(payload["audit_round"])
+            self.audit = dict(payload)
+        elif event is TaskEvent.PUSHED_BACK:
+            self.packet = dict(payload["packet"])
+            self.owner = self.lease_token = None
+        if self.status is not None and self.status.terminal:
+            self.detail = str(payload.get("reason") or payload.get("detail") or "")
+            self.phase = None
+            self.owner = self.lease_token = None

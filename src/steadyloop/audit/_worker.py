@@ -1,0 +1,580 @@
+"""The worker: claims tasks, runs each round through the loop, verifies, audits, decides.
+
+One claim is one round::
+
+    claim ─▶ claimed ─▶ round_started ─▶ run (loop) ─▶ run_finished
+          ─▶ verified (goal mode) ─▶ audited + decision ─▶ settle the queue row
+
+The decision, written in the same batch as the audit:
+
+* the audit passed → ``completed``;
+* goal mode and the round budget is spent → ``goal_unmet`` (or ``needs_human`` if the
+  verify command passed but a judge did not);
+* the audit cap is reached → ``needs_human``;
+* otherwise → ``pushed_back`` with a packet, and the task is queued again.
+
+A worker that dies leaves its round open in the trail. When its lease expires,
+another worker claims the task, writes ``lease_lost`` and ``claimed``, and continues
+the open round where it stopped: it *resumes* the round's run from the journal
+(``round_resumed``), with the preamble (resume note and packet) on its first model
+call only. Round and audit counters come from the trail, so they continue and never
+reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import re
+import socket
+import tempfile
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from steadyloop._errors import (
+    ConflictError,
+    LeaseLost,
+    LoopError,
+    RunBusy,
+    RunFinished,
+    RunNotFound,
+)
+from steadyloop.audit._auditor import AuditContext, Auditor, AuditReport
+from steadyloop.audit._board import TaskBoard
+from steadyloop.audit._packets import Packet, PreambleModel, compose_preamble
+from steadyloop.audit._queue import Claim
+from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus
+from steadyloop.audit._verify import Verification, Verifier
+from steadyloop.loop import Agent, RunResult, StopReason, load_run, resume, run
+from steadyloop.records import JSONValue
+
+__all__ = ["AgentFactory", "TaskContext", "Worker", "WorkerEvent", "decide"]
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """What an agent factory learns about the round it makes an agent for.
+
+    Attributes:
+        task_id: The task.
+        spec: Its spec.
+        round: The round's number.
+        run_id: The round's run.
+        workdir: Where the task works (created if it was a scratch folder).
+        resumed: Whether this drive resumes a round a lost worker left open.
+        preamble: The preamble shown on the first model call, if any.
+        worker: The worker.
+    """
+
+    task_id: str
+    spec: TaskSpec
+    round: int
+    run_id: str
+    workdir: Path
+    resumed: bool
+    preamble: str | None
+    worker: str
+
+
+AgentFactory = Callable[[TaskContext], Agent]
+"""Makes the agent for one drive of one round (called again for a resume)."""
+
+
+@dataclass(frozen=True)
+class WorkerEvent:
+    """Something a worker did, for progress displays.
+
+    Attributes:
+        worker: The worker.
+        kind: ``claimed``, ``round``, ``resumed``, ``verified``, ``audited``,
+            ``pushed_back``, ``completed``, ``needs-human``, ``goal-unmet``, ``blocked``,
+            ``released``, ``lease-lost`` or ``error``.
+        task_id: The task, if any.
+        detail: A sentence.
+    """
+
+    worker: str
+    kind: str
+    task_id: str | None = None
+    detail: str = ""
+
+
+def decide(
+    spec: TaskSpec, round: int, report: AuditReport, verification: Verification | None
+) -> tuple[TaskEvent, str]:
+    """The decision after a round's audit, and why.
+
+    Args:
+        spec: The task's spec.
+        round: The round audited.
+        report: Its audit.
+        verification: Its verification (goal mode).
+    """
+    if report.passed:
+        return TaskEvent.COMPLETED, f"round {round} passed audit {report.audit_round}"
+    blocking = sum(1 for f in report.findings if f.blocking)
+    if spec.goal is not None and round >= spec.goal.round_budget:
+        if verification is not None and not verification.passed:
+            return (
+                TaskEvent.GOAL_UNMET,
+                f"the round budget ({spec.goal.round_budget}) is spent and the verify "
+                "command still fails",
+            )
+        return (
+            TaskEvent.NEEDS_HUMAN,
+            f"the round budget ({spec.goal.round_budget}) is spent with {blocking} finding(s) open",
+        )
+    if report.audit_round >= spec.max_audit_rounds:
+        return (
+            TaskEvent.NEEDS_HUMAN,
+            f"{report.audit_round} audit rounds (the cap) and {blocking} finding(s) still open",
+        )
+    return TaskEvent.PUSHED_BACK, f"audit {report.audit_round} found {blocking} finding(s)"
+
+
+_TERMINAL_EVENTS = {
+    TaskEvent.COMPLETED: TaskStatus.COMPLETED,
+    TaskEvent.NEEDS_HUMAN: TaskStatus.NEEDS_HUMAN,
+    TaskEvent.GOAL_UNMET: TaskStatus.GOAL_UNMET,
+}
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:120] or "task"
+
+
+def _result_from(payload: Mapping[str, Any], run_id: str) -> RunResult:
+    return RunResult(
+        run_id=run_id,
+        stop_reason=StopReason(payload["stop_reason"]),
+        output=payload.get("output"),
+        detail=str(payload.get("detail") or ""),
+        steps=int(payload.get("steps") or 0),
+        actions=int(payload.get("actions") or 0),
+        parse_failures=int(payload.get("parse_failures") or 0),
+        open_intent=payload.get("open_intent"),
+    )
+
+
+class Worker:
+    """Claims tasks from a board and works on them, one round per claim.
+
+    Args:
+        board: Where the tasks are.
+        agent: The agent, or a factory making one per drive of a round.
+        worker_id: This worker's name (host, pid and a random suffix by default).
+        auditor: The auditor (gates only, no judges, by default).
+        verifier: Runs verify commands (in a scrubbed subprocess by default).
+        scratch_root: Where scratch folders for tasks without a ``workdir`` are made.
+        lease: Seconds a claim lasts without a heartbeat.
+        heartbeat: Seconds between heartbeats (a third of the lease by default).
+        poll: Seconds to wait when nothing is claimable.
+        max_claims: Claims after which a task that never finishes goes to a person.
+        on_event: Called with every :class:`WorkerEvent`.
+    """
+
+    def __init__(
+        self,
+        board: TaskBoard,
+        agent: Agent | AgentFactory,
+        *,
+        worker_id: str | None = None,
+        auditor: Auditor | None = None,
+        verifier: Verifier | None = None,
+        scratch_root: str | os.PathLike[str] | None = None,
+        lease: float = 30.0,
+        heartbeat: float | None = None,
+        poll: float = 0.2,
+        max_claims: int = 10,
+        on_event: Callable[[WorkerEvent], None] | None = None,
+    ) -> None:
+        self.board = board
+        self._agent = agent
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.auditor = auditor or Auditor()
+        self.verifier = verifier or Verifier()
+        self.scratch_root = Path(scratch_root or Path(tempfile.gettempdir()) / "steadyloop-audit")
+        self.lease = lease
+        self.heartbeat = heartbeat if heartbeat is not None else lease / 3
+        self.poll = poll
+        self.max_claims = max_claims
+        self.on_event = on_event
+        self.errors: list[BaseException] = []
+        self._stop = asyncio.Event()
+        self._lost = asyncio.Event()
+
+    # -- public ------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Finish the current round, then stop claiming."""
+        self._stop.set()
+
+    async def run(self, *, until_idle: bool = True, max_tasks: int | None = None) -> int:
+        """Claim and work on tasks.
+
+        Args:
+            until_idle: Return once no task is queued or running; otherwise wait for
+                more work until :meth:`stop`.
+            max_tasks: Return after this many claims.
+
+        Returns:
+            How many claims were worked on.
+        """
+        done = 0
+        while not self._stop.is_set() and (max_tasks is None or done < max_tasks):
+            worked = await self.run_once()
+            if worked is not None:
+                done += 1
+                continue
+            if until_idle:
+                counts = await self.board.counts()
+                if counts[TaskStatus.QUEUED] + counts[TaskStatus.RUNNING] == 0:
+                    break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.poll)
+        return done
+
+    async def run_once(self) -> str | None:
+        """Claim one task and work one round of it.
+
+        Returns:
+            The task worked on, or ``None`` if nothing was claimable.
+        """
+        claim = await self.board.queue.claim(self.worker_id, self.lease)
+        if claim is None:
+            for task_id in await self.board.block_doomed():
+                self._emit("blocked", task_id, "a dependency ended without completing")
+            return None
+        self._lost = asyncio.Event()
+        beat = asyncio.ensure_future(self._beat(claim))
+        try:
+            await self._process(claim)
+        except LeaseLost as exc:
+            self._emit("lease-lost", claim.task_id, str(exc))
+        except Exception as exc:
+            self.errors.append(exc)
+            self._emit("error", claim.task_id, f"{type(exc).__name__}: {exc}")
+        finally:
+            beat.cancel()
+            with contextlib.suppress(BaseException):
+                await beat
+        return claim.task_id
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _emit(self, kind: str, task_id: str | None, detail: str = "") -> None:
+        if self.on_event is not None:
+            self.on_event(WorkerEvent(self.worker_id, kind, task_id, detail))
+
+    async def _beat(self, claim: Claim) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            try:
+                ok = await self.board.queue.heartbeat(claim.task_id, claim.lease_token, self.lease)
+            except Exception:
+                continue  # a failed renewal is retried; the lease may still hold
+            if not ok:
+                self._lost.set()
+                return
+
+    async def _write(
+        self, state: TaskState, events: list[tuple[TaskEvent, Mapping[str, JSONValue]]]
+    ) -> TaskState:
+        if self._lost.is_set():
+            raise LeaseLost(f"task {state.task_id!r}: the lease was lost")
+        try:
+            return await self.board.record(state, events)
+        except ConflictError:
+            raise LeaseLost(
+                f"task {state.task_id!r}: its trail moved on (another worker took it over)"
+            ) from None
+
+    async def _settle(
+        self, claim: Claim, state: TaskState, status: TaskStatus, delay: float = 0.0
+    ) -> None:
+        await self.board.queue.settle(
+            claim.task_id,
+            claim.lease_token,
+            status,
+            round=state.round,
+            audit_rounds=state.audit_rounds,
+            detail=state.detail,
+            delay=delay,
+        )
+        if status in (TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET):
+            for task_id in await self.board.block_doomed():
+                self._emit("blocked", task_id, f"{claim.task_id} ended {status.value}")
+
+    def _workdir(self, task_id: str, spec: TaskSpec) -> Path:
+        path = Path(spec.workdir) if spec.workdir else self.scratch_root / _safe(task_id)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    async def _process(self, claim: Claim) -> None:
+        board = self.board
+        state = await board.state(claim.task_id)
+        if state.status is None:
+            await board.ensure_submitted(claim.task_id, claim.spec)
+            state = await board.state(claim.task_id)
+        if state.status is not None and state.status.terminal:
+            # The trail already ended (a worker died between trail and queue): catch up.
+            await self._settle(claim, state, state.status)
+            return
+        events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] = []
+        lost_worker = None
+        if state.status is TaskStatus.RUNNING:
+            lost_worker = state.owner
+            events.append(
+                (
+                    TaskEvent.LEASE_LOST,
+                    {
+                        "worker": state.owner,
+                        "lease_token": state.lease_token,
+                        "noticed_by": self.worker_id,
+                    },
+                )
+            )
+        events.append(
+            (
+                TaskEvent.CLAIMED,
+                {
+                    "worker": self.worker_id,
+                    "lease_token": claim.lease_token,
+                    "attempt": claim.attempt,
+                },
+            )
+        )
+        state = await self._write(state, events)
+        self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
+        if claim.attempt > self.max_claims:
+            reason = (
+                f"claimed {claim.attempt} times without finishing (limit {self.max_claims}); "
+                "a person should look"
+            )
+            state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
+            await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
+            self._emit("needs-human", claim.task_id, reason)
+            return
+        await self._round(claim, state, lost_worker)
+
+    async def _round(self, claim: Claim, state: TaskState, lost_worker: str | None) -> None:
+        spec = state.spec
+        assert spec is not None
+        task_id = claim.task_id
+        workdir = self._workdir(task_id, spec)
+        packet = None if state.packet is None else Packet.from_json(state.packet)
+        if state.phase is None:
+            number = state.round + 1
+            run_id = f"{task_id}.r{number}"
+            preamble = compose_preamble(packet)
+            state = await self._write(
+                state,
+                [
+                    (
+                        TaskEvent.ROUND_STARTED,
+                        {
+                            "round": number,
+                            "run_id": run_id,
+                            "worker": self.worker_id,
+                            "packet": None if packet is None else packet.id,
+                            "preamble_chars": len(preamble or ""),
+                        },
+                    )
+                ],
+            )
+            await _board_progress(self, claim, state)
+            self._emit("round", task_id, f"round {number} started")
+            result = await self._drive(claim, state, spec, workdir, preamble, resumed=False)
+            if result is None:
+                return
+            state = result
+        elif state.phase == "running":
+            assert state.run_id is not None
+            preamble = compose_preamble(
+                packet, resume_round=state.round, lost_worker=lost_worker or "unknown"
+            )
+            state = await self._write(
+                state,
+                [
+                    (
+                        TaskEvent.ROUND_RESUMED,
+                        {
+                            "round": state.round,
+                            "run_id": state.run_id,
+                            "worker": self.worker_id,
+                            "lost_worker": lost_worker,
+                            "preamble_chars": len(preamble or ""),
+                        },
+                    )
+                ],
+            )
+            self._emit("resumed", task_id, f"round {state.round} resumed")
+            result = await self._drive(claim, state, spec, workdir, preamble, resumed=True)
+            if result is None:
+                return
+            state = result
+        await self._finish_round(claim, state, spec, workdir)
+
+    async def _drive(
+        self,
+        claim: Claim,
+        state: TaskState,
+        spec: TaskSpec,
+        workdir: Path,
+        preamble: str | None,
+        *,
+        resumed: bool,
+    ) -> TaskState | None:
+        """Run (or resume) the round's run; write ``run_finished``. None: released."""
+        board = self.board
+        run_id = state.run_id
+        assert run_id is not None
+        context = TaskContext(
+            task_id=claim.task_id,
+            spec=spec,
+            round=state.round,
+            run_id=run_id,
+            workdir=workdir,
+            resumed=resumed,
+            preamble=preamble,
+            worker=self.worker_id,
+        )
+        agent = self._agent(context) if callable(self._agent) else self._agent
+        agent = dataclasses.replace(agent, model=PreambleModel(agent.model, preamble))
+        try:
+            try:
+                await load_run(board.journal, board.app, run_id)
+                exists = True
+            except RunNotFound:
+                exists = False
+            if exists:
+                # The lease expired, so its holder is presumed gone: take over from
+                # another host too (a live driver on this host still refuses).
+                outcome = await resume(
+                    agent, board.journal, board.app, run_id, records=board.records, takeover=True
+                )
+            else:
+                outcome = await run(
+                    agent,
+                    board.journal,
+                    board.app,
+                    spec.user_id,
+                    run_id,
+                    run_id,
+                    spec.input_text(),
+                    records=board.records,
+                )
+        except RunFinished:
+            ended = (await load_run(board.journal, board.app, run_id)).state.ended
+            assert ended is not None
+            outcome = ended
+        except RunBusy as exc:
+            reason = f"the run is still driven elsewhere: {exc}"
+            state = await self._write(state, [(TaskEvent.RELEASED, {"reason": reason})])
+            await self._settle(claim, state, TaskStatus.QUEUED, delay=self.lease)
+            self._emit("released", claim.task_id, reason)
+            return None
+        except LoopError as exc:
+            reason = f"the run could not go on: {exc}"
+            state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
+            await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
+            self._emit("needs-human", claim.task_id, reason)
+            return None
+        return await self._write(
+            state,
+            [
+                (
+                    TaskEvent.RUN_FINISHED,
+                    {
+                        "round": state.round,
+                        "run_id": run_id,
+                        "stop_reason": outcome.stop_reason.value,
+                        "output": outcome.output,
+                        "detail": outcome.detail,
+                        "steps": outcome.steps,
+                        "actions": outcome.actions,
+                        "parse_failures": outcome.parse_failures,
+                        "open_intent": outcome.open_intent,
+                    },
+                )
+            ],
+        )
+
+    async def _finish_round(
+        self, claim: Claim, state: TaskState, spec: TaskSpec, workdir: Path
+    ) -> None:
+        task_id = claim.task_id
+        assert state.run_result is not None and state.run_id is not None
+        run_result = _result_from(state.run_result, state.run_id)
+        if run_result.stop_reason is StopReason.RESUME_STATE_UNKNOWN:
+            reason = (
+                f"the run stopped with resume_state_unknown: {run_result.detail} "
+                "(resolve the intent, then resubmit or resume the run)"
+            )
+            state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
+            await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
+            self._emit("needs-human", task_id, reason)
+            return
+        verification = None
+        if spec.goal is not None:
+            if state.phase == "verified" and state.verification is not None:
+                verification = Verification.from_json(state.verification)
+            else:
+                verification = await self.verifier.verify(spec.goal.verify, workdir)
+                state = await self._write(
+                    state,
+                    [(TaskEvent.VERIFIED, {"round": state.round, **verification.to_json()})],
+                )
+                self._emit("verified", task_id, verification.summary)
+        if state.phase == "audited" and state.audit is not None:
+            report = AuditReport.from_json(state.audit)
+        else:
+            report = await self.auditor.audit(
+                AuditContext(
+                    task_id=task_id,
+                    spec=spec,
+                    round=state.round,
+                    audit_round=state.audit_rounds + 1,
+                    run=run_result,
+                    verification=verification,
+                    workdir=str(workdir),
+                    app=self.board.app,
+                    run_id=str(state.run_id),
+                )
+            )
+        event, reason = decide(spec, state.round, report, verification)
+        payload: dict[str, JSONValue] = {
+            "round": state.round,
+            "audit_round": report.audit_round,
+            "reason": reason,
+        }
+        if event is TaskEvent.PUSHED_BACK:
+            blocking = tuple(f for f in report.findings if f.blocking)
+            rest = tuple(f for f in report.findings if not f.blocking)
+            payload["packet"] = Packet(
+                task_id, state.round, report.audit_round, blocking + rest
+            ).to_json()
+        events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] = []
+        if state.phase != "audited":
+            events.append((TaskEvent.AUDITED, report.to_json()))
+        events.append((event, payload))
+        state = await self._write(state, events)
+        self._emit(
+            "audited", task_id, f"audit {report.audit_round}: {len(report.findings)} finding(s)"
+        )
+        status = _TERMINAL_EVENTS.get(event, TaskStatus.QUEUED)
+        await self._settle(claim, state, status)
+        self._emit("pushed_back" if status is TaskStatus.QUEUED else status.value, task_id, reason)
+
+
+async def _board_progress(worker: Worker, claim: Claim, state: TaskState) -> None:
+    """Record a running task's counters in the queue row (shown by ``status``)."""
+    with contextlib.suppress(Exception):
+        await worker.board.queue.progress(
+            claim.task_id, claim.lease_token, round=state.round, audit_rounds=state.audit_rounds
+        )
