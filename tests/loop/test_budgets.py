@@ -46,16 +46,16 @@ async def test_action_budget_stops_before_the_action() -> None:
 
 async def test_prompt_budget_stops_before_the_model_call() -> None:
     """A prompt larger than max_prompt_chars is never sent; no intent is written for it."""
-    agent = Agent(
-        "big", ScriptedModel(["never"]), budgets=Budgets(max_prompt_chars=10)
-    )
+    agent = Agent("big", ScriptedModel(["never"]), budgets=Budgets(max_prompt_chars=10))
     journal = MemoryJournal()
     result = await run(agent, journal, APP, "u", "s", "r", "a question longer than ten")
     assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
     assert "prompt would be" in result.detail
     assert result.steps == 0
     assert [r.kind for r in await journal.read(APP, run_stream("r"))] == [
-        "run.started", "run.claimed", "run.ended"
+        "run.started",
+        "run.claimed",
+        "run.ended",
     ]
 
 
@@ -81,13 +81,17 @@ async def test_a_good_reply_resets_the_consecutive_parse_failures() -> None:
     model = ScriptedModel(script)
     agent = Agent("flaky", model, budgets=Budgets(max_parse_failures=3))
     result = await run(agent, MemoryJournal(), APP, "u", "s", "r", "go")
-    assert (result.stop_reason, result.parse_failures, result.steps) == (
-        StopReason.COMPLETED, 2, 3
-    )
+    assert (result.stop_reason, result.parse_failures, result.steps) == (StopReason.COMPLETED, 2, 3)
     last_prompt = model.calls[-1][1]
     feedback = [m.content for m in last_prompt if m.role == "user"][1:]
-    assert feedback == ["Your last reply could not be used: the reply is empty: call a tool "
-                        "or give a final answer"] * 2
+    assert (
+        feedback
+        == [
+            "Your last reply could not be used: the reply is empty: call a tool "
+            "or give a final answer"
+        ]
+        * 2
+    )
 
 
 async def test_a_tool_that_raises_is_recorded_as_its_observation() -> None:
@@ -103,7 +107,8 @@ async def test_a_tool_that_raises_is_recorded_as_its_observation() -> None:
     assert (result.stop_reason, result.actions) == (StopReason.COMPLETED, 1)
     tool_message = model.calls[1][1][-1]
     assert (tool_message.role, tool_message.content) == (
-        "tool", "error: RuntimeError: card declined for 5"
+        "tool",
+        "error: RuntimeError: card declined for 5",
     )
 
 

@@ -77,7 +77,9 @@ def api() -> Iterator[FakeAPI]:
         fake.server.server_close()
 
 
-def completion(content: str | None = None, calls: list[tuple[str, str, str]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+def completion(
+    content: str | None = None, calls: list[tuple[str, str, str]] = ()
+) -> dict[str, Any]:  # type: ignore[assignment]
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if calls:
         message["tool_calls"] = [
@@ -173,8 +175,9 @@ async def test_openai_model_reads_the_key_from_the_environment(
     api.answers = [(200, completion("hi"))]
     model = OpenAIChatModel("m", base_url=api.url, api_key_env="MY_KEY")
     reply = await model.complete([Message("user", "hello")], [])
-    assert reply == ModelReply(text="hi", usage={"prompt_tokens": 10, "completion_tokens": 3,
-                                                  "total_tokens": 13})
+    assert reply == ModelReply(
+        text="hi", usage={"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}
+    )
     assert api.requests[0]["headers"]["Authorization"] == f"Bearer {SECRET}"
     assert "tools" not in api.requests[0]["body"]
 

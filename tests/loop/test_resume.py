@@ -40,9 +40,7 @@ RUN = run_stream("r1")
 # 8 parse failure, 9 intent(explode), 10 intent(model), 11 end.
 
 
-async def crash(
-    journal: Journal, at: int, side: str, effects: Effects, run_id: str = "r1"
-) -> None:
+async def crash(journal: Journal, at: int, side: str, effects: Effects, run_id: str = "r1") -> None:
     crashing = CrashingJournal(journal, at, side)  # type: ignore[arg-type]
     with pytest.raises(SimulatedCrash):
         await run(standard_agent(effects), crashing, APP, "ada", "s1", run_id, "go")
@@ -111,8 +109,13 @@ async def test_caller_decides_it_happened_and_the_run_goes_on() -> None:
     assert len(effects.emails) == 1
     session = await SessionService(journal, APP).get_session("ada", "s1")
     observations = [p.to_dict() for e in session.events if e.author == "tool" for p in e.parts]
-    assert {"type": "tool_result", "call_id": "c3", "name": "send_email",
-            "response": "sent to ada@example.com", "error": None} in observations
+    assert {
+        "type": "tool_result",
+        "call_id": "c3",
+        "name": "send_email",
+        "response": "sent to ada@example.com",
+        "error": None,
+    } in observations
 
 
 async def test_caller_decides_it_did_not_happen_and_it_is_done_once() -> None:
@@ -335,6 +338,8 @@ def test_owner_of_this_process_is_alive() -> None:
 
 async def test_deterministic_records_do_not_change_the_outcome() -> None:
     """Runs with injected clock and ids give the same result as with the defaults."""
-    a = await run(standard_agent(), MemoryJournal(), APP, "u", "s", "r", "go", records=deterministic())
+    a = await run(
+        standard_agent(), MemoryJournal(), APP, "u", "s", "r", "go", records=deterministic()
+    )
     b = await run(standard_agent(), MemoryJournal(), APP, "u", "s", "r", "go")
     assert a.comparable() == b.comparable()

@@ -71,7 +71,9 @@ async def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
             text=True,
         )
         assert child.stdout is not None
-        assert child.stdout.readline().strip() == "ready", child.stderr.read() if child.stderr else ""
+        assert child.stdout.readline().strip() == "ready", (
+            child.stderr.read() if child.stderr else ""
+        )
         if kills < KILLS:
             time.sleep(rng.uniform(0.0, 0.03))
             child.kill()
@@ -98,15 +100,12 @@ async def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
         assert info.state.ended is not None
         assert (info.state.steps, info.state.actions) == (STEPS + 1, STEPS)
         session = await SessionService(journal, APP).get_session("user", "session-soak")
-        observed = [
-            p.response
-            for e in session.events
-            if e.author == "tool"
-            for p in e.parts
-        ]
+        observed = [p.response for e in session.events if e.author == "tool" for p in e.parts]
         assert observed == [{"sent": n} for n in range(1, STEPS + 1)]
         records = await journal.read(APP, run_stream("soak"))
         claims = sum(r.kind == "run.claimed" for r in records)
     assert claims > 1  # the run really was resumed
-    print(f"{backend}: {kills} kills, {claims} drivers, {resolutions} resolutions, "
-          f"{time.monotonic() - started:.1f}s")
+    print(
+        f"{backend}: {kills} kills, {claims} drivers, {resolutions} resolutions, "
+        f"{time.monotonic() - started:.1f}s"
+    )
