@@ -81,7 +81,7 @@ async def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
         out, err = child.communicate()
         if child.returncode not in (0, -9):
             pytest.fail(f"child failed ({child.returncode}):\n{err}")
-        steps, ended, resolved = await observe(journal_url, sink)
+        steps, _ended, resolved = await observe(journal_url, sink)
         assert steps >= progress, f"durable steps went back from {progress} to {steps}"
         progress = steps
         resolutions += resolved is not None
