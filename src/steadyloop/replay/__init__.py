@@ -1,0 +1,99 @@
+"""Replay-diff: one trajectory, every backend, a canonical snapshot, a deterministic report.
+
+Cases are JSONL files in a small operation language (:mod:`steadyloop.replay._cases`
+documents it; ``case.schema.json`` is its JSON Schema). The harness runs every case on
+every selected backend, reads back what was stored, normalises representation only,
+and compares each backend with the case's expectation and with a reference backend.
+
+Example:
+    >>> import asyncio
+    >>> from steadyloop.replay import bundled_cases, load_cases, replay
+    >>> cases = load_cases([bundled_cases() / "single_turn.jsonl"])
+    >>> report = asyncio.run(replay(cases, ["memory", "sqlite"]))
+    >>> report.ok, report.counts()["unexpected"]
+    (True, 0)
+"""
+
+from steadyloop._errors import CaseError
+from steadyloop.replay._cases import (
+    DOMAINS,
+    ERROR_NAMES,
+    AllowedDiff,
+    Case,
+    CaseHeader,
+    Operation,
+    case_record_adapter,
+    load_case,
+    load_cases,
+    parse_case,
+)
+from steadyloop.replay._diff import MISSING, Difference, align_ties, diff, diff_subset
+from steadyloop.replay._harness import (
+    CLOCK_START,
+    CLOCK_STEP,
+    EMBEDDED_BACKENDS,
+    SERVER_BACKENDS,
+    Backend,
+    CaseRun,
+    ForwardingJournal,
+    default_backends,
+    resolve_backends,
+    run_case,
+)
+from steadyloop.replay._normalise import JSONBool, JSONFloat, Normaliser, normalise_text, plain
+from steadyloop.replay._report import (
+    REPORT_DOMAINS,
+    SCHEMA_VERSION,
+    CaseReport,
+    DifferenceEntry,
+    Report,
+    build_report,
+    compare_case,
+    replay,
+)
+from steadyloop.replay._schema import bundled_cases, case_schema, report_schema
+
+__all__ = [
+    "CLOCK_START",
+    "CLOCK_STEP",
+    "DOMAINS",
+    "EMBEDDED_BACKENDS",
+    "ERROR_NAMES",
+    "MISSING",
+    "REPORT_DOMAINS",
+    "SCHEMA_VERSION",
+    "SERVER_BACKENDS",
+    "AllowedDiff",
+    "Backend",
+    "Case",
+    "CaseError",
+    "CaseHeader",
+    "CaseReport",
+    "CaseRun",
+    "Difference",
+    "DifferenceEntry",
+    "ForwardingJournal",
+    "JSONBool",
+    "JSONFloat",
+    "Normaliser",
+    "Operation",
+    "Report",
+    "align_ties",
+    "build_report",
+    "bundled_cases",
+    "case_record_adapter",
+    "case_schema",
+    "compare_case",
+    "default_backends",
+    "diff",
+    "diff_subset",
+    "load_case",
+    "load_cases",
+    "normalise_text",
+    "parse_case",
+    "plain",
+    "replay",
+    "report_schema",
+    "resolve_backends",
+    "run_case",
+]

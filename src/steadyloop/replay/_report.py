@@ -1,0 +1,564 @@
+"""Comparison and the report: every backend against the case, and against a reference.
+
+For each case, every backend's normalised snapshot is compared with the case's
+``expected`` (subset semantics; operation errors must be listed exactly), and every
+backend but the reference is compared with the reference backend's snapshot in full.
+A difference is *allowed* only when the case names its backend and its exact JSON
+Pointer; memory hits that tie in score may come in any order, and each time that
+allowance is used it is recorded.
+
+The report is deterministic JSON: the same cases on the same backends give the same
+bytes. Timings live in a separate ``timings`` section that can be left out; the
+report's ``hash`` covers everything else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from steadyloop._errors import BackendUnavailable, SteadyloopError, UnknownBackend
+from steadyloop.records import canonical_json
+from steadyloop.replay._cases import Case
+from steadyloop.replay._diff import (
+    MISSING,
+    Difference,
+    align_ties,
+    diff,
+    diff_subset,
+    subset_match,
+)
+from steadyloop.replay._harness import (
+    Backend,
+    CaseRun,
+    default_backends,
+    make_workdir,
+    resolve_backends,
+    run_case,
+)
+from steadyloop.replay._normalise import plain
+
+__all__ = [
+    "REPORT_DOMAINS",
+    "SCHEMA_VERSION",
+    "CaseReport",
+    "DifferenceEntry",
+    "Report",
+    "build_report",
+    "compare_case",
+    "replay",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the report format (``report.schema.json``)."""
+
+EXPECTED = "expected"
+"""The ``reference`` of a difference found against the case's expectation."""
+
+REPORT_DOMAINS: tuple[str, ...] = (
+    "sessions",
+    "events",
+    "state",
+    "summaries",
+    "memory",
+    "queries",
+    "checkpoints",
+    "errors",
+    "loops",
+)
+"""The domains differences are counted by."""
+
+
+def _unescape(token: str) -> str:
+    return token.replace("~1", "/").replace("~0", "~")
+
+
+def _get(doc: Any, tokens: Sequence[str]) -> Any:
+    for token in tokens:
+        if isinstance(doc, Mapping) and token in doc:
+            doc = doc[token]
+        elif isinstance(doc, list) and token.isdigit() and int(token) < len(doc):
+            doc = doc[int(token)]
+        else:
+            return MISSING
+    return doc
+
+
+@dataclass(frozen=True)
+class DifferenceEntry:
+    """One difference, located.
+
+    Attributes:
+        case_id: The case.
+        backend: The backend whose snapshot differs.
+        reference: ``"expected"`` (the case's expectation) or the reference backend.
+        pointer: The JSON Pointer of the difference in the normalised snapshot.
+        domain: Which part of the snapshot (one of :data:`REPORT_DOMAINS`).
+        session: The session handle, when the difference is inside a session.
+        event_index: The event's index in its list, when inside an event.
+        query_id: The memory query, when inside one.
+        summary_id: The summary's id, when inside a summary.
+        checkpoint: The checkpoint, when inside one.
+        reference_value: The value on the reference side (``None`` when absent).
+        backend_value: The value on the backend's side (``None`` when absent).
+        reference_present: Whether the reference side has a value there.
+        backend_present: Whether the backend's side has a value there.
+        allowed: Whether the case allows this difference.
+        reason: The case's reason, when allowed.
+    """
+
+    case_id: str
+    backend: str
+    reference: str
+    pointer: str
+    domain: str
+    session: str | None
+    event_index: int | None
+    query_id: str | None
+    summary_id: str | None
+    checkpoint: str | None
+    reference_value: Any
+    backend_value: Any
+    reference_present: bool
+    backend_present: bool
+    allowed: bool = False
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the entry as a JSON object."""
+        return {
+            "case_id": self.case_id,
+            "backend": self.backend,
+            "reference": self.reference,
+            "pointer": self.pointer,
+            "domain": self.domain,
+            "session": self.session,
+            "event_index": self.event_index,
+            "query_id": self.query_id,
+            "summary_id": self.summary_id,
+            "checkpoint": self.checkpoint,
+            "reference_value": self.reference_value,
+            "backend_value": self.backend_value,
+            "reference_present": self.reference_present,
+            "backend_present": self.backend_present,
+            "allowed": self.allowed,
+            "reason": self.reason,
+        }
+
+
+def _locate(
+    case_id: str,
+    *,
+    backend: str,
+    reference: str,
+    d: Difference,
+    left_doc: Any,
+    right_doc: Any,
+) -> DifferenceEntry:
+    tokens = [_unescape(t) for t in d.pointer.split("/")[1:]]
+    checkpoint = None
+    rest = tokens
+    if len(rest) >= 2 and rest[0] == "checkpoints":
+        checkpoint = rest[1]
+        rest = rest[2:]
+    root = rest[0] if rest else ""
+    domain = "checkpoints" if checkpoint is not None and not rest else root or "sessions"
+    session = event_index = query_id = summary_id = None
+    if root == "sessions" and len(rest) >= 2:
+        session = rest[1]
+        sub = rest[2] if len(rest) >= 3 else ""
+        if sub in ("events", "historical_events"):
+            domain = "events"
+            if len(rest) >= 4 and rest[3].isdigit():
+                event_index = int(rest[3])
+        elif sub == "state":
+            domain = "state"
+        elif sub == "summaries":
+            domain = "summaries"
+            if len(rest) >= 4 and rest[3].isdigit():
+                prefix = tokens[: len(tokens) - len(rest) + 4]
+                for doc in (left_doc, right_doc):
+                    found = _get(doc, prefix)
+                    if isinstance(found, Mapping) and isinstance(found.get("id"), str):
+                        summary_id = found["id"]
+                        break
+        else:
+            domain = "sessions"
+    elif root == "queries" and len(rest) >= 2:
+        query_id = rest[1]
+    if domain not in REPORT_DOMAINS:
+        domain = "sessions"
+    left_present = d.left is not MISSING
+    right_present = d.right is not MISSING
+    return DifferenceEntry(
+        case_id=case_id,
+        backend=backend,
+        reference=reference,
+        pointer=d.pointer,
+        domain=domain,
+        session=session,
+        event_index=event_index,
+        query_id=query_id,
+        summary_id=summary_id,
+        checkpoint=checkpoint,
+        reference_value=plain(d.left) if left_present else None,
+        backend_value=plain(d.right) if right_present else None,
+        reference_present=left_present,
+        backend_present=right_present,
+    )
+
+
+@dataclass
+class CaseReport:
+    """The outcome of one case on every backend.
+
+    Attributes:
+        case: The case.
+        runs: Each backend's run, by backend name, in selection order.
+        differences: Every difference found (allowed ones included).
+        tie_allowances: Each use of the memory-score tie allowance.
+        snapshot_hashes: SHA-256 of each backend's normalised snapshot.
+    """
+
+    case: Case
+    runs: dict[str, CaseRun]
+    differences: list[DifferenceEntry] = field(default_factory=list)
+    tie_allowances: list[dict[str, Any]] = field(default_factory=list)
+    snapshot_hashes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def unexpected(self) -> list[DifferenceEntry]:
+        """The differences the case does not allow."""
+        return [d for d in self.differences if not d.allowed]
+
+    @property
+    def agrees(self) -> bool:
+        """Whether no unexpected difference was found."""
+        return not self.unexpected
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the case's section of the report."""
+        used = {(d.backend, d.pointer) for d in self.differences if d.allowed}
+        names = set(self.runs)
+        return {
+            "case_id": self.case.case_id,
+            "description": self.case.description,
+            "file": Path(self.case.file).name,
+            "status": "agree" if self.agrees else "differ",
+            "runs": [
+                {
+                    "backend": name,
+                    "snapshot_hash": self.snapshot_hashes[name],
+                    "unexpected": sum(1 for d in self.unexpected if d.backend == name),
+                    "allowed": sum(1 for d in self.differences if d.allowed and d.backend == name),
+                    "injections": run.injections,
+                }
+                for name, run in self.runs.items()
+            ],
+            "differences": [d.to_dict() for d in self.differences],
+            "tie_allowances": self.tie_allowances,
+            "unused_allowed_diffs": [
+                {"backend": a.backend, "pointer": a.pointer, "reason": a.reason}
+                for a in self.case.allowed_diffs
+                if a.backend in names and (a.backend, a.pointer) not in used
+            ],
+        }
+
+
+def _align_queries(
+    reference: Mapping[str, Any],
+    snapshot: dict[str, Any],
+    matches: Callable[[Any, Any], bool],
+) -> list[str]:
+    """Align tied memory hits of ``snapshot`` to ``reference``; return the queries moved."""
+    moved: list[str] = []
+    ref_queries = reference.get("queries")
+    queries = snapshot.get("queries")
+    if not isinstance(ref_queries, Mapping) or not isinstance(queries, Mapping):
+        return moved
+    for qid in sorted(ref_queries):
+        ref_q, q = ref_queries[qid], queries.get(qid)
+        if not (isinstance(ref_q, Mapping) and isinstance(q, Mapping)):
+            continue
+        ref_hits, hits = ref_q.get("hits"), q.get("hits")
+        if not (isinstance(ref_hits, list) and isinstance(hits, list)) or ref_hits == hits:
+            continue
+        aligned, did_move = align_ties(ref_hits, hits, matches)
+        if did_move:
+            queries[qid] = {**q, "hits": aligned}  # type: ignore[index]
+            moved.append(qid)
+    return moved
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(plain(value)).encode("utf-8")).hexdigest()
+
+
+def compare_case(case: Case, runs: Mapping[str, CaseRun], reference: str) -> CaseReport:
+    """Compare each backend's snapshot with the case's expectation and the reference.
+
+    Args:
+        case: The case.
+        runs: Its run on each backend, by backend name, in selection order.
+        reference: The name of the reference backend (one of ``runs``).
+    """
+    report = CaseReport(case=case, runs=dict(runs))
+    allowed = {(a.backend, a.pointer): a.reason for a in case.allowed_diffs}
+    normalised = {name: run.normaliser(run.snapshot) for name, run in runs.items()}
+    for name, norm in normalised.items():
+        report.snapshot_hashes[name] = _digest(norm)
+    ref_norm = normalised[reference]
+    found: list[DifferenceEntry] = []
+    for name, run in runs.items():
+        expected = run.normaliser(dict(case.expected))
+        against_expected = dict(normalised[name])
+        against_expected["queries"] = dict(against_expected.get("queries", {}))
+        for qid in _align_queries(expected, against_expected, subset_match):
+            report.tie_allowances.append(
+                {
+                    "backend": name,
+                    "reference": EXPECTED,
+                    "query_id": qid,
+                    "pointer": f"/queries/{qid}/hits",
+                }
+            )
+        diffs = diff_subset(expected, against_expected)
+        listed = expected.get("errors", {}) if isinstance(expected.get("errors"), Mapping) else {}
+        for line, value in against_expected.get("errors", {}).items():
+            if line not in listed:
+                diffs.append(Difference(f"/errors/{line}", MISSING, value))
+        found.extend(
+            _locate(
+                case.case_id,
+                backend=name,
+                reference=EXPECTED,
+                d=d,
+                left_doc=expected,
+                right_doc=against_expected,
+            )
+            for d in diffs
+        )
+        if name == reference:
+            continue
+        against_ref = dict(normalised[name])
+        against_ref["queries"] = dict(against_ref.get("queries", {}))
+        for qid in _align_queries(ref_norm, against_ref, lambda a, b: bool(a == b)):
+            report.tie_allowances.append(
+                {
+                    "backend": name,
+                    "reference": reference,
+                    "query_id": qid,
+                    "pointer": f"/queries/{qid}/hits",
+                }
+            )
+        found.extend(
+            _locate(
+                case.case_id,
+                backend=name,
+                reference=reference,
+                d=d,
+                left_doc=ref_norm,
+                right_doc=against_ref,
+            )
+            for d in diff(ref_norm, against_ref)
+        )
+    for entry in found:
+        reason = allowed.get((entry.backend, entry.pointer))
+        if reason is not None:
+            report.differences.append(dataclasses.replace(entry, allowed=True, reason=reason))
+        else:
+            report.differences.append(entry)
+    return report
+
+
+@dataclass
+class Report:
+    """The outcome of a replay: every case on every backend.
+
+    Attributes:
+        reference: The reference backend.
+        backends: The backends, in selection order.
+        cases: One :class:`CaseReport` per case, in the order given.
+        timings: Seconds: ``total``, ``compare``, and per run.
+        workdir: Where temporary stores were kept (only with ``keep``).
+    """
+
+    reference: str
+    backends: list[str]
+    cases: list[CaseReport]
+    timings: dict[str, Any] = field(default_factory=dict)
+    workdir: Path | None = None
+
+    @property
+    def differences(self) -> list[DifferenceEntry]:
+        """Every difference of every case."""
+        return [d for c in self.cases for d in c.differences]
+
+    @property
+    def unexpected(self) -> list[DifferenceEntry]:
+        """Every difference no case allows."""
+        return [d for d in self.differences if not d.allowed]
+
+    @property
+    def ok(self) -> bool:
+        """Whether every backend agreed with every expectation and the reference."""
+        return not self.unexpected
+
+    def counts(self) -> dict[str, Any]:
+        """Return the report's counts."""
+        unexpected = self.unexpected
+        return {
+            "cases": len(self.cases),
+            "backends": len(self.backends),
+            "runs": sum(len(c.runs) for c in self.cases),
+            "cases_agreeing": sum(1 for c in self.cases if c.agrees),
+            "differences": len(self.differences),
+            "unexpected": len(unexpected),
+            "allowed": len(self.differences) - len(unexpected),
+            "tie_allowances": sum(len(c.tie_allowances) for c in self.cases),
+            "by_domain": {
+                domain: sum(1 for d in unexpected if d.domain == domain)
+                for domain in REPORT_DOMAINS
+            },
+            "by_backend": {
+                name: sum(1 for d in unexpected if d.backend == name) for name in self.backends
+            },
+        }
+
+    def to_dict(self, *, timings: bool = True) -> dict[str, Any]:
+        """Return the report as JSON; ``timings=False`` leaves the timings section out."""
+        body: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "steadyloop.replay.report",
+            "ok": self.ok,
+            "reference": self.reference,
+            "backends": list(self.backends),
+            "counts": self.counts(),
+            "cases": [c.to_dict() for c in self.cases],
+        }
+        body["hash"] = hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+        if timings:
+            body["timings"] = self.timings
+        return body
+
+    def to_json(self, *, timings: bool = True) -> str:
+        """Return the report as canonical JSON text (sorted keys), newline-terminated."""
+        return canonical_json(self.to_dict(timings=timings)) + "\n"
+
+
+def build_report(
+    cases: Sequence[Case],
+    runs: Mapping[tuple[str, str], CaseRun],
+    backends: Sequence[str],
+    reference: str,
+) -> Report:
+    """Compare the runs of every case and assemble the report.
+
+    Args:
+        cases: The cases, in order.
+        runs: Each run, by ``(case_id, backend)``.
+        backends: The backend names, in order.
+        reference: The reference backend.
+    """
+    started = time.perf_counter()
+    reports = [
+        compare_case(case, {b: runs[(case.case_id, b)] for b in backends}, reference)
+        for case in cases
+    ]
+    compare = time.perf_counter() - started
+    timings = {
+        "compare_seconds": round(compare, 6),
+        "runs": [
+            {"case_id": c.case_id, "backend": b, "seconds": round(runs[(c.case_id, b)].seconds, 6)}
+            for c in cases
+            for b in backends
+        ],
+    }
+    return Report(reference=reference, backends=list(backends), cases=reports, timings=timings)
+
+
+async def _probe(backend: Backend) -> None:
+    try:
+        journal = await backend.open()
+    except SteadyloopError:
+        raise
+    except Exception as exc:
+        raise BackendUnavailable(f"backend {backend.name!r} cannot be opened: {exc}") from exc
+    await journal.close()
+
+
+async def replay(
+    cases: Sequence[Case],
+    backends: Sequence[str | Backend] | None = None,
+    *,
+    reference: str | None = None,
+    keep: bool = False,
+    ids: Literal["sequential", "random"] = "sequential",
+    workdir: str | Path | None = None,
+    progress: Callable[[str, str], None] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Report:
+    """Run every case on every backend, compare, and report.
+
+    Args:
+        cases: Loaded cases (see :func:`load_cases`).
+        backends: Names, URLs or :class:`Backend` objects; by default ``memory``,
+            ``sqlite``, ``jsonl`` and each server whose variable is set.
+        reference: The backend the others are compared with; ``sqlite`` when selected,
+            else the first.
+        keep: Keep each case's namespace (and temporary stores) instead of deleting.
+        ids: ``"sequential"`` ids and a step clock, or ``"random"`` ids and the wall
+            clock.
+        workdir: Where temporary stores go; a fresh temporary directory by default.
+        progress: Called with ``(case_id, backend)`` after each run.
+        environ: Where server URLs are read from (``os.environ`` by default).
+
+    Raises:
+        UnknownBackend: A backend is unknown, or the reference is not selected.
+        BackendUnavailable: A backend cannot be reached; nothing ran.
+    """
+    own = workdir is None
+    directory = make_workdir() if workdir is None else Path(workdir)
+    resolved: list[Backend] = []
+    started = time.perf_counter()
+    try:
+        resolved = resolve_backends(
+            list(backends) if backends is not None else default_backends(environ),
+            directory,
+            environ,
+        )
+        names = [b.name for b in resolved]
+        if not names:
+            raise UnknownBackend("no backend selected")
+        ref = reference or ("sqlite" if "sqlite" in names else names[0])
+        if ref not in names:
+            raise UnknownBackend(f"the reference backend {ref!r} is not among {names}")
+        for backend in resolved:
+            await _probe(backend)
+        runs: dict[tuple[str, str], CaseRun] = {}
+        for case in cases:
+            for backend in resolved:
+                runs[(case.case_id, backend.name)] = await run_case(
+                    case, backend, keep=keep, ids=ids
+                )
+                if progress is not None:
+                    progress(case.case_id, backend.name)
+                await asyncio.sleep(0)
+        report = build_report(cases, runs, names, ref)
+        report.timings["total_seconds"] = round(time.perf_counter() - started, 6)
+        report.workdir = directory if keep and own else None
+        return report
+    finally:
+        if not keep:
+            for backend in resolved:
+                if backend.dispose is not None:
+                    await backend.dispose()
+            if own:
+                shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,107 @@
+"""The canonical snapshot: what a backend holds after a case, read back through the API.
+
+A snapshot is plain JSON with these domains (the keys a case's ``expected`` may use):
+
+``sessions``
+    ``{handle: {"user_id", "session_id", "events", "historical_events", "state":
+    {"session", "user", "app", "temp"}, "summaries"}}``: every session of the case,
+    reloaded with :meth:`~steadyloop.sessions.SessionService.get_session`; state merged
+    and split per scope. A session that cannot be read holds ``{"user_id",
+    "session_id", "read_error": <error class>}`` instead.
+``memory``
+    ``{user: {"entries": [...]}}``: every ``memory.entry`` record of the user's memory
+    stream, in stored order (its payload; a record of another kind also shows its
+    ``kind``).
+``queries``
+    ``{query_id: {"user", "query", "limit", "hits": [...]}}``: the hits each
+    ``search_memory`` got.
+``checkpoints``
+    ``{name: {"sessions": …, "memory": …}}`` as they were at each ``checkpoint``.
+``errors``
+    ``{line: {"op", "error"}}``: operations that ended with an error (its class name).
+``loops``
+    ``{run: {"status", "result", "effects"}}``: how each run stands, its end result
+    (without times), and how often each scripted tool really ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from steadyloop._errors import SteadyloopError
+from steadyloop.journal import Journal
+from steadyloop.loop import load_run
+from steadyloop.sessions import KIND_MEMORY_ENTRY, SCOPES, SessionService, memory_stream
+
+__all__ = ["empty_snapshot", "read_loop", "read_memory", "read_session", "read_sessions"]
+
+
+def empty_snapshot() -> dict[str, Any]:
+    """Return a snapshot with every domain present and empty."""
+    return {
+        "sessions": {},
+        "memory": {},
+        "queries": {},
+        "checkpoints": {},
+        "errors": {},
+        "loops": {},
+    }
+
+
+async def read_session(service: SessionService, user_id: str, session_id: str) -> dict[str, Any]:
+    """Reload one session and return its snapshot form."""
+    try:
+        session = await service.get_session(user_id, session_id)
+    except SteadyloopError as exc:
+        return {"user_id": user_id, "session_id": session_id, "read_error": type(exc).__name__}
+    return {
+        "user_id": session.user_id,
+        "session_id": session.id,
+        "events": [e.to_dict() for e in session.events],
+        "historical_events": [e.to_dict() for e in session.historical_events],
+        "state": {scope: session.scope_state(scope) for scope in SCOPES},
+        "summaries": [s.to_dict() for s in session.summaries],
+    }
+
+
+async def read_sessions(
+    service: SessionService, sessions: Mapping[str, tuple[str, str]]
+) -> dict[str, Any]:
+    """Reload every session of a case: ``{handle: snapshot form}``."""
+    return {
+        handle: await read_session(service, user_id, session_id)
+        for handle, (user_id, session_id) in sessions.items()
+    }
+
+
+async def read_memory(journal: Journal, app: str, users: list[str]) -> dict[str, Any]:
+    """Read every user's memory stream as stored: ``{user: {"entries": [...]}}``."""
+    out: dict[str, Any] = {}
+    for user in users:
+        try:
+            records = await journal.read(app, memory_stream(user))
+        except SteadyloopError as exc:
+            out[user] = {"read_error": type(exc).__name__}
+            continue
+        entries = []
+        for rec in records:
+            entry = dict(rec.payload)
+            if rec.kind != KIND_MEMORY_ENTRY:
+                entry["kind"] = rec.kind
+            entries.append(entry)
+        out[user] = {"entries": entries}
+    return out
+
+
+async def read_loop(journal: Journal, app: str, run_id: str, effects: Mapping[str, int]) -> Any:
+    """Read how a run stands: status, end result (without times) and tool effects."""
+    try:
+        info = await load_run(journal, app, run_id)
+    except SteadyloopError as exc:
+        return {"read_error": type(exc).__name__, "effects": dict(sorted(effects.items()))}
+    result = None
+    if info.state.ended is not None:
+        result = info.state.ended.comparable()
+        result.pop("run_id", None)
+    return {"status": info.status, "result": result, "effects": dict(sorted(effects.items()))}
