@@ -39,7 +39,6 @@ liveness check makes resume after a crash immediate instead of waiting out a lea
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -259,29 +258,12 @@ class _Driver:
             )
 
     async def _append(self, write: StreamWrite) -> None:
-        events = self.pending_events
-        app = self.service.app
-        if not events:
-            await self.journal.append(app, [write])
-        elif len(events) == 1:
-            self.session = await self.service.append_event(self.session, events[0], extra=[write])
+        if self.pending_events:
+            self.session = await self.service.append_event(
+                self.session, list(self.pending_events), extra=[write]
+            )
         else:
-            # Several events in one batch: merge their writes stream by stream.
-            merged: dict[str, StreamWrite] = {}
-            session = self.session
-            for event in events:
-                for w in self.service.event_writes(session, event):
-                    if w.stream in merged:
-                        prev = merged[w.stream]
-                        merged[w.stream] = StreamWrite(
-                            w.stream, [*prev.records, *w.records], prev.expected_next
-                        )
-                    else:
-                        merged[w.stream] = w
-                session = _advance(session, [event], session.version + 1)
-            result = await self.journal.append(app, [*merged.values(), write])
-            head = result.positions[next(iter(merged))][1]
-            self.session = _advance(self.session, events, head)
+            await self.journal.append(self.service.app, [write])
 
     async def _absorb_cancel(self, durable: int) -> None:
         """After a conflict on the run stream: fold cancel requests, or give up."""
@@ -546,12 +528,6 @@ class _Driver:
             await self._end(StopReason.CANCELLED, "the task driving the run was cancelled", None)
         except Exception:
             pass
-
-
-def _advance(session: Session, events: Sequence[Event], version: int) -> Session:
-    successor = dataclasses.replace(session, events=(*session.events, *events), version=version)
-    successor.__dict__["event_ids"] = session.event_ids | {e.id for e in events}
-    return successor
 
 
 def _describe(exc: BaseException) -> str:
