@@ -1,0 +1,194 @@
+"""``steadyloop replay``: run replay cases on several backends and report differences.
+
+Exit codes of ``replay run``: 0 when every backend agrees with every case and with the
+reference, 1 on any unexpected difference, 2 on invalid cases or an unreachable backend.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from steadyloop._errors import CaseError
+from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
+from steadyloop.replay import (
+    Case,
+    Report,
+    bundled_cases,
+    case_schema,
+    default_backends,
+    load_cases,
+    replay,
+    report_schema,
+)
+
+__all__ = ["replay_app"]
+
+replay_app = typer.Typer(
+    help="Run replay cases on every backend and diff what each one stored.",
+    no_args_is_help=True,
+)
+
+CASES_ARG = typer.Argument(
+    help="Case files or directories of *.jsonl cases; the bundled suite when none is given.",
+    show_default=False,
+)
+
+
+def _load(paths: list[Path] | None) -> list[Case]:
+    try:
+        return load_cases(list(paths) if paths else [bundled_cases()])
+    except CaseError as exc:
+        for file, line, field, detail in exc.problems:
+            where = f"{file}:{line}" if line else file
+            err_console.print(f"[red]invalid case[/red] {where}: field {field or '/'}: {detail}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+def _short(value: object, present: bool, width: int = 48) -> str:
+    if not present:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _table(report: Report) -> Table:
+    table = Table(title="Replay: differences per case and backend", show_lines=False)
+    table.add_column("case")
+    for name in report.backends:
+        label = f"{name} (ref)" if name == report.reference else name
+        table.add_column(label, justify="right")
+    table.add_column("status")
+    for case in report.cases:
+        cells = []
+        for name in report.backends:
+            unexpected = sum(1 for d in case.unexpected if d.backend == name)
+            allowed = sum(1 for d in case.differences if d.allowed and d.backend == name)
+            cell = "[green]0[/green]" if not unexpected else f"[red]{unexpected}[/red]"
+            if allowed:
+                cell += f" (+{allowed} allowed)"
+            cells.append(cell)
+        status = "[green]agree[/green]" if case.agrees else "[red]differ[/red]"
+        table.add_row(case.case.case_id, *cells, status)
+    return table
+
+
+@replay_app.command("run")
+def run_command(
+    cases: Annotated[list[Path] | None, CASES_ARG] = None,
+    *,
+    backends: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--backends",
+            "-b",
+            help="Backends, comma-separated or repeated: memory, sqlite, jsonl, postgres, "
+            "redis, mysql, or journal URLs. Default: memory, sqlite, jsonl and each server "
+            "whose STEADYLOOP_<NAME>_URL is set.",
+        ),
+    ] = None,
+    reference: Annotated[
+        str | None, typer.Option(help="The reference backend (default: sqlite, else the first).")
+    ] = None,
+    report_file: Annotated[
+        Path | None, typer.Option("--report", help="Write the JSON report to this file.")
+    ] = None,
+    timings: Annotated[
+        bool, typer.Option("--timings/--no-timings", help="Include the timings section.")
+    ] = True,
+    keep: Annotated[
+        bool, typer.Option(help="Keep each case's namespace and temporary stores.")
+    ] = False,
+    random_ids: Annotated[
+        bool,
+        typer.Option(help="Use random ids and the wall clock instead of deterministic ones."),
+    ] = False,
+) -> None:
+    """Run cases on every backend, compare snapshots, print a table, write a report."""
+    loaded = _load(cases)
+    selected = _split(backends) or default_backends()
+    ids: Literal["sequential", "random"] = "random" if random_ids else "sequential"
+    with Progress(
+        TextColumn("[bold]replay[/bold] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=len(loaded) * len(selected))
+
+        def advance(case_id: str, backend: str) -> None:
+            progress.update(task, advance=1, description=f"{case_id} on {backend}")
+
+        report = run_async(
+            lambda: replay(
+                loaded, selected, reference=reference, keep=keep, ids=ids, progress=advance
+            )
+        )
+    console.print(_table(report))
+    for entry in report.unexpected[:20]:
+        console.print(
+            f"[red]•[/red] {entry.case_id} [bold]{entry.backend}[/bold] vs {entry.reference} "
+            f"{entry.pointer}: {_short(entry.reference_value, entry.reference_present)} → "
+            f"{_short(entry.backend_value, entry.backend_present)}"
+        )
+    if len(report.unexpected) > 20:
+        console.print(f"… and {len(report.unexpected) - 20} more (see the report)")
+    counts = report.counts()
+    console.print(
+        f"{counts['cases_agreeing']}/{counts['cases']} cases agree on "
+        f"{', '.join(report.backends)} (reference {report.reference}); "
+        f"{counts['unexpected']} unexpected, {counts['allowed']} allowed difference(s), "
+        f"{counts['tie_allowances']} tie allowance(s)"
+    )
+    if report.workdir is not None:
+        console.print(f"temporary stores kept in {report.workdir}")
+    if report_file is not None:
+        report_file.write_text(report.to_json(timings=timings), encoding="utf-8")
+        console.print(f"report written to {report_file}")
+    if not report.ok:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+@replay_app.command("check")
+def check_command(cases: Annotated[list[Path] | None, CASES_ARG] = None) -> None:
+    """Check case files without running them (exit 2 if any is invalid)."""
+    loaded = _load(cases)
+    for case in loaded:
+        console.print(f"[green]ok[/green] {case.case_id}: {len(case.operations)} operation(s)")
+
+
+@replay_app.command("list")
+def list_command() -> None:
+    """List the bundled cases."""
+    table = Table(title="Bundled replay cases")
+    table.add_column("case")
+    table.add_column("ops", justify="right")
+    table.add_column("description")
+    for case in load_cases([bundled_cases()]):
+        table.add_row(case.case_id, str(len(case.operations)), case.description)
+    console.print(table)
+
+
+@replay_app.command("schema")
+def schema_command(
+    which: Annotated[str, typer.Argument(help="'case' or 'report'.")] = "case",
+) -> None:
+    """Print the JSON Schema of case records or of reports."""
+    if which not in ("case", "report"):
+        err_console.print("[red]error:[/red] choose 'case' or 'report'")
+        raise typer.Exit(EXIT_UNUSABLE)
+    schema = case_schema() if which == "case" else report_schema()
+    typer.echo(json.dumps(schema, indent=2, ensure_ascii=False, sort_keys=True))
