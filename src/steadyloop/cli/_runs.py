@@ -1,0 +1,305 @@
+"""``steadyloop run``, ``steadyloop resume`` and ``steadyloop runs …``: drive and inspect runs.
+
+Exit codes: 0 when the run completed (or the listing worked); 1 when it stopped for any
+other reason, including ``resume_state_unknown`` (decide with ``steadyloop runs
+resolve``), or the run is finished or busy; 2 when the command could not run: an
+agent path that does not import, an unknown run id, an unreachable journal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.table import Table
+
+from steadyloop._errors import AgentLoadError, RunNotFound
+from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
+from steadyloop.cli._journal import _short, _time
+from steadyloop.journal import open_journal, redact_url
+from steadyloop.loop import (
+    Agent,
+    Happened,
+    NotHappened,
+    RunInfo,
+    RunResult,
+    StopReason,
+    list_runs,
+    load_agent,
+    load_run,
+    request_cancel,
+    resolve,
+    resume,
+    run,
+)
+
+__all__ = ["register", "runs_app"]
+
+T = TypeVar("T")
+
+runs_app = typer.Typer(help="Inspect runs: list them, show one, resolve or cancel it.")
+
+JOURNAL_OPT = typer.Option(
+    "--journal", "-j", help="Journal URL (default: $STEADYLOOP_JOURNAL or sqlite:steadyloop.db)."
+)
+APP_OPT = typer.Option("--app", "-a", help="The app: the journal namespace of the run.")
+JSON_OPT = typer.Option("--json", help="Print JSON instead of a table.")
+
+
+def _agent(path: str) -> Agent:
+    """Import ``module:attribute`` (from the working directory too), or exit 2."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return load_agent(path)
+    except AgentLoadError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+
+
+def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
+    """Like ``run_async``, with an unknown run id as bad input (exit 2)."""
+
+    async def guarded() -> T:
+        try:
+            return await fn(*args)
+        except RunNotFound as exc:
+            err_console.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(EXIT_UNUSABLE) from None
+
+    return run_async(guarded)
+
+
+def _report(result: RunResult, as_json: bool) -> None:
+    if as_json:
+        data = result.comparable() | {"ended_at": result.ended_at}
+        console.print_json(json.dumps(data, ensure_ascii=False), indent=None)
+    else:
+        colour = "green" if result.stop_reason is StopReason.COMPLETED else "yellow"
+        console.print(
+            f"run [bold]{result.run_id}[/bold]: [{colour}]{result.stop_reason.value}[/{colour}] "
+            f"after {result.steps} step(s), {result.actions} action(s), "
+            f"{result.parse_failures} parse failure(s)"
+        )
+        if result.output is not None:
+            console.print(result.output)
+        if result.stop_reason is not StopReason.COMPLETED:
+            console.print(f"[dim]{result.detail}[/dim]")
+        if result.open_intent is not None:
+            console.print(
+                f"decide with: steadyloop runs resolve {result.run_id} {result.open_intent} "
+                "--happened JSON | --not-happened"
+            )
+    if result.stop_reason is not StopReason.COMPLETED:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+def run_command(  # noqa: PLR0917 - typer maps parameters to options
+    agent: Annotated[str, typer.Argument(help="The agent, as module:attribute.")],
+    input: Annotated[str, typer.Argument(help="The user's message.")],
+    journal: Annotated[str | None, JOURNAL_OPT] = None,
+    app: Annotated[str, APP_OPT] = "default",
+    user: Annotated[str, typer.Option("--user", "-u", help="The user the run acts for.")] = "user",
+    session: Annotated[
+        str | None, typer.Option("--session", "-s", help="The session (default: a new one).")
+    ] = None,
+    run_id: Annotated[
+        str | None, typer.Option("--run-id", "-r", help="The run id (default: a new one).")
+    ] = None,
+    as_json: Annotated[bool, JSON_OPT] = False,
+) -> None:
+    """Start a run of AGENT on INPUT; the same --run-id again continues it."""
+    loaded = _agent(agent)
+    rid = run_id or uuid.uuid4().hex
+    sid = session or f"session-{rid}"
+
+    async def go() -> RunResult:
+        async with await open_journal(journal) as j:
+            return await run(loaded, j, app, user, sid, rid, input)
+
+    _report(_call(go), as_json)
+
+
+def resume_command(  # noqa: PLR0917 - typer maps parameters to options
+    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    agent: Annotated[str, typer.Option("--agent", help="The agent, as module:attribute.")],
+    journal: Annotated[str | None, JOURNAL_OPT] = None,
+    app: Annotated[str, APP_OPT] = "default",
+    takeover: Annotated[
+        bool, typer.Option(help="Take over from a claimant on another host known to be gone.")
+    ] = False,
+    as_json: Annotated[bool, JSON_OPT] = False,
+) -> None:
+    """Continue a run from its journal; finished effects are not repeated."""
+    loaded = _agent(agent)
+
+    async def go() -> RunResult:
+        async with await open_journal(journal) as j:
+            return await resume(loaded, j, app, run_id, takeover=takeover)
+
+    _report(_call(go), as_json)
+
+
+@runs_app.command("list")
+def list_command(
+    journal: Annotated[str | None, JOURNAL_OPT] = None,
+    app: Annotated[
+        str | None, typer.Option("--app", "-a", help="Only this app (default: every app).")
+    ] = None,
+    as_json: Annotated[bool, JSON_OPT] = False,
+) -> None:
+    """List the runs of a journal with their status."""
+
+    async def go() -> list[RunInfo]:
+        async with await open_journal(journal) as j:
+            return await list_runs(j, app)
+
+    runs = _call(go)
+    if as_json:
+        for info in runs:
+            console.print_json(json.dumps(_summary(info), ensure_ascii=False), indent=None)
+        return
+    if not runs:
+        console.print(f"no runs in {redact_url(journal or '') or 'the default journal'}")
+        return
+    table = Table(title="runs", title_justify="left")
+    for col in ("app", "run", "status", "steps", "actions", "user", "session", "started (UTC)"):
+        table.add_column(col, overflow="fold")
+    for info in runs:
+        s = _summary(info)
+        table.add_row(
+            info.app,
+            info.run_id,
+            str(s["status"]),
+            str(s["steps"]),
+            str(s["actions"]),
+            str(s["user_id"]),
+            str(s["session_id"]),
+            _time(info.records[0].record.time),
+        )
+    console.print(table)
+
+
+def _summary(info: RunInfo) -> dict[str, Any]:
+    state = info.state
+    return {
+        "app": info.app,
+        "run_id": info.run_id,
+        "status": info.status,
+        "agent": state.started.get("agent"),
+        "user_id": state.started.get("user_id"),
+        "session_id": state.started.get("session_id"),
+        "steps": state.steps,
+        "actions": state.actions,
+        "parse_failures": state.parse_failures,
+        "open_intent": None if state.open_intent is None else state.open_intent["intent_id"],
+        "output": None if state.ended is None else state.ended.output,
+        "detail": None if state.ended is None else state.ended.detail,
+    }
+
+
+@runs_app.command("show")
+def show_command(
+    run_id: Annotated[str, typer.Argument(help="The run.")],
+    journal: Annotated[str | None, JOURNAL_OPT] = None,
+    app: Annotated[str, APP_OPT] = "default",
+    as_json: Annotated[bool, JSON_OPT] = False,
+) -> None:
+    """Show a run's status and every record of its stream."""
+
+    async def go() -> RunInfo:
+        async with await open_journal(journal) as j:
+            return await load_run(j, app, run_id)
+
+    info = _call(go)
+    if as_json:
+        data = _summary(info) | {"records": [r.record.to_dict() for r in info.records]}
+        console.print_json(json.dumps(data, ensure_ascii=False), indent=None)
+        return
+    s = _summary(info)
+    console.print(
+        f"run [bold]{run_id}[/bold] in app {app!r}: {s['status']} — agent {s['agent']!r}, "
+        f"user {s['user_id']!r}, session {s['session_id']!r}, {s['steps']} step(s), "
+        f"{s['actions']} action(s)"
+    )
+    if s["open_intent"]:
+        console.print(f"open intent: {s['open_intent']} (may or may not have happened)")
+    table = Table(title=f"{app} / {info.records[0].stream}", title_justify="left")
+    for col in ("seq", "time (UTC)", "kind", "payload"):
+        table.add_column(col, overflow="fold")
+    for r in info.records:
+        table.add_row(str(r.seq), _time(r.record.time), r.kind, _short(dict(r.payload), 100))
+    console.print(table)
+
+
+@runs_app.command("resolve")
+def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
+    run_id: Annotated[str, typer.Argument(help="The run.")],
+    intent_id: Annotated[str, typer.Argument(help="The open intent.")],
+    happened: Annotated[
+        str | None,
+        typer.Option("--happened", help="It happened; its outcome as JSON (the observation)."),
+    ] = None,
+    error: Annotated[
+        str | None, typer.Option("--error", help="It happened and failed with this error.")
+    ] = None,
+    not_happened: Annotated[
+        bool, typer.Option("--not-happened", help="It did not happen: resume does it again.")
+    ] = False,
+    note: Annotated[str, typer.Option(help="Why you decided so.")] = "",
+    journal: Annotated[str | None, JOURNAL_OPT] = None,
+    app: Annotated[str, APP_OPT] = "default",
+) -> None:
+    """Record your decision about an intent that has no result, then resume the run."""
+    chosen = sum([happened is not None or error is not None, not_happened])
+    if chosen != 1:
+        err_console.print(
+            "[red]error:[/red] give exactly one of --happened/--error or --not-happened"
+        )
+        raise typer.Exit(EXIT_UNUSABLE)
+    outcome: Happened | NotHappened
+    if not_happened:
+        outcome = NotHappened(note)
+    else:
+        try:
+            value = None if happened is None else json.loads(happened)
+        except ValueError as exc:
+            err_console.print(f"[red]error:[/red] --happened is not JSON: {exc}")
+            raise typer.Exit(EXIT_UNUSABLE) from None
+        outcome = Happened(value, error=error, note=note)
+
+    async def go() -> None:
+        async with await open_journal(journal) as j:
+            await resolve(j, app, run_id, intent_id, outcome)
+
+    _call(go)
+    console.print(f"recorded; continue with: steadyloop resume {run_id} --agent MODULE:ATTR")
+
+
+@runs_app.command("cancel")
+def cancel_command(
+    run_id: Annotated[str, typer.Argument(help="The run.")],
+    reason: Annotated[str, typer.Option(help="Why.")] = "",
+    journal: Annotated[str | None, JOURNAL_OPT] = None,
+    app: Annotated[str, APP_OPT] = "default",
+) -> None:
+    """Ask a run to stop; it ends ``cancelled`` at its next write (or when resumed)."""
+
+    async def go() -> None:
+        async with await open_journal(journal) as j:
+            await request_cancel(j, app, run_id, reason)
+
+    _call(go)
+    console.print(f"cancel requested for run {run_id}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``run``, ``resume`` and the ``runs`` group to the ``steadyloop`` app."""
+    app.command("run")(run_command)
+    app.command("resume")(resume_command)
+    app.add_typer(runs_app, name="runs")
