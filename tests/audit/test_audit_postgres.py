@@ -1,0 +1,72 @@
+"""Several workers on the real PostgreSQL server never hold the same task at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backends import server_store
+from steadyloop.audit import TaskSpec, TaskStatus, open_queue
+
+pytestmark = pytest.mark.server
+
+HERE = Path(__file__).parent
+
+
+async def test_four_processes_never_hold_one_task_at_the_same_time(tmp_path: Path) -> None:
+    """Four claimer processes cycling through 12 tasks for 3 s never hold one task in overlapping intervals."""
+    async with server_store("postgres") as (url, _):
+        queue = await open_queue(url)
+        try:
+            await queue.submit_many([TaskSpec(prompt="p", task_id=f"k{i:02d}") for i in range(12)])
+        finally:
+            await queue.close()
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(HERE / "audit_pg_claimer.py"), url, f"w{n}", "3", str(tmp_path / f"w{n}.json")]
+            )
+            for n in range(4)
+        ]
+        for p in procs:
+            assert p.wait(timeout=60) == 0
+        holds = []
+        for n in range(4):
+            holds.extend(json.loads((tmp_path / f"w{n}.json").read_text()))
+        assert len({w for _, w, _, _ in holds}) == 4, "every worker got work"
+        assert len(holds) > 100
+        by_task: dict[str, list[tuple[float, float, str]]] = {}
+        for task, worker, start, end in holds:
+            by_task.setdefault(task, []).append((start, end, worker))
+        for task, spans in by_task.items():
+            spans.sort()
+            for (_, end, w1), (start, _, w2) in zip(spans, spans[1:], strict=False):
+                assert start >= end, f"{task} held by {w1} and {w2} at once"
+
+
+async def test_a_locked_row_is_skipped_not_waited_for() -> None:
+    """While another transaction locks the best task's row, a claim returns the next task at once."""
+    import psycopg
+
+    async with server_store("postgres") as (url, prefix):
+        queue = await open_queue(url)
+        try:
+            await queue.submit(TaskSpec(prompt="p", task_id="first", priority=9))
+            await queue.submit(TaskSpec(prompt="p", task_id="second"))
+            conninfo = url.split("?", 1)[0]
+            async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+                await conn.execute(
+                    f"SELECT 1 FROM {prefix}audit_tasks WHERE task_id = 'first' FOR UPDATE"
+                )
+                claim = await queue.claim("w", 30)
+                assert claim is not None and claim.task_id == "second"
+                assert await queue.claim("w", 30) is None
+                await conn.rollback()
+            claim = await queue.claim("w", 30)
+            assert claim is not None and claim.task_id == "first"
+            assert (await queue.get("first")).status is TaskStatus.RUNNING
+        finally:
+            await queue.close()
