@@ -9,7 +9,7 @@ import typer
 
 from steadyloop.cli._journal import journal_app
 from steadyloop.cli._replay import replay_app
-from steadyloop.cli._runs import register as register_runs
+from steadyloop.cli._runs import register as _register_runs
 
 __all__ = ["app", "main"]
 
@@ -21,7 +21,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 app.add_typer(journal_app, name="journal")
-register_runs(app)
+_register_runs(app)
 app.add_typer(replay_app, name="replay")
 
 
