@@ -350,6 +350,10 @@ class _RecordingClock:
 
     def now_us(self) -> int:
         value = self.inner.now_us()
+        if self.values and value <= self.values[-1]:
+            # A wall clock may repeat a microsecond (or step back); readings must be
+            # distinct and rising for their positions to be tokens.
+            value = self.values[-1] + 1
         self.values.append(value)
         return value
 

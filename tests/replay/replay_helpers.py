@@ -1,0 +1,57 @@
+"""Helpers for the replay tests: backends on a test store, and flawed journals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from steadyloop.journal import Journal, StreamWrite, open_journal
+from steadyloop.records import Record, StoredRecord
+from steadyloop.replay import Backend, ForwardingJournal
+
+WriteFlaw = Callable[[str, Record], list[Record]]
+ReadFlaw = Callable[[str, list[StoredRecord]], list[StoredRecord]]
+
+
+def backend_at(url: str, name: str) -> Backend:
+    """A clean backend on the store ``url`` names."""
+    return Backend.from_url(url, name)
+
+
+class Flawed(ForwardingJournal):
+    """A journal that stores (or returns) something other than what it was given."""
+
+    def __init__(self, inner: Journal, write: WriteFlaw | None, read: ReadFlaw | None) -> None:
+        super().__init__(inner)
+        self.write_flaw = write
+        self.read_flaw = read
+
+    def on_write(self, namespace: str, writes: list[StreamWrite]) -> list[StreamWrite]:
+        if self.write_flaw is None:
+            return writes
+        out = []
+        for w in writes:
+            records = [r2 for r in w.records for r2 in self.write_flaw(w.stream, r)]
+            out.append(StreamWrite(w.stream, records, w.expected_next))
+        return out
+
+    def on_read(
+        self, namespace: str, stream: str, records: list[StoredRecord]
+    ) -> list[StoredRecord]:
+        return records if self.read_flaw is None else self.read_flaw(stream, records)
+
+
+def flawed_at(
+    url: str, name: str, *, write: WriteFlaw | None = None, read: ReadFlaw | None = None
+) -> Backend:
+    """A backend on the store ``url`` names, seen through a flaw."""
+
+    async def opener() -> Journal:
+        return Flawed(await open_journal(url), write, read)
+
+    return Backend(name, opener)
+
+
+def with_payload(record: Record, payload: dict[str, Any]) -> Record:
+    """The same record with another payload."""
+    return Record(kind=record.kind, payload=payload, id=record.id, time=record.time)
