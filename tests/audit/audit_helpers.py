@@ -30,7 +30,9 @@ def goal_spec(task_id: str = "t1", budget: int = 3, **kw: Any) -> TaskSpec:
     return TaskSpec(
         prompt=kw.pop("prompt", f"Write the answer for {task_id}."),
         task_id=task_id,
-        goal=GoalSpec(goal="answer.txt holds 42", verify=VerifySpec(("check",)), round_budget=budget),
+        goal=GoalSpec(
+            goal="answer.txt holds 42", verify=VerifySpec(("check",)), round_budget=budget
+        ),
         **kw,
     )
 
@@ -101,12 +103,22 @@ def states_by_status() -> dict[str, TaskState]:
         "running/verified": [submitted, claimed, started, finished, verified],
         "running/audited": [submitted, claimed, started, finished, verified, audited_ok],
         "completed": [
-            submitted, claimed, started, finished, verified, audited_ok,
+            submitted,
+            claimed,
+            started,
+            finished,
+            verified,
+            audited_ok,
             ("task.completed", {"round": 1}),
         ],
         "needs-human": [submitted, claimed, ("task.needs_human", {"reason": "x"})],
         "goal-unmet": [
-            submitted, claimed, started, finished, verified, audited_ok,
+            submitted,
+            claimed,
+            started,
+            finished,
+            verified,
+            audited_ok,
             ("task.goal_unmet", {"round": 1}),
         ],
         "blocked": [submitted, ("task.blocked", {"dependency": "d"})],

@@ -10,6 +10,7 @@ import json
 import random
 import sys
 import time
+from pathlib import Path
 
 from steadyloop.audit import TaskStatus, open_queue
 
@@ -33,8 +34,7 @@ async def main(url: str, worker: str, seconds: float, log: str) -> None:
             )
     finally:
         await queue.close()
-    with open(log, "w", encoding="utf-8") as fh:
-        json.dump(holds, fh)
+    Path(log).write_text(json.dumps(holds), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -27,7 +28,14 @@ async def test_four_processes_never_hold_one_task_at_the_same_time(tmp_path: Pat
             await queue.close()
         procs = [
             subprocess.Popen(
-                [sys.executable, str(HERE / "audit_pg_claimer.py"), url, f"w{n}", "3", str(tmp_path / f"w{n}.json")]
+                [
+                    sys.executable,
+                    str(HERE / "audit_pg_claimer.py"),
+                    url,
+                    f"w{n}",
+                    "3",
+                    str(tmp_path / f"w{n}.json"),
+                ]
             )
             for n in range(4)
         ]
@@ -43,7 +51,7 @@ async def test_four_processes_never_hold_one_task_at_the_same_time(tmp_path: Pat
             by_task.setdefault(task, []).append((start, end, worker))
         for task, spans in by_task.items():
             spans.sort()
-            for (_, end, w1), (start, _, w2) in zip(spans, spans[1:], strict=False):
+            for (_, end, w1), (start, _, w2) in itertools.pairwise(spans):
                 assert start >= end, f"{task} held by {w1} and {w2} at once"
 
 

@@ -79,7 +79,10 @@ async def test_unknown_dependency_and_cycles_queue_nothing(queue: TaskQueue) -> 
     """An unknown dependency or a cycle in a batch refuses the whole batch."""
     with pytest.raises(TaskSpecError, match="depends on 'ghost', which is not a known task"):
         await queue.submit_many(
-            [TaskSpec(prompt="p", task_id="ok"), TaskSpec(prompt="p", task_id="b", depends_on=("ghost",))]
+            [
+                TaskSpec(prompt="p", task_id="ok"),
+                TaskSpec(prompt="p", task_id="b", depends_on=("ghost",)),
+            ]
         )
     with pytest.raises(TaskSpecError, match="dependency cycle: a → b → a"):
         await queue.submit_many(

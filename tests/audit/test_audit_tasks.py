@@ -145,7 +145,7 @@ def test_resume_and_results_must_name_the_open_round() -> None:
 
 
 def test_audit_round_must_be_the_next() -> None:
-    """audited must carry the next audit round number."""
+    """Audited must carry the next audit round number."""
     with pytest.raises(IllegalTransition, match="next audit round is 1"):
         copy.deepcopy(STATES["running/verified"]).apply(
             "task.audited", {"round": 1, "audit_round": 3, "passed": True}
@@ -273,7 +273,9 @@ def test_dependency_checks_find_unknown_tasks_and_cycles() -> None:
 
 def test_spec_round_trips_through_json_byte_for_byte() -> None:
     """to_json/from_json keep every field, so the stored prompt and goal are exactly as given."""
-    spec = goal_spec("t1", prompt="Ünïcode prompt\n\twith  spaces ", priority=5, metadata={"k": [1]})
+    spec = goal_spec(
+        "t1", prompt="Ünïcode prompt\n\twith  spaces ", priority=5, metadata={"k": [1]}
+    )
     again = TaskSpec.from_json(spec.to_json())
     assert again == spec
     assert again.prompt.encode() == spec.prompt.encode()

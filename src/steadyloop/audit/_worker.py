@@ -395,6 +395,11 @@ class Worker:
             state = result
         elif state.phase == "running":
             assert state.run_id is not None
+            if await self._driven_elsewhere(state.run_id):
+                await self._release(
+                    claim, state, "the round's run is still driven by a live process"
+                )
+                return
             preamble = compose_preamble(
                 packet, resume_round=state.round, lost_worker=lost_worker or "unknown"
             )
@@ -419,6 +424,25 @@ class Worker:
                 return
             state = result
         await self._finish_round(claim, state, spec, workdir)
+
+    async def _driven_elsewhere(self, run_id: str) -> bool:
+        """Whether a live driver (a task here, or a process on this host) holds the run.
+
+        A driver on another host cannot be checked from here; the expired lease is the
+        evidence that it is gone, and the resume takes the run over.
+        """
+        try:
+            info = await load_run(self.board.journal, self.board.app, run_id)
+        except RunNotFound:
+            return False
+        owner = info.state.owner
+        return info.status == "running" and owner is not None and owner.same_host()
+
+    async def _release(self, claim: Claim, state: TaskState, reason: str) -> None:
+        """Give the task back untouched, to be tried again after a lease's time."""
+        state = await self._write(state, [(TaskEvent.RELEASED, {"reason": reason})])
+        await self._settle(claim, state, TaskStatus.QUEUED, delay=self.lease)
+        self._emit("released", claim.task_id, reason)
 
     async def _drive(
         self,
@@ -474,10 +498,7 @@ class Worker:
             assert ended is not None
             outcome = ended
         except RunBusy as exc:
-            reason = f"the run is still driven elsewhere: {exc}"
-            state = await self._write(state, [(TaskEvent.RELEASED, {"reason": reason})])
-            await self._settle(claim, state, TaskStatus.QUEUED, delay=self.lease)
-            self._emit("released", claim.task_id, reason)
+            await self._release(claim, state, f"the run is still driven elsewhere: {exc}")
             return None
         except LoopError as exc:
             reason = f"the run could not go on: {exc}"
