@@ -1,0 +1,87 @@
+"""``steadyloop replay run`` exits 0 when all agree, 1 on a difference, 2 on bad input or backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+
+from steadyloop.replay import bundled_cases, report_schema
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("STEADYLOOP_")}
+    full.update(env or {})
+    full["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "steadyloop", "replay", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_exit_0_when_every_backend_agrees(tmp_path: Path) -> None:
+    """The bundled suite on the embedded backends exits 0 and writes a schema-valid report."""
+    report = tmp_path / "report.json"
+    out = _cli("run", "--backends", "memory,sqlite", "-b", "jsonl", "--report", str(report))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "single_turn" in out.stdout and "agree" in out.stdout
+    data = json.loads(report.read_text(encoding="utf-8"))
+    jsonschema.validate(data, report_schema())
+    assert data["ok"] is True and data["backends"] == ["memory", "sqlite", "jsonl"]
+    assert "timings" in data
+
+
+def test_exit_1_on_an_unexpected_difference(tmp_path: Path) -> None:
+    """A case whose expectation the stored data contradicts exits 1 and names the pointer."""
+    source = (bundled_cases() / "single_turn.jsonl").read_text(encoding="utf-8").splitlines()
+    source[0] = source[0].replace("It opens at 9:30.", "It opens at 10:00.")
+    case = tmp_path / "wrong.jsonl"
+    case.write_text("\n".join(source) + "\n", encoding="utf-8")
+    report = tmp_path / "report.json"
+    out = _cli("run", str(case), "-b", "memory,sqlite", "--report", str(report), "--no-timings")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "/sessions/s1/events/1/parts/0/text" in out.stdout
+    data = json.loads(report.read_text(encoding="utf-8"))
+    jsonschema.validate(data, report_schema())
+    assert data["ok"] is False and "timings" not in data
+
+
+def test_exit_2_on_an_invalid_case(tmp_path: Path) -> None:
+    """An invalid case exits 2 with its file, line and field, and no traceback."""
+    case = tmp_path / "bad.jsonl"
+    case.write_text('{"op": "case", "case_id": "x", "description": "d"}\n{"op": "nope"}\n')
+    out = _cli("run", str(case), "-b", "memory")
+    assert out.returncode == 2
+    assert f"{case}:2" in out.stderr and "/op" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_exit_2_on_an_unreachable_or_unknown_backend() -> None:
+    """An unreachable server, an unknown name or an unset server variable exits 2 before running."""
+    out = _cli("run", "-b", "memory,redis://127.0.0.1:1/0")
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "Traceback" not in out.stderr
+    out = _cli("run", "-b", "oracle")
+    assert out.returncode == 2 and "unknown backend" in out.stderr
+    out = _cli("run", "-b", "postgres")
+    assert out.returncode == 2 and "STEADYLOOP_POSTGRES_URL" in out.stderr
+
+
+def test_check_list_and_schema_commands() -> None:
+    """The check command validates cases, list shows the suite, schema prints both schemas."""
+    assert _cli("check").returncode == 0
+    listed = _cli("list")
+    assert listed.returncode == 0 and "loop_crash_resume" in listed.stdout
+    for which in ("case", "report"):
+        out = _cli("schema", which)
+        assert out.returncode == 0
+        jsonschema.Draft202012Validator.check_schema(json.loads(out.stdout))
+    assert _cli("schema", "nope").returncode == 2
