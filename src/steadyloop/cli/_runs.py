@@ -78,7 +78,7 @@ def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
 def _report(result: RunResult, as_json: bool) -> None:
     if as_json:
         data = result.comparable() | {"ended_at": result.ended_at}
-        console.print_json(json.dumps(data, ensure_ascii=False), indent=None)
+        typer.echo(json.dumps(data, ensure_ascii=False))
     else:
         colour = "green" if result.stop_reason is StopReason.COMPLETED else "yellow"
         console.print(
@@ -162,7 +162,7 @@ def list_command(
     runs = _call(go)
     if as_json:
         for info in runs:
-            console.print_json(json.dumps(_summary(info), ensure_ascii=False), indent=None)
+            typer.echo(json.dumps(_summary(info), ensure_ascii=False))
         return
     if not runs:
         console.print(f"no runs in {redact_url(journal or '') or 'the default journal'}")
@@ -219,7 +219,7 @@ def show_command(
     info = _call(go)
     if as_json:
         data = _summary(info) | {"records": [r.record.to_dict() for r in info.records]}
-        console.print_json(json.dumps(data, ensure_ascii=False), indent=None)
+        typer.echo(json.dumps(data, ensure_ascii=False))
         return
     s = _summary(info)
     console.print(
