@@ -142,6 +142,8 @@ def apply_preamble(text: str, preamble: str | None) -> str:
     """
     if preamble is None:
         return text
+    if text.startswith(f"{preamble}\n\n"):
+        return text
     return f"{preamble}\n\n{_strip(text)}"
 
 

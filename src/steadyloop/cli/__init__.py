@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import typer
 
+from steadyloop.cli._audit import audit_app
 from steadyloop.cli._journal import journal_app
 from steadyloop.cli._replay import replay_app
 from steadyloop.cli._runs import register as _register_runs
@@ -23,6 +24,7 @@ app = typer.Typer(
 app.add_typer(journal_app, name="journal")
 _register_runs(app)
 app.add_typer(replay_app, name="replay")
+app.add_typer(audit_app, name="audit")
 
 
 def main() -> None:

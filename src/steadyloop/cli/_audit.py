@@ -1,0 +1,358 @@
+"""``steadyloop audit``: submit tasks, run workers, see where tasks are and what happened."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from steadyloop._errors import TaskNotFound, TaskSpecError
+from steadyloop.audit import (
+    DEFAULT_APP,
+    GoalSpec,
+    Packet,
+    SubprocessExecutor,
+    TaskBoard,
+    TaskSpec,
+    TaskStatus,
+    Verifier,
+    VerifySpec,
+    Worker,
+    WorkerEvent,
+)
+from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
+from steadyloop.journal import DEFAULT_URL
+from steadyloop.loop import load_agent
+
+__all__ = ["audit_app"]
+
+audit_app = typer.Typer(
+    help="The audit loop: submit tasks, run workers, show status and trails.",
+    no_args_is_help=True,
+)
+
+STORE = typer.Option(
+    "--store",
+    "-s",
+    envvar="STEADYLOOP_AUDIT_STORE",
+    help="Where the queue and the trails live: sqlite:FILE or postgresql://…",
+)
+APP = typer.Option("--app", help="The journal namespace of trails and runs.")
+
+
+def _time(us: int) -> str:
+    stamp = dt.datetime.fromtimestamp(us / 1_000_000, tz=dt.UTC)
+    return stamp.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {message}")
+    return typer.Exit(code)
+
+
+def _load_specs(path: str) -> list[TaskSpec]:
+    text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    stripped = text.strip()
+    if stripped.startswith("["):
+        items = json.loads(stripped)
+    elif stripped.startswith("{") and "\n" not in stripped:
+        items = [json.loads(stripped)]
+    else:
+        items = [json.loads(line) for line in text.splitlines() if line.strip()]
+    specs = []
+    for n, item in enumerate(items, 1):
+        try:
+            specs.append(TaskSpec.from_json(item))
+        except TaskSpecError as exc:
+            raise TaskSpecError(f"{path}: task {n}: {exc}", field=exc.field) from None
+    return specs
+
+
+@audit_app.command("submit")
+def submit(  # noqa: PLR0917 - typer reads the parameters
+    prompt: Annotated[str | None, typer.Option("--prompt", "-p", help="What to do.")] = None,
+    file: Annotated[
+        str | None,
+        typer.Option(
+            "--file", "-f", help="Task specs as JSON, a JSON list, or JSONL ('-': stdin)."
+        ),
+    ] = None,
+    task_id: Annotated[str | None, typer.Option("--id", help="The task id.")] = None,
+    priority: Annotated[int, typer.Option(help="Higher runs first.")] = 0,
+    depends_on: Annotated[
+        list[str] | None,
+        typer.Option("--depends-on", "-d", help="A task that must complete first."),
+    ] = None,
+    key: Annotated[str | None, typer.Option("--key", help="Idempotency key.")] = None,
+    goal: Annotated[str | None, typer.Option(help="Goal mode: what must be true.")] = None,
+    verify: Annotated[
+        str | None, typer.Option(help="Goal mode: the command that checks the goal.")
+    ] = None,
+    rounds: Annotated[int, typer.Option(help="Goal mode: the round budget.")] = 3,
+    audit_rounds: Annotated[int, typer.Option(help="Audit rounds before a person.")] = 3,
+    workdir: Annotated[str | None, typer.Option(help="The folder the task works in.")] = None,
+    store: Annotated[str, STORE] = DEFAULT_URL,
+    app: Annotated[str, APP] = DEFAULT_APP,
+) -> None:
+    """Queue a task (or the tasks of a file) and print each task's id."""
+    try:
+        if file is not None:
+            if prompt is not None:
+                raise _fail("give --prompt or --file, not both")
+            specs = _load_specs(file)
+        else:
+            goal_spec = None
+            if goal is not None or verify is not None:
+                if goal is None or verify is None:
+                    raise TaskSpecError("goal mode needs both --goal and --verify", field="goal")
+                goal_spec = GoalSpec(goal, VerifySpec(verify), round_budget=rounds)  # type: ignore[arg-type]
+            specs = [
+                TaskSpec(
+                    prompt=prompt or "",
+                    task_id=task_id,
+                    priority=priority,
+                    depends_on=tuple(depends_on or ()),
+                    idempotency_key=key,
+                    goal=goal_spec,
+                    max_audit_rounds=audit_rounds,
+                    workdir=workdir,
+                )
+            ]
+    except TaskSpecError as exc:
+        raise _fail(str(exc)) from None
+    except (OSError, ValueError) as exc:
+        raise _fail(f"cannot read the task specs: {exc}") from None
+    run_async(_submit, store, app, specs)
+
+
+async def _submit(store: str, app: str, specs: list[TaskSpec]) -> None:
+    async with await TaskBoard.open(store, app=app) as board:
+        try:
+            results = await board.submit_many(specs)
+        except TaskSpecError as exc:
+            raise _fail(str(exc)) from None
+    for r in results:
+        console.print(f"{r.task_id}  {'duplicate (already queued)' if r.duplicate else 'queued'}")
+
+
+@audit_app.command("work")
+def work(  # noqa: PLR0917 - typer reads the parameters
+    agent: Annotated[str, typer.Option("--agent", "-a", help="The agent, as module:attribute.")],
+    workers: Annotated[int, typer.Option("--workers", "-n", min=1, help="Workers to run.")] = 1,
+    lease: Annotated[float, typer.Option(help="Seconds a claim lasts without a heartbeat.")] = 30.0,
+    scratch: Annotated[
+        str | None, typer.Option(help="Where scratch folders for tasks are made.")
+    ] = None,
+    allow_env: Annotated[
+        list[str] | None,
+        typer.Option("--allow-env", help="A variable verify commands may inherit."),
+    ] = None,
+    forever: Annotated[
+        bool,
+        typer.Option("--forever", help="Keep waiting for tasks instead of stopping when idle."),
+    ] = False,
+    store: Annotated[str, STORE] = DEFAULT_URL,
+    app: Annotated[str, APP] = DEFAULT_APP,
+) -> None:
+    """Run N workers on the queue, showing progress, until no task is left (or forever)."""
+    try:
+        loaded = load_agent(agent)
+    except Exception as exc:
+        raise _fail(str(exc)) from None
+    run_async(_work, store, app, loaded, workers, lease, scratch, allow_env or [], forever)
+
+
+async def _work(  # noqa: PLR0917 - called through run_async, positionally
+    store: str,
+    app: str,
+    agent: Any,
+    n: int,
+    lease: float,
+    scratch: str | None,
+    allow_env: list[str],
+    forever: bool,
+) -> None:
+    async with await TaskBoard.open(store, app=app) as board:
+        counts = await board.counts()
+        total = sum(counts.values())
+        done = sum(v for k, v in counts.items() if k.terminal)
+        progress = Progress(
+            TextColumn("[bold]tasks"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=console,
+            transient=False,
+        )
+        bar = progress.add_task("", total=total, completed=done)
+        final = {"completed", "needs-human", "goal-unmet", "blocked"}
+
+        def on_event(event: WorkerEvent) -> None:
+            if event.kind in final:
+                progress.advance(bar)
+            if event.kind in final | {"pushed_back", "resumed", "lease-lost", "error", "released"}:
+                progress.console.print(
+                    f"[dim]{escape(event.worker)}[/dim] {escape(str(event.task_id))}: "
+                    f"[bold]{event.kind}[/bold] {escape(event.detail)}"
+                )
+            progress.update(bar, description=f"{event.task_id} {event.kind}")
+
+        verifier = Verifier(SubprocessExecutor(allow_env=allow_env))
+        crew = [
+            Worker(
+                board,
+                agent,
+                worker_id=f"{socket.gethostname()}:{os.getpid()}:w{i}",
+                verifier=verifier,
+                scratch_root=scratch,
+                lease=lease,
+                on_event=on_event,
+            )
+            for i in range(n)
+        ]
+        with progress:
+            await asyncio.gather(*(w.run(until_idle=not forever) for w in crew))
+        counts = await board.counts()
+    summary = ", ".join(f"{v} {k.value}" for k, v in counts.items() if v)
+    console.print(f"done: {summary or 'no tasks'}")
+    errors = [e for w in crew for e in w.errors]
+    if errors:
+        raise _fail(f"{len(errors)} round(s) failed with errors; see above", EXIT_PROBLEM)
+
+
+@audit_app.command("status")
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per task.")] = False,
+    store: Annotated[str, STORE] = DEFAULT_URL,
+    app: Annotated[str, APP] = DEFAULT_APP,
+) -> None:
+    """Show every task: status, priority, rounds, audits, claims, owner and why."""
+    run_async(_status, store, app, as_json)
+
+
+async def _status(store: str, app: str, as_json: bool) -> None:
+    async with await TaskBoard.open(store, app=app) as board:
+        tasks = await board.tasks()
+    if as_json:
+        for t in tasks:
+            line = {
+                "task_id": t.task_id,
+                "status": t.status.value,
+                "priority": t.priority,
+                "round": t.round,
+                "audit_rounds": t.audit_rounds,
+                "attempts": t.attempts,
+                "owner": t.owner,
+                "detail": t.detail,
+            }
+            console.print_json(json.dumps(line, ensure_ascii=False), indent=None)
+        return
+    table = Table(title=f"tasks in {store}", title_justify="left")
+    for col in ("task", "status", "prio", "round", "audits", "claims", "owner", "detail"):
+        table.add_column(col, overflow="fold")
+    colours = {
+        TaskStatus.COMPLETED: "green",
+        TaskStatus.NEEDS_HUMAN: "red",
+        TaskStatus.GOAL_UNMET: "red",
+        TaskStatus.BLOCKED: "yellow",
+        TaskStatus.RUNNING: "cyan",
+        TaskStatus.QUEUED: "white",
+    }
+    for t in tasks:
+        table.add_row(
+            t.task_id,
+            f"[{colours[t.status]}]{t.status.value}[/]",
+            str(t.priority),
+            str(t.round),
+            str(t.audit_rounds),
+            str(t.attempts),
+            t.owner or "",
+            escape(t.detail),
+        )
+    console.print(table if tasks else "no tasks")
+
+
+def _summary(kind: str, payload: dict[str, Any]) -> str:
+    short = kind.removeprefix("task.")
+    if short == "submitted":
+        spec = payload.get("spec") or {}
+        return str(spec.get("prompt", ""))[:80]
+    if short in ("claimed", "lease_lost"):
+        return f"worker {payload.get('worker')}"
+    if short in ("round_started", "round_resumed"):
+        return f"round {payload.get('round')}, run {payload.get('run_id')}"
+    if short == "run_finished":
+        return f"{payload.get('stop_reason')}: {str(payload.get('output') or '')[:60]}"
+    if short == "verified":
+        return f"{'passed' if payload.get('passed') else 'FAILED'}: {payload.get('summary')}"
+    if short == "audited":
+        findings = payload.get("findings") or []
+        ids = ", ".join(str(f.get("id")) for f in findings)
+        return f"audit {payload.get('audit_round')}: {len(findings)} finding(s) {ids}".strip()
+    return str(payload.get("reason") or payload.get("detail") or "")
+
+
+@audit_app.command("show")
+def show(
+    task: Annotated[str, typer.Argument(help="The task id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per record.")] = False,
+    store: Annotated[str, STORE] = DEFAULT_URL,
+    app: Annotated[str, APP] = DEFAULT_APP,
+) -> None:
+    """Show a task's trail: every transition, in order."""
+    run_async(_show, store, app, task, as_json)
+
+
+async def _show(store: str, app: str, task: str, as_json: bool) -> None:
+    async with await TaskBoard.open(store, app=app) as board:
+        try:
+            row = await board.get(task)
+        except TaskNotFound as exc:
+            raise _fail(str(exc), EXIT_PROBLEM) from None
+        trail = await board.trail(task)
+    if as_json:
+        for r in trail:
+            line = {"seq": r.seq, **r.record.to_dict()}
+            console.print_json(json.dumps(line, ensure_ascii=False), indent=None)
+        return
+    table = Table(
+        title=f"task {task}: {row.status.value} after {row.round} round(s), "
+        f"{row.audit_rounds} audit(s)",
+        title_justify="left",
+    )
+    for col in ("seq", "time (UTC)", "event", "round", "what"):
+        table.add_column(col, overflow="fold")
+    for r in trail:
+        payload = dict(r.payload)
+        table.add_row(
+            str(r.seq),
+            _time(r.record.time),
+            r.kind.removeprefix("task."),
+            str(payload.get("round", "")),
+            escape(_summary(r.kind, payload)),
+        )
+    console.print(table)
+    last_packet = next(
+        (r.payload.get("packet") for r in reversed(trail) if r.kind == "task.pushed_back"), None
+    )
+    if isinstance(last_packet, dict):
+        console.print("[bold]last packet[/bold]")
+        packet = Packet.from_json(last_packet)
+        for f in packet.findings:
+            console.print(
+                escape(
+                    f"  [{f.severity.value}] {f.id} ({f.kind.value}, gate {f.gate.value}): "
+                    f"{f.title}\n    acceptance: {f.acceptance}"
+                )
+            )
