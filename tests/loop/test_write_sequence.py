@@ -6,6 +6,7 @@ from loop_helpers import APP, RecordingJournal, deterministic, standard_agent
 
 from steadyloop.journal import MemoryJournal
 from steadyloop.loop import Agent, ModelReply, ReplayPolicy, ScriptedModel, ToolRegistry, run
+from steadyloop.sessions import SessionService
 
 RUN = '["run","r1"]'
 SESSION = '["session","ada","s1"]'
@@ -67,3 +68,40 @@ async def test_standard_run_payloads_carry_intent_ids_and_policies() -> None:
     assert results[7]["error"] == "ValueError: the tool broke"
     assert records[-1].kind == "run.ended"
     assert records[-1].payload["stop_reason"] == "completed"
+
+
+async def test_the_prompt_is_derived_from_the_session_summaries_included() -> None:
+    """A second run in a summarised session shows the model the summary, then uncovered events."""
+    journal = MemoryJournal()
+    first = ScriptedModel(["Paris."])
+    await run(Agent("a", first), journal, APP, "ada", "s1", "r1", "Capital of France?")
+    service = SessionService(journal, APP)
+    session = await service.get_session("ada", "s1")
+    await service.summarize(
+        session,
+        "Ada asked for the capital of France; it is Paris.",
+        summary_id="sum-1",
+        version=1,
+        replaces=None,
+        covers_through=session.events[-1].id,
+    )
+    second = ScriptedModel(["Berlin."])
+    await run(
+        Agent("a", second, system_prompt="Be brief."),
+        journal,
+        APP,
+        "ada",
+        "s1",
+        "r2",
+        "And Germany?",
+    )
+    ((_, prompt),) = second.calls
+    assert [(m.role, m.content) for m in prompt] == [
+        ("system", "Be brief."),
+        (
+            "system",
+            "Summary of the earlier conversation:\n"
+            "Ada asked for the capital of France; it is Paris.",
+        ),
+        ("user", "And Germany?"),
+    ]
