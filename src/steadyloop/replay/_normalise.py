@@ -131,33 +131,43 @@ class Normaliser:
 
     def __call__(self, value: Any) -> Any:
         """Return a normalised copy of a snapshot (or of any part of one)."""
-        return self._value(value, data=False, key="")
+        return self._value(value, False, "")
 
-    def _value(self, value: Any, *, data: bool, key: str) -> Any:
-        if isinstance(value, str):
+    def _value(self, value: Any, data: bool, key: str) -> Any:
+        # Exact type checks first: snapshots are plain JSON, and this walk visits every
+        # node of two snapshots, so the common cases must be cheap.
+        kind = type(value)
+        if kind is str:
             alias = self.aliases.get(value)
             if alias is not None:
                 return alias
             if not data and key in _TEXT_KEYS:
                 return normalise_text(value)
             return value
-        if isinstance(value, Mapping):
+        if kind is dict or (kind is not list and isinstance(value, Mapping)):
             out: dict[str, Any] = {}
+            scalar_keys = _TIME_KEYS
             for k, v in value.items():
-                if not data and k in _TIME_KEYS:
+                if not data and k in scalar_keys:
                     out[k] = self._time(v)
+                    continue
+                vkind = type(v)
+                if vkind is int or v is None:
+                    out[k] = v
                 else:
-                    out[k] = self._value(v, data=data or k in _DATA_KEYS, key=k)
+                    out[k] = self._value(v, data or k in _DATA_KEYS, k)
             return out
-        if isinstance(value, list | tuple):
-            items = [self._value(v, data=data, key=key) for v in value]
+        if kind is list or kind is tuple:
+            items = [self._value(v, data, key) for v in value]
             if not data and key in _ORDERED_LISTS:
                 self._check_order(value, items)
             return items
-        if isinstance(value, bool):
+        if kind is bool:
             return _TRUE if value else _FALSE
-        if isinstance(value, float):
+        if kind is float:
             return JSONFloat(value)
+        if isinstance(value, str):
+            return self._value(str(value), data, key)
         return value
 
     def _time(self, value: Any) -> Any:
@@ -165,7 +175,7 @@ class Normaliser:
             hit = self.tokens.get(value)
             if hit is not None:
                 return hit[1]
-        return self._value(value, data=True, key="")
+        return self._value(value, True, "")
 
     def _check_order(self, raw: Sequence[Any], items: list[Any]) -> None:
         """Put a time back to its raw value where it is earlier than the one before."""
