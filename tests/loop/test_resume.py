@@ -343,3 +343,18 @@ async def test_deterministic_records_do_not_change_the_outcome() -> None:
     )
     b = await run(standard_agent(), MemoryJournal(), APP, "u", "s", "r", "go")
     assert a.comparable() == b.comparable()
+
+
+async def test_a_claim_from_before_the_last_boot_is_stale() -> None:
+    """A claimant on this host from an earlier boot is gone: resume takes over at once."""
+    journal = MemoryJournal()
+    await crash(journal, 3, "after", Effects())
+    me = Owner.me("old")
+    if me.boot is None:
+        pytest.skip("no boot id on this platform")
+    stale = dataclass_replace(me, boot="another-boot", pid=1)
+    await journal.append(
+        APP, StreamWrite(RUN, [RecordFactory()("run.claimed", {"owner": stale.to_json()})])
+    )
+    result = await resume(standard_agent(), journal, APP, "r1")
+    assert result.stop_reason is StopReason.COMPLETED

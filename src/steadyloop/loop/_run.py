@@ -158,6 +158,9 @@ def _check_owner(state: RunState, takeover: bool) -> None:
         return
     if owner.token in _LIVE:
         raise RunBusy(f"run {state.run_id!r} is being driven by another task of this process")
+    me = Owner.me("")
+    if owner.host == me.host and None not in (owner.boot, me.boot) and owner.boot != me.boot:
+        return  # claimed before this host last booted: that process is gone
     if owner.same_host():
         if owner.pid == os.getpid():
             return  # our own process, but that driver is gone (it crashed or was dropped)
