@@ -6,14 +6,16 @@
   loss, for file-based backends.
 * :func:`crash_matrix` — crash an agent run at every write boundary, resume, compare.
 
-These need ``pytest`` and ``pytest-asyncio`` (the ``steadyloop[testing]`` extra).
+The conformance suite needs ``pytest`` and ``pytest-asyncio`` (the
+``steadyloop[testing]`` extra); it is imported only when first used, so the other kits
+work without them.
 """
 
-from steadyloop.testing._conformance import (
-    ADVERSARIAL_PAYLOADS,
-    JournalConformance,
-    JournalFactory,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from steadyloop.testing._crash_matrix import (
     CrashCase,
     CrashingJournal,
@@ -21,6 +23,13 @@ from steadyloop.testing._crash_matrix import (
     crash_matrix,
 )
 from steadyloop.testing._faults import FaultyFiles, SimulatedCrash
+
+if TYPE_CHECKING:
+    from steadyloop.testing._conformance import (
+        ADVERSARIAL_PAYLOADS,
+        JournalConformance,
+        JournalFactory,
+    )
 
 __all__ = [
     "ADVERSARIAL_PAYLOADS",
@@ -33,3 +42,15 @@ __all__ = [
     "SimulatedCrash",
     "crash_matrix",
 ]
+
+_NEEDS_PYTEST = {"ADVERSARIAL_PAYLOADS", "JournalConformance", "JournalFactory"}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the pytest-based conformance suite on first use."""
+    if name in _NEEDS_PYTEST:
+        module = importlib.import_module("steadyloop.testing._conformance")
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'steadyloop.testing' has no attribute {name!r}")
