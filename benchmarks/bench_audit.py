@@ -1,6 +1,6 @@
 """Audit queue: claim latency and tasks per second with 1, 2 and 4 worker processes.
 
-Run: ``uv run python benchmarks/bench_audit.py [--tasks 100] [--dir PATH]``
+Run: ``uv run python benchmarks/bench_audit.py [--tasks 200] [--dir PATH]``
 
 Both backends are measured in one run, on this machine: SQLite (a file in ``--dir``,
 a temp dir by default, ``synchronous=FULL``) and PostgreSQL (the server named by
@@ -142,7 +142,7 @@ async def _probe(base: str) -> str | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=100)
+    parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--dir", default=None, help="Where the SQLite files go.")
     args = parser.parse_args()
     results: dict[str, Any] = {
