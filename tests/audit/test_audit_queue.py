@@ -175,7 +175,9 @@ async def test_concurrent_claimers_never_share_a_task(queue_url: str, clock: Man
         await asyncio.gather(*(claimer(n, q) for n, q in enumerate(queues)))
         ids = [t for t, _ in got]
         assert sorted(ids) == [f"c{i:02d}" for i in range(60)]
-        assert len({w for _, w in got}) > 1
+        if queue_url.startswith("postgresql"):
+            # SQLite's busy handler is not fair: one claimer may win every round.
+            assert len({w for _, w in got}) > 1
     finally:
         for q in queues:
             await q.close()
