@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import json
+import re
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -131,3 +135,136 @@ def test_notebooks_count_as_pages() -> None:
         assert not png.is_documentation_page()
     finally:
         File.is_documentation_page = original  # type: ignore[method-assign]
+
+
+# -- benchmark charts -------------------------------------------------------------------
+
+
+def _page(src_uri: str) -> object:
+    return type("P", (), {"file": type("F", (), {"src_uri": src_uri})()})()
+
+
+BENCH_PAGE = """# Performance
+
+<!-- benchmark-sources benchmarks/results -->
+
+<!-- benchmark-if journal.json -->
+## Journal {#journal}
+
+<!-- benchmark-chart journal.json -->
+<!-- benchmark-end journal.json -->
+
+<!-- benchmark-if never.json -->
+## Not measured yet {#never}
+
+<!-- benchmark-chart never.json -->
+<!-- benchmark-end never.json -->
+
+<!-- benchmark-others -->
+"""
+
+
+def test_benchmark_sections_render_only_what_exists(tmp_path: Path) -> None:
+    """A block for a missing result file vanishes; a file no block names gets a section."""
+    hook = load_hook("benchmarks")
+    journal = ROOT / "benchmarks" / "results" / "journal.json"
+    (tmp_path / "journal.json").write_bytes(journal.read_bytes())
+    (tmp_path / "extra.json").write_text(
+        json.dumps(
+            {"what": "an extra one", "rows": {"a": {"median_us": 5}, "b": {"median_us": 7}}}
+        ),
+        encoding="utf-8",
+    )
+    text, used = hook.render_page(BENCH_PAGE, "en", tmp_path)
+    assert used == ["extra.json", "journal.json"]
+    assert "never" not in text and "Not measured yet" not in text
+    assert "benchmark-" not in text, "every marker is replaced"
+    assert text.count("<svg") == 2 and "## `extra.json` {#bench-extra}" in text
+    assert "`floor fsync`" in text and "an extra one" not in text.split("## `extra.json`")[0]
+    sources = text.split("## Journal")[0]
+    assert "journal.json" in sources and "extra.json" in sources
+
+
+def test_benchmark_labels_follow_the_language() -> None:
+    """The Chinese page gets Chinese labels; the language comes from the source path."""
+    hook = load_hook("benchmarks")
+    assert hook.language(_page("zh/performance.md")) == "zh"
+    assert hook.language(_page("en/performance.md")) == "en"
+    text, _ = hook.render_page("<!-- benchmark-chart journal.json -->\n", "zh")
+    assert "中位数" in text and "median" not in text.replace("median_us", "")
+
+
+def test_every_committed_result_file_is_drawn() -> None:
+    """Each result file in benchmarks/results renders, with its own renderer if it has one."""
+    hook = load_hook("benchmarks")
+    files = hook.result_files()
+    assert files, "no committed benchmark results"
+    for path in files:
+        for lang in ("en", "zh"):
+            data = hook.load(path)
+            drawn = hook.render_known(path.name, data, lang)
+            assert "<svg" in drawn or "|---|" in drawn, path.name
+            renderer = hook.RENDERERS.get(path.name)
+            if renderer is not None:
+                renderer(data, lang)  # the dedicated layout still fits the file
+
+
+def test_bar_chart_is_accessible_svg() -> None:
+    """A chart is inline SVG with a title, an aria label, and a bar per value."""
+    hook = load_hook("benchmarks")
+    svg = hook.bar_chart("T <x>", ["a", "b"], [hook.Series("s", [1.0, None])], reference=("f", 2.0))
+    assert svg.startswith("<figure") and 'role="img"' in svg and "<title>T &lt;x&gt;</title>" in svg
+    assert svg.count("<rect") == 1
+    assert "\n\n" not in svg, "a blank line would end the raw HTML block in Markdown"
+
+
+# -- record kinds -------------------------------------------------------------------------
+
+_KIND_CONSTANT = re.compile(
+    r"^(?P<name>KIND_\w+|\w+_KIND)\s*(?::[^=]+)?=\s*[\"'](?P<value>[^\"']+)[\"']", re.M
+)
+_REGISTRY = re.compile(r"^(?P<name>\w*RECORD_KINDS)\b", re.M)
+
+
+def kinds_in_source() -> set[str]:
+    """Every kind value in src/: *_KIND / KIND_* constants and *RECORD_KINDS members."""
+    src = ROOT / "src" / "steadyloop"
+    found: set[str] = set()
+    for path in src.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        found |= {m["value"] for m in _KIND_CONSTANT.finditer(text)}
+        registries = {m["name"] for m in _REGISTRY.finditer(text)}
+        if registries:
+            module = ".".join(path.relative_to(ROOT / "src").with_suffix("").parts)
+            loaded = importlib.import_module(module)
+            for name in registries:
+                found |= set(getattr(loaded, name))
+    return found
+
+
+def test_record_kinds_hook_finds_every_kind_in_the_code() -> None:
+    """Every *_KIND or KIND_* constant and every registry member of src/ is listed."""
+    hook = load_hook("record_kinds")
+    groups = hook.collect("steadyloop")
+    listed = {k.value for kinds in groups.values() for k in kinds}
+    expected = kinds_in_source()
+    assert {"effect.intent", "effect.result", "session.event"} <= expected
+    assert expected - listed == set()
+    text = hook.render(groups)
+    for value in expected:
+        assert f"#### `{value}`" in text, value
+
+
+def test_record_kinds_are_described_from_docstrings() -> None:
+    """Docstring entries give each kind its payload fields and a description."""
+    hook = load_hook("record_kinds")
+    entries = hook.docstring_entries(
+        "Kinds:\n\n``a.b`` (``x``, ``y`` and\n    ``z``)\n    Says :class:`~m.Thing` happened.\n"
+    )
+    assert entries == {"a.b": ("`x`, `y` and `z`", "Says `Thing` happened.")}
+    kinds = {k.value: k for ks in hook.collect("steadyloop").values() for k in ks}
+    intent = kinds["effect.intent"]
+    assert "steadyloop.records.INTENT_KIND" in intent.constants
+    assert "`intent_id`" in intent.fields and intent.description
+    assert kinds["session.event"].constants == ["steadyloop.sessions.KIND_EVENT"]
+    assert all(k.description for k in kinds.values()), "a kind without a description"

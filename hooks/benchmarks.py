@@ -1,0 +1,726 @@
+"""MkDocs hook: draw the committed benchmark results as charts and tables, at build time.
+
+The benchmarks in ``benchmarks/`` write JSON into ``benchmarks/results/``. A page shows
+them through marker lines, so it always shows the measurements that are committed:
+
+``<!-- benchmark-sources benchmarks/results -->``
+    A list of the result files this build used, with the machine each was measured on.
+``<!-- benchmark-if NAME.json -->`` … ``<!-- benchmark-end NAME.json -->``
+    Everything between the two lines (headings, prose, charts) is dropped when the
+    result file does not exist, so a benchmark that has not run yet leaves no
+    placeholder behind.
+``<!-- benchmark-chart NAME.json -->``
+    Charts (inline SVG, no JavaScript, no image files) and a table of the file. Files
+    with a known layout (``journal.json``, ``backends.json``) get charts made for them;
+    any other file gets a generic table and a chart of its first median-like column.
+``<!-- benchmark-others -->``
+    A section for every result file that no ``benchmark-if`` block of the page names,
+    so a new benchmark shows on the page the day its result is committed.
+
+Labels follow the page's language (``en/…`` or ``zh/…``). A result file that is not
+valid JSON logs a warning, which fails ``mkdocs build --strict``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.pages import Page
+
+log = logging.getLogger("mkdocs.hooks.benchmarks")
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+SOURCES = re.compile(r"^<!--\s*benchmark-sources\s+(?P<dir>[\w./-]+)\s*-->\s*$", re.M)
+BLOCK = re.compile(
+    r"^<!--\s*benchmark-if\s+(?P<name>[\w.-]+\.json)\s*-->\s*$\n"
+    r"(?P<body>.*?)"
+    r"^<!--\s*benchmark-end\s+(?P=name)\s*-->\s*$\n?",
+    re.M | re.S,
+)
+CHART = re.compile(r"^<!--\s*benchmark-chart\s+(?P<name>[\w.-]+\.json)\s*-->\s*$", re.M)
+OTHERS = re.compile(r"^<!--\s*benchmark-others\s*-->\s*$", re.M)
+
+LABELS: dict[str, dict[str, str]] = {
+    "en": {
+        "file": "result file",
+        "machine": "measured on",
+        "cpus": "{n} CPU cores",
+        "script": "written by",
+        "none": "No result file is committed yet.",
+        "row": "row",
+        "median_us": "median (µs)",
+        "p95_us": "p95 (µs)",
+        "x_floor": "× fsync floor",
+        "syncs": "syncs per append",
+        "not_measured": "not measured",
+        "journal_chart": "Durable append, median and p95, in microseconds (n = {n} per row)",
+        "floor": "write+fsync floor (median)",
+        "backend": "backend",
+        "p50_ms": "p50 (ms)",
+        "p95_ms": "p95 (ms)",
+        "one_writer": "1 writer (batches/s)",
+        "eight_writers": "{w} writers (batches/s)",
+        "speedup": "speedup",
+        "settings": "server durability settings",
+        "skipped": "skipped: {reason}",
+        "latency_chart": "Latency of one append, p50 and p95, in milliseconds (n = {n})",
+        "throughput_chart": "Throughput, one record per batch: 1 writer and {w} writers",
+        "p50": "p50",
+        "p95": "p95",
+        "median": "median",
+        "generic_intro": "Measured by `{script}`: {what}",
+        "generic_what": "Figures from `{name}`, as the benchmark wrote them.",
+        "generic_chart": "{column}, by row",
+        "key": "key",
+        "value": "value",
+        "metric": "measure",
+        "aim": "aim",
+        "loop_chart": "One agent-loop step on SQLite FULL, in microseconds (median of {r} runs)",
+        "loop_floor": "write+fsync floor (median)",
+        "loop_effect": "per external effect",
+        "loop_step": "per step (2 effects)",
+        "loop_off": "per step, synchronous=OFF",
+        "resume_chart": "Resume of an interrupted run, in milliseconds, by run length",
+        "resume_row": "{n} steps",
+        "steps": "steps per run",
+        "appends": "journal appends per step",
+        "fsyncs": "fsync calls per step (strace)",
+        "x_floor_effect": "per effect, × floor",
+        "x_floor_step": "per step, × floor",
+        "sync_share": "of a step, spent in syncs (µs)",
+        "suite_chart": "Bundled replay suite, seconds per backend (best run)",
+        "diff_chart": "Two snapshots of {n} events, {c} changed: seconds (best run)",
+        "normalise": "normalise both",
+        "diff": "diff",
+        "suite_total": "whole suite, best / median (s)",
+        "suite_cases": "cases × backends",
+        "agree": "all backends agree",
+        "diff_found": "differences found / changed",
+        "yes": "yes",
+        "no": "no",
+    },
+    "zh": {
+        "file": "结果文件",
+        "machine": "测量环境",
+        "cpus": "{n} 个 CPU 核",
+        "script": "生成脚本",
+        "none": "目前还没有提交任何结果文件。",
+        "row": "测量项",
+        "median_us": "中位数（µs）",
+        "p95_us": "p95（µs）",
+        "x_floor": "相对 fsync 下限的倍数",
+        "syncs": "每次追加的同步次数",
+        "not_measured": "未测量",
+        "journal_chart": "持久追加耗时，中位数与 p95，单位微秒（每项 n = {n}）",
+        "floor": "write+fsync 下限（中位数）",
+        "backend": "后端",
+        "p50_ms": "p50（ms）",
+        "p95_ms": "p95（ms）",
+        "one_writer": "1 个写入方（批次/秒）",
+        "eight_writers": "{w} 个写入方（批次/秒）",
+        "speedup": "加速比",
+        "settings": "服务器持久性设置",
+        "skipped": "已跳过：{reason}",
+        "latency_chart": "单次追加延迟，p50 与 p95，单位毫秒（n = {n}）",
+        "throughput_chart": "吞吐量，每批一条记录：1 个写入方与 {w} 个写入方",
+        "p50": "p50",
+        "p95": "p95",
+        "median": "中位数",
+        "generic_intro": "由 `{script}` 测得：{what}",
+        "generic_what": "`{name}` 中的数据，原样列出。",
+        "generic_chart": "{column}，按测量项",
+        "key": "键",
+        "value": "值",
+        "metric": "指标",
+        "aim": "目标",
+        "loop_chart": "SQLite FULL 上智能体循环的一步，单位微秒（{r} 次运行的中位数）",
+        "loop_floor": "write+fsync 下限（中位数）",
+        "loop_effect": "每个外部副作用",
+        "loop_step": "每一步（2 个副作用）",
+        "loop_off": "每一步，synchronous=OFF",
+        "resume_chart": "恢复一次中断的运行，单位毫秒，按运行长度",
+        "resume_row": "{n} 步",
+        "steps": "每次运行的步数",
+        "appends": "每步的日志追加次数",
+        "fsyncs": "每步的 fsync 调用次数（strace）",
+        "x_floor_effect": "每个副作用，相对下限的倍数",
+        "x_floor_step": "每一步，相对下限的倍数",
+        "sync_share": "一步中花在同步上的时间（µs）",
+        "suite_chart": "内置回放用例集，各后端耗时（秒，取最好的一次）",
+        "diff_chart": "两份各 {n} 个事件的快照，其中 {c} 处改动：耗时（秒，最好的一次）",
+        "normalise": "规范化两份快照",
+        "diff": "比对",
+        "suite_total": "整套用例，最好 / 中位数（秒）",
+        "suite_cases": "用例数 × 后端数",
+        "agree": "所有后端结果一致",
+        "diff_found": "找到的差异 / 实际改动",
+        "yes": "是",
+        "no": "否",
+    },
+}
+
+JOURNAL_ORDER = [
+    "floor fsync",
+    "floor fdatasync",
+    "jsonl",
+    "sqlite FULL",
+    "sqlite FULL x10",
+    "sqlite NORMAL",
+    "memory",
+]
+BACKEND_ORDER = ["memory", "jsonl", "sqlite", "postgres", "redis", "mysql"]
+
+
+def language(page: Page) -> str:
+    """The page's language, from its source path (``zh/…`` or anything else)."""
+    return "zh" if page.file.src_uri.split("/", 1)[0] == "zh" else "en"
+
+
+def result_files(directory: Path = RESULTS) -> list[Path]:
+    """The committed result files, sorted by name."""
+    return sorted(directory.glob("*.json")) if directory.is_dir() else []
+
+
+def load(path: Path) -> Any:
+    """Read one result file."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+# -- numbers --------------------------------------------------------------------------
+
+
+def fmt(value: object, digits: int = 3) -> str:
+    """A number for a table or a bar label: a few significant digits, no exponent."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if not math.isfinite(value):
+        return str(value)
+    magnitude = abs(value)
+    if magnitude >= 10 ** (digits - 1) or magnitude == 0:
+        return f"{value:,.0f}"
+    decimals = digits - 1 - math.floor(math.log10(magnitude))
+    return f"{value:,.{decimals}f}"
+
+
+# -- an SVG bar chart -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Series:
+    """One set of bars: a label and a value per category (``None`` leaves a gap)."""
+
+    label: str
+    values: Sequence[float | None]
+
+
+PALETTE = ["var(--md-primary-fg-color, #009485)", "var(--md-accent-fg-color, #ff9100)", "#7e57c2"]
+
+
+def bar_chart(
+    title: str,
+    categories: Sequence[str],
+    series: Sequence[Series],
+    *,
+    reference: tuple[str, float] | None = None,
+) -> str:
+    """Return a horizontal grouped bar chart as a ``<figure>`` holding inline SVG.
+
+    Text is drawn in ``currentColor``, so the chart follows the light and dark themes.
+    """
+    label_width, right_pad, bar_h, gap, top = 150, 70, 14, 10, 8
+    width = 680
+    plot_w = width - label_width - right_pad
+    group_h = bar_h * len(series) + gap
+    legend_h = 22 if len(series) > 1 or reference else 0
+    height = top + group_h * len(categories) + legend_h + 6
+    values = [v for s in series for v in s.values if v is not None]
+    peak = max([*values, reference[1] if reference else 0.0, 0.0]) or 1.0
+    scale = plot_w / (peak * 1.05)
+    out = [
+        '<figure class="steadyloop-chart" markdown="0">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'width="100%" role="img" aria-label="{html.escape(title)}" '
+        'style="max-width:680px;font-family:var(--md-text-font-family,sans-serif);font-size:12px">',
+        f"<title>{html.escape(title)}</title>",
+    ]
+    for i, category in enumerate(categories):
+        y0 = top + i * group_h
+        mid = y0 + bar_h * len(series) / 2
+        out.append(
+            f'<text x="{label_width - 8}" y="{mid + 4:.1f}" text-anchor="end" '
+            f'fill="currentColor">{html.escape(category)}</text>'
+        )
+        for j, s in enumerate(series):
+            value = s.values[i]
+            if value is None:
+                continue
+            y = y0 + j * bar_h
+            w = max(value * scale, 1.0)
+            out.append(
+                f'<rect x="{label_width}" y="{y + 1}" width="{w:.1f}" height="{bar_h - 2}" '
+                f'style="fill:{PALETTE[j % len(PALETTE)]}"><title>{html.escape(s.label)}: '
+                f"{fmt(value)}</title></rect>"
+            )
+            out.append(
+                f'<text x="{label_width + w + 4:.1f}" y="{y + bar_h - 3}" '
+                f'fill="currentColor">{fmt(value)}</text>'
+            )
+    plot_bottom = top + group_h * len(categories) - gap / 2
+    out.append(
+        f'<line x1="{label_width}" y1="{top}" x2="{label_width}" y2="{plot_bottom}" '
+        'stroke="currentColor" stroke-opacity="0.4"/>'
+    )
+    if reference is not None:
+        x = label_width + reference[1] * scale
+        out.append(
+            f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{plot_bottom}" '
+            'stroke="currentColor" stroke-dasharray="4 3"/>'
+        )
+    if legend_h:
+        y = height - 12
+        x = label_width
+        for j, s in enumerate(series if len(series) > 1 else []):
+            out.append(
+                f'<rect x="{x}" y="{y - 9}" width="10" height="10" '
+                f'style="fill:{PALETTE[j % len(PALETTE)]}"/>'
+            )
+            label = html.escape(s.label)
+            out.append(f'<text x="{x + 14}" y="{y}" fill="currentColor">{label}</text>')
+            x += 24 + 7 * len(s.label)
+        if reference is not None:
+            out.append(
+                f'<line x1="{x}" y1="{y - 4}" x2="{x + 16}" y2="{y - 4}" '
+                'stroke="currentColor" stroke-dasharray="4 3"/>'
+            )
+            out.append(
+                f'<text x="{x + 20}" y="{y}" fill="currentColor">'
+                f"{html.escape(reference[0])} = {fmt(reference[1])}</text>"
+            )
+    out += ["</svg>", f"<figcaption>{html.escape(title)}</figcaption>", "</figure>"]
+    return "\n".join(out) + "\n"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table; pipes in cells are escaped."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |"]
+    lines.append("|" + "|".join("---" for _ in header) + "|")
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def ordered(keys: Sequence[str], preferred: Sequence[str]) -> list[str]:
+    """``keys`` in the preferred order first, then the rest in their own order."""
+    return [k for k in preferred if k in keys] + [k for k in keys if k not in preferred]
+
+
+# -- renderers of known result files --------------------------------------------------
+
+
+def render_journal(data: Mapping[str, Any], lang: str) -> str:
+    """``journal.json``: durable append cost next to the write+fsync floor."""
+    t = LABELS[lang]
+    rows: Mapping[str, Mapping[str, float]] = data["rows"]
+    names = ordered(list(rows), JOURNAL_ORDER)
+    syncs: Mapping[str, float | None] = data.get("syncs_per_append", {})
+    floor = rows.get("floor fsync", {}).get("median_us")
+    chart = bar_chart(
+        t["journal_chart"].format(n=data.get("n", "?")),
+        names,
+        [
+            Series(t["median"], [rows[n].get("median_us") for n in names]),
+            Series(t["p95"], [rows[n].get("p95_us") for n in names]),
+        ],
+        reference=(t["floor"], floor) if floor else None,
+    )
+    body = []
+    for n in names:
+        r = rows[n]
+        if n in syncs:
+            s = syncs[n]
+            shown = t["not_measured"] if s is None else fmt(s)
+        else:
+            shown = "–"
+        body.append(
+            [f"`{n}`", fmt(r.get("median_us")), fmt(r.get("p95_us")), fmt(r.get("x_floor")), shown]
+        )
+    header = [t["row"], t["median_us"], t["p95_us"], t["x_floor"], t["syncs"]]
+    return chart + "\n" + table(header, body)
+
+
+def render_backends(data: Mapping[str, Any], lang: str) -> str:
+    """``backends.json``: latency and 1-vs-N-writer throughput of every backend."""
+    t = LABELS[lang]
+    results: Mapping[str, Mapping[str, Any]] = data["results"]
+    params = data.get("parameters", {})
+    writers = params.get("writers", "N")
+    names = ordered(list(results), BACKEND_ORDER)
+    measured = [n for n in names if "skipped" not in results[n]]
+    latency = [results[n].get("latency_ms", {}) for n in measured]
+    out = [
+        bar_chart(
+            t["latency_chart"].format(n=params.get("n", "?")),
+            measured,
+            [
+                Series(t["p50"], [lat.get("p50") for lat in latency]),
+                Series(t["p95"], [lat.get("p95") for lat in latency]),
+            ],
+        ),
+        bar_chart(
+            t["throughput_chart"].format(w=writers),
+            measured,
+            [
+                Series(t["one_writer"], [results[n].get("one_writer_per_s") for n in measured]),
+                Series(
+                    t["eight_writers"].format(w=writers),
+                    [results[n].get("eight_writers_per_s") for n in measured],
+                ),
+            ],
+        ),
+    ]
+    body = []
+    for n in names:
+        r = results[n]
+        if "skipped" in r:
+            body.append([f"`{n}`", t["skipped"].format(reason=r["skipped"]), "", "", "", "", ""])
+            continue
+        lat = r.get("latency_ms", {})
+        settings = ", ".join(f"`{k}={v}`" for k, v in sorted(r.get("settings", {}).items()))
+        body.append(
+            [
+                f"`{n}`",
+                fmt(lat.get("p50")),
+                fmt(lat.get("p95")),
+                fmt(r.get("one_writer_per_s")),
+                fmt(r.get("eight_writers_per_s")),
+                fmt(r.get("speedup")),
+                settings or "–",
+            ]
+        )
+    header = [
+        t["backend"],
+        t["p50_ms"],
+        t["p95_ms"],
+        t["one_writer"],
+        t["eight_writers"].format(w=writers),
+        t["speedup"],
+        t["settings"],
+    ]
+    return "\n".join(out) + "\n" + table(header, body)
+
+
+def render_loop(data: Mapping[str, Any], lang: str) -> str:
+    """``loop.json``: the cost of one loop step next to the floor, and resume time."""
+    t = LABELS[lang]
+    step: Mapping[str, Any] = data["step"]
+    floor = data.get("floor_fsync", {}).get("median_us")
+    bars = [
+        (t["loop_floor"], floor),
+        (t["loop_effect"], step.get("per_effect_us")),
+        (t["loop_step"], step.get("median_of_runs_us")),
+        (t["loop_off"], step.get("synchronous_off_us")),
+    ]
+    out = [
+        bar_chart(
+            t["loop_chart"].format(r=data.get("repeats", "?")),
+            [b[0] for b in bars],
+            [Series("µs", [b[1] for b in bars])],
+        )
+    ]
+    resume: Mapping[str, float] = data.get("resume_ms", {})
+    if resume:
+        lengths = sorted(resume, key=int)
+        out.append(
+            bar_chart(
+                t["resume_chart"],
+                [t["resume_row"].format(n=f"{int(n):,}") for n in lengths],
+                [Series("ms", [resume[n] for n in lengths])],
+            )
+        )
+    rows = [
+        [t["steps"], fmt(data.get("steps"))],
+        [t["appends"], fmt(data.get("appends_per_step"))],
+        [t["fsyncs"], fmt(data.get("fsync_syscalls_per_step"))],
+        [t["x_floor_effect"], fmt(step.get("per_effect_x_floor_median"))],
+        [t["x_floor_step"], fmt(step.get("x_floor_median"))],
+        [t["sync_share"], fmt(step.get("sync_share_us"))],
+    ]
+    return "\n".join(out) + "\n" + table([t["metric"], t["value"]], rows)
+
+
+def render_replay(data: Mapping[str, Any], lang: str) -> str:
+    """``replay.json``: the bundled suite per backend, and the diff engine at scale."""
+    t = LABELS[lang]
+    suite: Mapping[str, Any] = data["suite"]
+    per_backend: Mapping[str, float] = suite.get("per_backend_seconds", {})
+    names = ordered(list(per_backend), BACKEND_ORDER)
+    out = [
+        bar_chart(
+            t["suite_chart"],
+            names,
+            [Series("s", [per_backend[n] for n in names])],
+        )
+    ]
+    d: Mapping[str, Any] = data.get("diff", {})
+    if d:
+        out.append(
+            bar_chart(
+                t["diff_chart"].format(
+                    n=fmt(d.get("events_per_snapshot")), c=fmt(d.get("changed_events"))
+                ),
+                [t["normalise"], t["diff"]],
+                [Series("s", [d.get("normalise_both_best_seconds"), d.get("diff_best_seconds")])],
+            )
+        )
+    backends = suite.get("backends", [])
+    agree = suite.get("all_agree")
+    rows = [
+        [
+            t["suite_total"],
+            f"{fmt(suite.get('best_seconds'))} / {fmt(suite.get('median_seconds'))}",
+            fmt(suite.get("aim_seconds")),
+        ],
+        [t["suite_cases"], f"{fmt(suite.get('cases'))} × {len(backends)}", "–"],
+        [t["agree"], t["yes"] if agree else t["no"], "–"],
+    ]
+    if d:
+        rows.append(
+            [
+                f"{t['diff']}, best / median (s)" if lang == "en" else "比对，最好 / 中位数（秒）",
+                f"{fmt(d.get('diff_best_seconds'))} / {fmt(d.get('diff_median_seconds'))}",
+                fmt(d.get("aim_seconds")),
+            ]
+        )
+        rows.append(
+            [
+                t["diff_found"],
+                f"{fmt(d.get('differences_found'))} / {fmt(d.get('changed_events'))}",
+                "–",
+            ]
+        )
+    return "\n".join(out) + "\n" + table([t["metric"], t["value"], t["aim"]], rows)
+
+
+RENDERERS: dict[str, Callable[[Mapping[str, Any], str], str]] = {
+    "journal.json": render_journal,
+    "backends.json": render_backends,
+    "loop.json": render_loop,
+    "replay.json": render_replay,
+}
+
+
+def render_known(name: str, data: Any, lang: str) -> str:
+    """Draw a file with its own renderer, or generically.
+
+    The generic drawing is used when the file has no renderer, or when its layout no
+    longer fits the renderer, so a changed result file never breaks the build.
+    """
+    renderer = RENDERERS.get(name)
+    if renderer is not None:
+        try:
+            return renderer(data, lang)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            log.info("benchmarks: %s has an unexpected layout (%r); drawn generically", name, exc)
+    return render_generic(name, data, lang)
+
+
+# -- any other result file ------------------------------------------------------------
+
+
+def _numbers(value: Any, prefix: str = "") -> dict[str, float]:
+    """The numeric leaves of a JSON value, by dotted path."""
+    out: dict[str, float] = {}
+    if isinstance(value, bool):
+        return out
+    if isinstance(value, int | float):
+        out[prefix] = value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            out.update(_numbers(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _rows(data: Any) -> dict[str, dict[str, float]] | None:
+    """The first mapping of the file whose values are all mappings with numbers in them."""
+    if not isinstance(data, Mapping):
+        return None
+    for key in ("rows", "results", *data.keys()):
+        candidate = data.get(key)
+        if (
+            isinstance(candidate, Mapping)
+            and candidate
+            and all(isinstance(v, Mapping) for v in candidate.values())
+        ):
+            rows = {str(k): _numbers(v) for k, v in candidate.items()}
+            if any(rows.values()):
+                return rows
+    return None
+
+
+def render_generic(name: str, data: Any, lang: str, max_columns: int = 7) -> str:
+    """A table of any result file, and a chart of its first median-like column."""
+    t = LABELS[lang]
+    rows = _rows(data)
+    if rows is None:
+        leaves = list(_numbers(data).items())[:60]
+        return table([t["key"], t["value"]], [[f"`{k}`", fmt(v)] for k, v in leaves])
+    columns: list[str] = []
+    for values in rows.values():
+        for column in values:
+            if column not in columns:
+                columns.append(column)
+    columns = columns[:max_columns]
+    out = []
+    chosen = next(
+        (c for c in columns if re.search(r"median|p50", c)),
+        columns[0] if columns else None,
+    )
+    if chosen is not None:
+        names = list(rows)
+        out.append(
+            bar_chart(
+                t["generic_chart"].format(column=chosen),
+                names,
+                [Series(chosen, [rows[n].get(chosen) for n in names])],
+            )
+        )
+    body = [[f"`{n}`", *(fmt(v.get(c)) for c in columns)] for n, v in rows.items()]
+    out.append(table([t["row"], *(f"`{c}`" for c in columns)], body))
+    return "\n".join(out)
+
+
+# -- the page -------------------------------------------------------------------------
+
+
+def script_for(path: Path) -> Path | None:
+    """The benchmark script that writes a result file, by the project's naming."""
+    candidate = ROOT / "benchmarks" / f"bench_{path.stem}.py"
+    return candidate if candidate.is_file() else None
+
+
+def _first_docstring_line(path: Path) -> str:
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else ""
+
+
+def shown(path: Path) -> str:
+    """A path as the page shows it: relative to the project when it is inside it."""
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+
+
+def describe_machine(data: Any, lang: str) -> str:
+    """Where a result was measured, from the file's ``machine`` entry."""
+    if not isinstance(data, Mapping):
+        return "–"
+    machine = data.get("machine")
+    if not isinstance(machine, Mapping):
+        machine = data  # some benchmarks record platform and python at the top level
+    parts = []
+    if "cpus" in machine:
+        parts.append(LABELS[lang]["cpus"].format(n=machine["cpus"]))
+    parts += [f"`{machine[k]}`" for k in ("platform", "python") if k in machine]
+    return ", ".join(parts) or "–"
+
+
+def sources(directory: Path, lang: str) -> str:
+    """The list of result files this build uses."""
+    t = LABELS[lang]
+    files = result_files(directory)
+    if not files:
+        return t["none"] + "\n"
+    rows = []
+    for path in files:
+        script = script_for(path)
+        rows.append(
+            [
+                f"`{shown(path)}`",
+                f"`{shown(script)}`" if script else "–",
+                describe_machine(load(path), lang),
+            ]
+        )
+    return table([t["file"], t["script"], t["machine"]], rows)
+
+
+def section(path: Path, lang: str) -> str:
+    """A whole section for a result file no block of the page names."""
+    t = LABELS[lang]
+    data = load(path)
+    script = script_for(path)
+    what = data.get("what") if isinstance(data, Mapping) else None
+    if script is not None:
+        intro = t["generic_intro"].format(
+            script=shown(script),
+            what=what or _first_docstring_line(script),
+        )
+    else:
+        intro = t["generic_what"].format(name=path.name)
+    anchor = "bench-" + re.sub(r"[^a-z0-9]+", "-", path.stem.lower()).strip("-")
+    body = render_known(path.name, data, lang)
+    return f"## `{path.name}` {{#{anchor}}}\n\n{intro}\n\n{body}"
+
+
+def chart(name: str, lang: str, directory: Path = RESULTS) -> str:
+    """Charts and a table for one result file (empty when it does not exist)."""
+    path = directory / name
+    if not path.is_file():
+        return ""
+    return render_known(name, load(path), lang)
+
+
+def render_page(markdown: str, lang: str, directory: Path = RESULTS) -> tuple[str, list[str]]:
+    """Apply every benchmark marker of a page; return the text and the files used."""
+    present = {p.name for p in result_files(directory)}
+    used: list[str] = []
+    named = {m["name"] for m in BLOCK.finditer(markdown)}
+
+    def keep_or_drop(match: re.Match[str]) -> str:
+        return match["body"] if match["name"] in present else ""
+
+    markdown = BLOCK.sub(keep_or_drop, markdown)
+
+    def draw(match: re.Match[str]) -> str:
+        used.append(match["name"])
+        return chart(match["name"], lang, directory)
+
+    markdown = CHART.sub(draw, markdown)
+
+    def others(_: re.Match[str]) -> str:
+        rest = [directory / n for n in sorted(present - named)]
+        used.extend(p.name for p in rest)
+        return "\n".join(section(p, lang) for p in rest)
+
+    markdown = OTHERS.sub(others, markdown)
+    markdown = SOURCES.sub(lambda m: sources(directory, lang), markdown)
+    return markdown, sorted(set(used) & present)
+
+
+def on_page_markdown(markdown: str, page: Page, **kwargs: Any) -> str:
+    """Replace the benchmark markers of a Markdown page."""
+    if page.file.src_uri.endswith(".ipynb") or "<!-- benchmark-" not in markdown:
+        return markdown
+    try:
+        text, used = render_page(markdown, language(page))
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # a bad result file must show
+        log.warning("%s: cannot draw the benchmark results: %r", page.file.src_uri, exc)
+        return markdown
+    log.info("%s: benchmark results from %s", page.file.src_uri, ", ".join(used) or "no file")
+    return text
