@@ -246,6 +246,9 @@ CHINESE_QUERIES = [
     ("explanation/architecture.md", "意图"),
     ("explanation/backends.md", "断电"),
     ("tutorials/getting-started.md", "笔记本"),
+    ("explanation/neighbours.md", "确定性"),
+    ("how-to/write-a-backend.md", "一致性"),
+    ("how-to/server-backends.md", "持久化"),
 ]
 
 _TAGS = re.compile(r"<[^>]+>")
