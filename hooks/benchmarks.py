@@ -108,6 +108,15 @@ LABELS: dict[str, dict[str, str]] = {
         "diff_found": "differences found / changed",
         "yes": "yes",
         "no": "no",
+        "tasks_chart": "Audit tasks per second, by backend and worker processes ({n} tasks each)",
+        "claim_chart": "Latency of a successful claim, p50 and p95, in milliseconds",
+        "workers": "{n} workers",
+        "workers_col": "worker processes",
+        "durability": "durability",
+        "tasks_per_s": "tasks/s",
+        "claim_p50": "claim p50 (ms)",
+        "claim_p95": "claim p95 (ms)",
+        "claim_max": "claim max (ms)",
     },
     "zh": {
         "file": "结果文件",
@@ -166,6 +175,15 @@ LABELS: dict[str, dict[str, str]] = {
         "diff_found": "找到的差异 / 实际改动",
         "yes": "是",
         "no": "否",
+        "tasks_chart": "审计任务每秒完成数，按后端与工作进程数（每组 {n} 个任务）",
+        "claim_chart": "成功认领一个任务的延迟，p50 与 p95，单位毫秒",
+        "workers": "{n} 个工作进程",
+        "workers_col": "工作进程数",
+        "durability": "持久性",
+        "tasks_per_s": "任务/秒",
+        "claim_p50": "认领 p50（ms）",
+        "claim_p95": "认领 p95（ms）",
+        "claim_max": "认领最大值（ms）",
     },
 }
 
@@ -300,7 +318,7 @@ def bar_chart(
             )
             label = html.escape(s.label)
             out.append(f'<text x="{x + 14}" y="{y}" fill="currentColor">{label}</text>')
-            x += 24 + 7 * len(s.label)
+            x += 24 + sum(12 if ord(ch) > 0x2E80 else 7 for ch in s.label)
         if reference is not None:
             out.append(
                 f'<line x1="{x}" y1="{y - 4}" x2="{x + 16}" y2="{y - 4}" '
@@ -518,7 +536,72 @@ def render_replay(data: Mapping[str, Any], lang: str) -> str:
     return "\n".join(out) + "\n" + table([t["metric"], t["value"], t["aim"]], rows)
 
 
+def render_audit(data: Mapping[str, Any], lang: str) -> str:
+    """``audit.json``: claim latency and tasks/s with 1, 2 and 4 worker processes."""
+    t = LABELS[lang]
+    backends: Mapping[str, Mapping[str, Any]] = data["backends"]
+    names = [n for n in backends if "runs" in backends[n]]
+    counts = sorted({r["workers"] for n in names for r in backends[n]["runs"]})
+
+    def run(name: str, workers: int) -> Mapping[str, Any]:
+        return next((r for r in backends[name]["runs"] if r["workers"] == workers), {})
+
+    out = [
+        bar_chart(
+            t["tasks_chart"].format(n=data.get("tasks_per_config", "?")),
+            names,
+            [
+                Series(t["workers"].format(n=w), [run(n, w).get("tasks_per_s") for n in names])
+                for w in counts
+            ],
+        )
+    ]
+    rows_names = [f"{n} × {w}" for n in names for w in counts]
+    claims = [run(n, w).get("claim_ms", {}) for n in names for w in counts]
+    out.append(
+        bar_chart(
+            t["claim_chart"],
+            rows_names,
+            [
+                Series(t["p50"], [c.get("p50") for c in claims]),
+                Series(t["p95"], [c.get("p95") for c in claims]),
+            ],
+        )
+    )
+    body = []
+    for n in backends:
+        if "runs" not in backends[n]:
+            reason = backends[n].get("skipped", "")
+            body.append([f"`{n}`", t["skipped"].format(reason=reason), "", "", "", "", ""])
+            continue
+        for w in counts:
+            r = run(n, w)
+            c = r.get("claim_ms", {})
+            body.append(
+                [
+                    f"`{n}`",
+                    str(backends[n].get("durability", "–")),
+                    fmt(w),
+                    fmt(r.get("tasks_per_s")),
+                    fmt(c.get("p50")),
+                    fmt(c.get("p95")),
+                    fmt(c.get("max")),
+                ]
+            )
+    header = [
+        t["backend"],
+        t["durability"],
+        t["workers_col"],
+        t["tasks_per_s"],
+        t["claim_p50"],
+        t["claim_p95"],
+        t["claim_max"],
+    ]
+    return "\n".join(out) + "\n" + table(header, body)
+
+
 RENDERERS: dict[str, Callable[[Mapping[str, Any], str], str]] = {
+    "audit.json": render_audit,
     "journal.json": render_journal,
     "backends.json": render_backends,
     "loop.json": render_loop,
@@ -554,6 +637,9 @@ def _numbers(value: Any, prefix: str = "") -> dict[str, float]:
     elif isinstance(value, Mapping):
         for k, v in value.items():
             out.update(_numbers(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out.update(_numbers(v, f"{prefix}.{i}" if prefix else str(i)))
     return out
 
 
