@@ -8,7 +8,9 @@ when it is
 * a module-level string constant whose name ends in ``_KIND`` or starts with ``KIND_``
   (``INTENT_KIND = "effect.intent"``, ``KIND_EVENT = "session.event"``), or
 * a member of a module-level tuple or list whose name ends in ``RECORD_KINDS`` (the
-  registries ``steadyloop.sessions.RECORD_KINDS`` and ``steadyloop.loop.RUN_RECORD_KINDS``).
+  registries ``steadyloop.sessions.RECORD_KINDS`` and ``steadyloop.loop.RUN_RECORD_KINDS``), or
+* a string member of a class (an enum) whose docstring's first paragraph speaks of
+  "record kinds" (``steadyloop.audit.TaskEvent``).
 
 Each kind is described from the docstrings: first an entry of the form
 ````` ``kind`` (payload fields) `````, followed by an indented description, in the
@@ -35,6 +37,7 @@ log = logging.getLogger("mkdocs.hooks.record_kinds")
 MARKER = re.compile(r"^<!--\s*record-kinds\s+(?P<package>[\w.]+)\s*-->\s*$", re.M)
 CONSTANT_NAME = re.compile(r"^(?:KIND_\w+|\w+_KIND)$")
 REGISTRY_NAME = re.compile(r"^\w*RECORD_KINDS$")
+CLASS_DOC = re.compile(r"\brecord kinds?\b", re.I)
 
 LABELS = {
     "en": {
@@ -77,6 +80,7 @@ class _Module:
     imports: dict[str, tuple[str, str]]  # local name -> (module, name)
     registries: dict[str, list[ast.expr]]
     exports: set[str]
+    classes: dict[str, tuple[list[tuple[str, str]], str]] = field(default_factory=dict)
 
 
 def package_dir(package: str) -> Path:
@@ -112,7 +116,22 @@ def _scan(package: str, root: Path, path: Path) -> _Module:
     exports: set[str] = set()
     body = tree.body
     is_package = path.name == "__init__.py"
+    classes: dict[str, tuple[list[tuple[str, str]], str]] = {}
     for i, stmt in enumerate(body):
+        if isinstance(stmt, ast.ClassDef):
+            doc = ast.get_docstring(stmt) or ""
+            if CLASS_DOC.search(doc.split("\n\n", 1)[0]):
+                members = [
+                    (item.targets[0].id, item.value.value)
+                    for item in stmt.body
+                    if isinstance(item, ast.Assign)
+                    and len(item.targets) == 1
+                    and isinstance(item.targets[0], ast.Name)
+                    and isinstance(item.value, ast.Constant)
+                    and isinstance(item.value.value, str)
+                ]
+                classes[stmt.name] = (members, doc.split("\n\n", 1)[0])
+            continue
         if isinstance(stmt, ast.ImportFrom):
             source = _resolve_from(name + (".__init__" if is_package else ""), stmt)
             for alias in stmt.names:
@@ -151,6 +170,7 @@ def _scan(package: str, root: Path, path: Path) -> _Module:
         imports=imports,
         registries=registries,
         exports=exports,
+        classes=classes,
     )
 
 
@@ -270,6 +290,18 @@ def collect(package: str = "steadyloop", root: Path | None = None) -> dict[str, 
                     kind.registries.append(registry)
                     members.append(kind)
                 describers.setdefault(value, []).extend([mod.name, where])
+    for mod in modules.values():
+        for class_name, (class_members, doc) in mod.classes.items():
+            registry = _public(modules, mod.name, class_name)
+            group = groups.setdefault(registry, [])
+            for member, value in class_members:
+                kind = kind_for(value)
+                kind.constants.append(f"{registry}.{member}")
+                if registry not in kind.registries:
+                    kind.registries.append(registry)
+                    group.append(kind)
+                if not kind.description:
+                    kind.description = rst_to_markdown(doc)
     for mod in modules.values():
         for name, (value, _doc) in mod.constants.items():
             if CONSTANT_NAME.match(name):
