@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,46 @@ async def test_sqlite_weakened_durability_is_explicit(tmp_path: Path) -> None:
         assert isinstance(j, SQLiteJournal) and j.synchronous == "FULL"
     async with await open_journal(f"sqlite://{tmp_path}/b.db?synchronous=normal") as j:
         assert isinstance(j, SQLiteJournal) and j.synchronous == "NORMAL"
+
+
+def test_installed_packages_add_schemes_through_entry_points(tmp_path: Path) -> None:
+    """A scheme registered in the steadyloop.journals entry-point group opens in any process."""
+    (tmp_path / "plugjournal.py").write_text(
+        "from steadyloop.journal import MemoryJournal\n"
+        "class PlugJournal(MemoryJournal):\n"
+        "    @classmethod\n"
+        "    async def open(cls, url, **options):\n"
+        "        journal = cls(url.split('://', 1)[1])\n"
+        "        journal.url = url\n"
+        "        return journal\n"
+    )
+    dist = tmp_path / "plugjournal-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: plugjournal\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        "[steadyloop.journals]\nplug = plugjournal:PlugJournal\nbroken = plugjournal:Missing\n"
+    )
+    code = (
+        "import asyncio\n"
+        "from steadyloop import UnknownBackend, open_journal\n"
+        "async def main():\n"
+        "    j = await open_journal('plug://shared')\n"
+        "    print(type(j).__name__, j.url)\n"
+        "    try:\n"
+        "        await open_journal('broken://x')\n"
+        "    except UnknownBackend as exc:\n"
+        "        print('broken:', exc)\n"
+        "    try:\n"
+        "        await open_journal('nope://x')\n"
+        "    except UnknownBackend as exc:\n"
+        "        print('nope:', exc)\n"
+        "asyncio.run(main())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    lines = out.stdout.splitlines()
+    assert lines[0] == "PlugJournal plug://shared"
+    assert "does not load" in lines[1] and "plugjournal:Missing" in lines[1]
+    assert "known schemes:" in lines[2] and "plug" in lines[2]

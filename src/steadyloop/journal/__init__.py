@@ -13,7 +13,13 @@ Example:
     [1]
 """
 
-from steadyloop.journal._factory import DEFAULT_URL, SCHEMES, open_journal, redact_url
+from steadyloop.journal._factory import (
+    DEFAULT_URL,
+    ENTRY_POINT_GROUP,
+    SCHEMES,
+    open_journal,
+    redact_url,
+)
 from steadyloop.journal._files import FileLock, Files, fsync_directory
 from steadyloop.journal._jsonl import JSONLJournal, namespace_filename
 from steadyloop.journal._memory import MemoryJournal
@@ -29,6 +35,7 @@ from steadyloop.journal._sqlite import SQLiteJournal
 
 __all__ = [
     "DEFAULT_URL",
+    "ENTRY_POINT_GROUP",
     "MAX_NAME_BYTES",
     "SCHEMES",
     "AppendResult",

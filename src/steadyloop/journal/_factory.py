@@ -5,13 +5,25 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Awaitable, Callable
+from importlib.metadata import entry_points
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from steadyloop._errors import UnknownBackend
 from steadyloop.journal._protocol import Journal
 
-__all__ = ["DEFAULT_URL", "SCHEMES", "open_journal", "redact_url"]
+__all__ = ["DEFAULT_URL", "ENTRY_POINT_GROUP", "SCHEMES", "open_journal", "redact_url"]
+
+ENTRY_POINT_GROUP = "steadyloop.journals"
+"""Entry-point group through which a package adds a journal scheme.
+
+A package declares, in its ``pyproject.toml``::
+
+    [project.entry-points."steadyloop.journals"]
+    myscheme = "mypackage.journal:MyJournal"
+
+and ``open_journal("myscheme://…")`` then calls ``await MyJournal.open(url, **options)``,
+in any process, so the conformance suite's multi-process test works on it too."""
 
 DEFAULT_URL = "sqlite:steadyloop.db"
 """The journal used when none is named: a SQLite file in the working directory."""
@@ -27,6 +39,19 @@ SCHEMES: dict[str, tuple[str, str]] = {
     "mysql": ("steadyloop.journal._mysql", "MySQLJournal"),
     "mariadb": ("steadyloop.journal._mysql", "MySQLJournal"),
 }
+
+
+def _entry_point(scheme: str) -> Any:
+    """The backend class a installed package registers for ``scheme``, if any."""
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=scheme):
+        try:
+            return ep.load()
+        except Exception as exc:
+            raise UnknownBackend(
+                f"journal scheme {scheme!r} is registered by entry point {ep.value!r}, "
+                f"which does not load: {type(exc).__name__}: {exc}"
+            ) from exc
+    return None
 
 
 def redact_url(url: str) -> str:
@@ -63,7 +88,8 @@ async def open_journal(url: str | None = None, **options: Any) -> Journal:
     Supported URLs: ``memory://`` (or ``memory://NAME``), ``jsonl:///DIR``,
     ``sqlite:///FILE`` or ``sqlite:RELATIVE_FILE`` (the default), ``postgresql://…``,
     ``redis://…`` and ``mysql://…``. A server backend's driver is imported only when its
-    URL is opened.
+    URL is opened. Other packages add schemes through the :data:`ENTRY_POINT_GROUP`
+    entry points.
 
     Args:
         url: The journal URL; :data:`DEFAULT_URL` when ``None``.
@@ -80,13 +106,18 @@ async def open_journal(url: str | None = None, **options: Any) -> Journal:
             + ", ".join(f"{s}://…" for s in sorted(SCHEMES))
         )
     scheme = url.split(":", 1)[0].lower()
-    if scheme not in SCHEMES:
-        raise UnknownBackend(
-            f"unknown journal scheme {scheme!r} in {redact_url(url)!r}; known schemes: "
-            + ", ".join(sorted(SCHEMES))
-        )
-    module_name, attr = SCHEMES[scheme]
     opener: Callable[..., Awaitable[Journal]]
+    if scheme not in SCHEMES:
+        plugin = _entry_point(scheme)
+        if plugin is None:
+            known = sorted({*SCHEMES, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+            raise UnknownBackend(
+                f"unknown journal scheme {scheme!r} in {redact_url(url)!r}; known schemes: "
+                + ", ".join(known)
+            )
+        opener = plugin.open
+        return await opener(url, **options)
+    module_name, attr = SCHEMES[scheme]
     cls = getattr(importlib.import_module(module_name), attr)
     query = dict(parse_qsl(urlsplit(url).query))
     if scheme == "memory":
