@@ -112,3 +112,58 @@ def test_injected_clock_and_ids_make_runs_deterministic() -> None:
     one = RecordFactory(StepClock(), SequentialIds("r"))
     two = RecordFactory(StepClock(), SequentialIds("r"))
     assert [one("k", {"i": i}) for i in range(3)] == [two("k", {"i": i}) for i in range(3)]
+
+
+@given(json_values)
+def test_canonical_json_is_what_json_dumps_gives(value: object) -> None:
+    """The prebuilt encoder gives exactly the text of json.dumps with the canonical options."""
+    expected = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    assert canonical_json(value) == expected
+
+
+def test_random_ids_are_uuid4_hex() -> None:
+    """RandomIds gives 32 hex digits of a version-4, RFC 4122 UUID, never twice."""
+    import uuid
+
+    from steadyloop.records import RandomIds
+
+    ids = [RandomIds().new_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(hex=text)
+        assert parsed.hex == text
+        assert parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
+
+
+def test_unchecked_records_still_check_their_fields() -> None:
+    """A record made for the journal to validate still refuses a bad kind, id or time."""
+    from steadyloop.records import _make_unchecked
+
+    class BadIds:
+        def new_id(self) -> str:
+            return ""
+
+    make = RecordFactory(StepClock(start=5), SequentialIds("t"))
+    checked = RecordFactory(StepClock(start=5), SequentialIds("t"))("k", {"a": [1]})
+    assert _make_unchecked(make, "k", {"a": [1]}) == checked
+    with pytest.raises(EncodingError, match="kind"):
+        _make_unchecked(make, "", {})
+    with pytest.raises(EncodingError, match="id"):
+        _make_unchecked(RecordFactory(ids=BadIds()), "k", {})
+
+
+def test_an_overridden_factory_is_still_called() -> None:
+    """A RecordFactory subclass that changes how records are made keeps doing so."""
+    from steadyloop.records import _make_unchecked
+
+    class Tagging(RecordFactory):
+        def __call__(self, kind: str, payload: object = None) -> Record:  # type: ignore[override]
+            return super().__call__(kind, {"tagged": True, **dict(payload or {})})  # type: ignore[call-overload]
+
+    rec = _make_unchecked(Tagging(), "k", {"a": 1})
+    assert dict(rec.payload) == {"tagged": True, "a": 1}
+    with pytest.raises(EncodingError, match="/payload/a"):
+        _make_unchecked(Tagging(), "k", {"a": math.nan})

@@ -22,9 +22,9 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -170,10 +170,78 @@ def canonical_json(value: object) -> str:
     Raises:
         EncodingError: If the value cannot be encoded canonically.
     """
-    check_canonical(value)
-    return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
+    if _c_encode is None:  # pragma: no cover - CPython always has the C encoder
+        check_canonical(value)
+        return json.dumps(
+            value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    if _plain_structure(value):
+        # Only exact JSON types, string keys, finite numbers: what is left to check is
+        # the text itself, and a lone surrogate anywhere in it survives into the output
+        # (nothing is escaped to ASCII), so one check of the whole text covers them all.
+        text: str = "".join(_c_encode(value, 0))
+        if text.isascii() or _utf8_ok(text):
+            return text
+    check_canonical(value)  # raises with the JSON Pointer, or accepts a rarer shape
+    return "".join(_c_encode(value, 0))
+
+
+_SCALARS = frozenset({int, bool, type(None)})
+
+
+def _plain_structure(value: object) -> bool:
+    """Whether ``value`` holds only exact dicts, lists, strs, ints, floats, bools, None.
+
+    Keys must be strings and floats finite; strings themselves are not looked into.
+    """
+    kind = type(value)
+    if kind is not dict and kind is not list:
+        return kind is str or kind in _SCALARS or (kind is float and _isfinite(value))  # type: ignore[arg-type]
+    stack: list[Any] = [value]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item = pop()
+        if type(item) is dict:
+            for key in item:
+                if type(key) is not str:
+                    return False
+            values = item.values()
+        else:
+            values = item
+        for v in values:
+            kind = type(v)
+            if kind is str or kind in _SCALARS:
+                continue
+            if kind is dict or kind is list:
+                push(v)
+            elif kind is not float or not _isfinite(v):
+                return False
+    return True
+
+
+_isfinite = math.isfinite
+
+
+def _make_c_encoder() -> Any:
+    """The C encoder ``json.dumps`` would build for the canonical options, built once.
+
+    ``json.dumps`` builds a new encoder on every call, which costs as much as encoding
+    a small record. This one takes the same options (sorted keys, ``,`` and ``:``, no
+    ASCII escaping, NaN refused), so it gives the same text. It has no cycle check
+    (``markers=None``): :func:`check_canonical` runs first and never lets a value
+    through to it that ``json.dumps`` would have refused for a cycle.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    encode_str = getattr(json.encoder, "c_encode_basestring", None)
+    if make is None or encode_str is None:  # pragma: no cover - not CPython
+        return None
+    # ``default`` is the stock one: a value only JSON cannot carry (a Mapping that is
+    # not a dict) raises the very TypeError json.dumps raises.
+    default = json.JSONEncoder().default
+    return make(None, default, encode_str, None, ":", ",", True, False, False)
+
+
+_c_encode = _make_c_encoder()
 
 
 def encode(value: object) -> bytes:
@@ -194,6 +262,25 @@ def decode(data: bytes | str) -> Any:
     return json.loads(data, parse_constant=_reject_constant)
 
 
+def _check_fields(kind: object, payload: object, id: object, time: object) -> None:
+    """Check a record's fields, all but the payload's content."""
+    if not isinstance(kind, str) or not kind:
+        raise EncodingError(f"record kind must be a non-empty string, got {kind!r}")
+    if not isinstance(id, str) or not id:
+        raise EncodingError(f"record id must be a non-empty string, got {id!r}")
+    if isinstance(time, bool) or not isinstance(time, int):
+        raise EncodingError(
+            f"record time must be integer microseconds, got {type(time).__name__}",
+            path="/time",
+        )
+    if not isinstance(payload, Mapping):
+        raise EncodingError("record payload must be a mapping", path="/payload")
+    if not kind.isascii():
+        _check_text(kind, "/kind")
+    if not id.isascii():
+        _check_text(id, "/id")
+
+
 @dataclass(frozen=True, slots=True)
 class Record:
     """One immutable journal record, as the writer made it.
@@ -211,19 +298,7 @@ class Record:
     time: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.kind, str) or not self.kind:
-            raise EncodingError(f"record kind must be a non-empty string, got {self.kind!r}")
-        if not isinstance(self.id, str) or not self.id:
-            raise EncodingError(f"record id must be a non-empty string, got {self.id!r}")
-        if isinstance(self.time, bool) or not isinstance(self.time, int):
-            raise EncodingError(
-                f"record time must be integer microseconds, got {type(self.time).__name__}",
-                path="/time",
-            )
-        if not isinstance(self.payload, Mapping):
-            raise EncodingError("record payload must be a mapping", path="/payload")
-        _check_text(self.kind, "/kind")
-        _check_text(self.id, "/id")
+        _check_fields(self.kind, self.payload, self.id, self.time)
         check_canonical(self.payload, "/payload")
 
     def to_dict(self) -> dict[str, JSONValue]:
@@ -327,12 +402,21 @@ class StepClock:
             return value
 
 
+# The bits ``uuid.uuid4()`` fixes: version 4 (bits 76-79) and the RFC 4122 variant
+# (bits 62-63). Setting them on 16 random bytes gives the same ids as
+# ``uuid.uuid4().hex`` without building a ``UUID`` object (a few microseconds per id,
+# and an agent step makes several).
+_UUID4_CLEAR = ~((0xF << 76) | (0x3 << 62))
+_UUID4_SET = (0x4 << 76) | (0x2 << 62)
+
+
 class RandomIds:
     """Random ids (UUID4, hex), for production use."""
 
     def new_id(self) -> str:
         """Return a fresh random id."""
-        return uuid.uuid4().hex
+        n = int.from_bytes(os.urandom(16), "big")
+        return "%032x" % ((n & _UUID4_CLEAR) | _UUID4_SET)
 
 
 class SequentialIds:
@@ -371,3 +455,45 @@ class RecordFactory:
         return Record(
             kind=kind, payload=dict(payload or {}), id=self.ids.new_id(), time=self.clock.now_us()
         )
+
+    def _unchecked(self, kind: str, payload: dict[str, JSONValue]) -> Record:
+        """Make a record like ``__call__``, but without validating the payload now.
+
+        For steadyloop's own writers, which hand every record to
+        :meth:`~steadyloop.journal.Journal.append` right away: the journal validates and
+        encodes each payload there, once, before anything is written, so walking it
+        here as well only doubles the work. The other fields are checked here as usual.
+        ``payload`` is taken as is (not copied): the caller builds it for this record
+        and does not keep it.
+        """
+        record_id, time = self.ids.new_id(), self.clock.now_us()
+        _check_fields(kind, payload, record_id, time)
+        return _trusted_record(kind, payload, record_id, time)
+
+
+def _make_unchecked(factory: RecordFactory, kind: str, payload: dict[str, JSONValue]) -> Record:
+    """``factory(kind, payload)`` for a record about to be appended (see ``_unchecked``).
+
+    A factory whose ``__call__`` is overridden is called as usual, so a subclass that
+    changes how records are made keeps doing so.
+    """
+    if type(factory).__call__ is RecordFactory.__call__:
+        return factory._unchecked(kind, payload)
+    return factory(kind, payload)
+
+
+_set_field = object.__setattr__
+
+
+def _trusted_record(kind: str, payload: Mapping[str, JSONValue], id: str, time: int) -> Record:
+    """Build a :class:`Record` without running its checks.
+
+    Only for values that are known to be valid, such as a record just decoded from its
+    own canonical encoding, or one the journal will validate before writing it.
+    """
+    rec = object.__new__(Record)
+    _set_field(rec, "kind", kind)
+    _set_field(rec, "payload", payload)
+    _set_field(rec, "id", id)
+    _set_field(rec, "time", time)
+    return rec
