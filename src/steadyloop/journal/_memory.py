@@ -12,14 +12,16 @@ from dataclasses import dataclass, field
 
 from steadyloop._errors import ConflictError, IdempotencyKeyReused
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
-from steadyloop.records import Record, StoredRecord
+from steadyloop.records import StoredRecord, _trusted_record, decode
 
 __all__ = ["MemoryJournal"]
 
 
 @dataclass
 class _Store:
-    streams: dict[tuple[str, str], list[StoredRecord]] = field(default_factory=dict)
+    # Each stream holds, per record, its canonical text until the record is first read,
+    # then the decoded StoredRecord (a write costs no decoding; a loop rarely reads).
+    streams: dict[tuple[str, str], list[StoredRecord | str]] = field(default_factory=dict)
     keys: dict[tuple[str, str], tuple[str, AppendResult]] = field(default_factory=dict)
 
 
@@ -64,11 +66,9 @@ class MemoryJournal(Journal):
             for w, texts in zip(batch.writes, batch.encoded, strict=True):
                 records = store.streams.setdefault((ns, w.stream), [])
                 first = len(records) + 1
-                # Store decoded copies, so a caller mutating its payload changes nothing.
-                records.extend(
-                    StoredRecord(stream=w.stream, seq=first + k, record=Record.from_json(t))
-                    for k, t in enumerate(texts)
-                )
+                # Keep the canonical texts: a caller mutating its payload afterwards
+                # changes nothing, and the records are decoded once, when first read.
+                records.extend(texts)
                 positions[w.stream] = (first, len(records))
             result = AppendResult(namespace=ns, positions=positions)
             if key is not None:
@@ -79,8 +79,18 @@ class MemoryJournal(Journal):
         self, namespace: str, stream: str, start: int, limit: int | None
     ) -> list[StoredRecord]:
         records = self._store.streams.get((namespace, stream), [])
-        end = None if limit is None else start - 1 + limit
-        return list(records[start - 1 : end])
+        end = len(records) if limit is None else min(len(records), start - 1 + limit)
+        out: list[StoredRecord] = []
+        for i in range(start - 1, end):
+            item = records[i]
+            if isinstance(item, str):
+                # The canonical encoding prepare_batch made (and validated) decodes to
+                # a valid record: no need to check it again.
+                data = decode(item)
+                rec = _trusted_record(data["kind"], data["payload"], data["id"], data["time"])
+                item = records[i] = StoredRecord(stream=stream, seq=i + 1, record=rec)
+            out.append(item)
+        return out
 
     async def _head(self, namespace: str, stream: str) -> int:
         return len(self._store.streams.get((namespace, stream), []))

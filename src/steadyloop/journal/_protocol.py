@@ -111,6 +111,13 @@ class PreparedBatch:
         return sum(len(w.records) for w in self.writes)
 
 
+_VALID_NAMES: dict[str, None] = {}
+"""Names that passed :func:`check_name` (a name's validity never changes, and a run
+checks the same few names on every append; the per-character scan is the cost)."""
+
+_VALID_NAMES_MAX = 4096
+
+
 def check_name(value: object, what: str) -> str:
     """Check a namespace, stream name or idempotency key, and return it.
 
@@ -121,6 +128,8 @@ def check_name(value: object, what: str) -> str:
         InvalidBatch: If it is not a non-empty string of at most :data:`MAX_NAME_BYTES`
             UTF-8 bytes without control characters.
     """
+    if type(value) is str and value in _VALID_NAMES:
+        return value
     if not isinstance(value, str) or not value:
         raise InvalidBatch(f"{what} must be a non-empty string, got {value!r}")
     try:
@@ -132,6 +141,10 @@ def check_name(value: object, what: str) -> str:
     for ch in value:
         if unicodedata.category(ch) == "Cc":
             raise InvalidBatch(f"{what} {value!r} holds the control character {ch!r}")
+    if type(value) is str:
+        if len(_VALID_NAMES) >= _VALID_NAMES_MAX:
+            _VALID_NAMES.clear()
+        _VALID_NAMES[value] = None
     return value
 
 

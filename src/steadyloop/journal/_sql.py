@@ -92,6 +92,10 @@ class Dialect:
     int_type = "BIGINT"
     lock_suffix = ""
     location_name = "database"
+    head_upsert_returning = False
+    """Whether one ``INSERT … ON CONFLICT … DO UPDATE … RETURNING`` may create a
+    stream's head row if missing and return its head, in place of an insert-if-missing
+    followed by a ``SELECT`` (one statement less per stream of every append)."""
 
     def __init__(self, prefix: str | None = None) -> None:
         if prefix is not None:
@@ -103,8 +107,36 @@ class Dialect:
 
     def sql(self, template: str) -> str:
         """Fill ``{p}`` with the table prefix and ``?`` with the driver's placeholder."""
-        text = template.replace("{p}", self.prefix)
-        return text.replace("?", self.placeholder) if self.placeholder != "?" else text
+        cache: dict[str, str] | None = self.__dict__.get("_sql_cache")
+        if cache is None:
+            cache = self.__dict__["_sql_cache"] = {}
+        text = cache.get(template)
+        if text is None:
+            text = template.replace("{p}", self.prefix)
+            if self.placeholder != "?":
+                text = text.replace("?", self.placeholder)
+            # The text depends only on the template and on the prefix and placeholder,
+            # which are fixed once the dialect is built; plans ask for the same few.
+            if len(cache) < 256:
+                cache[template] = text
+        return text
+
+    def _head_upsert(self) -> str:
+        """Create a head row if missing, lock it, and return its head (one statement)."""
+        return self.sql(
+            "INSERT INTO {p}streams (namespace, stream, head) VALUES (?, ?, 0) "
+            "ON CONFLICT (namespace, stream) DO UPDATE SET head = head RETURNING head"
+        )
+
+    def _streams_upsert(self) -> str:
+        """The ``INSERT`` that creates a stream's head row if missing (cached)."""
+        text: str | None = self.__dict__.get("_streams_upsert_sql")
+        if text is None:
+            text = self.insert_ignore(
+                "streams", ("namespace", "stream", "head"), ("namespace", "stream")
+            )
+            self.__dict__["_streams_upsert_sql"] = text
+        return text
 
     def bind_name(self, name: str) -> Any:
         """Turn a name into a parameter value (MySQL binds bytes)."""
@@ -182,15 +214,16 @@ def append_plan(d: Dialect, batch: PreparedBatch) -> Plan:
     order = sorted(range(len(batch.writes)), key=lambda i: batch.writes[i].stream)
     for i in order:
         stream = batch.writes[i].stream
-        yield Query(
-            d.insert_ignore("streams", ("namespace", "stream", "head"), ("namespace", "stream")),
-            (ns, d.bind_name(stream), 0),
-        )
-        rows = yield Query(
-            d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?") + d.lock_suffix,
-            (ns, d.bind_name(stream)),
-            fetch=True,
-        )
+        if d.head_upsert_returning:
+            rows = yield Query(d._head_upsert(), (ns, d.bind_name(stream)), fetch=True)
+        else:
+            yield Query(d._streams_upsert(), (ns, d.bind_name(stream), 0))
+            rows = yield Query(
+                d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?")
+                + d.lock_suffix,
+                (ns, d.bind_name(stream)),
+                fetch=True,
+            )
         heads[stream] = int(rows[0][0])
     for w in batch.writes:
         if w.expected_next is not None and w.expected_next != heads[w.stream] + 1:

@@ -10,9 +10,12 @@ one file: writers take turns (``BEGIN IMMEDIATE`` with a busy timeout).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import queue
 import sqlite3
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,6 +50,80 @@ class SQLiteDialect(Dialect):
     name_type = "TEXT"
     data_type = "TEXT"
     int_type = "INTEGER"
+    # UPSERT … RETURNING arrived in SQLite 3.35; BEGIN IMMEDIATE already locks.
+    head_upsert_returning = sqlite3.sqlite_version_info >= (3, 35, 0)
+
+
+class _Worker:
+    """One thread that owns the connection and runs calls on it, in order.
+
+    A lean stand-in for a one-thread ``ThreadPoolExecutor``: a call is a queue put
+    and, when it is done, one ``call_soon_threadsafe`` to the caller's event loop. The
+    executor's ``concurrent.futures`` machinery (a work item, a future, and chaining it
+    to an asyncio future) cost more than the SQLite transaction of a typical append.
+    Semantics are the executor's: calls run one at a time, in submission order; a
+    caller that is cancelled stops waiting, but a call that has started runs to its end.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[
+            tuple[Callable[[], Any], asyncio.Future[Any], asyncio.AbstractEventLoop] | None
+        ] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def submit(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
+        """Queue ``fn``; the returned future (of the running loop) gets its outcome."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError("cannot schedule new calls after shutdown")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._queue.put((fn, future, loop))
+        return future
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, future, loop = item
+            if future.cancelled():
+                continue  # the caller gave up before it started: skip it, as an executor does
+            try:
+                result, error = fn(), None
+            except BaseException as exc:  # handed to the caller, as an executor does
+                result, error = None, exc
+            # RuntimeError: the caller's loop is closed, so nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_settle, future, result, error)
+
+    def shutdown(self, *, wait: bool) -> None:
+        """Run what is queued, then stop the thread; wait for it if ``wait``."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            thread = self._thread
+            if thread is None:
+                return
+            self._queue.put(None)
+        if wait:
+            thread.join()
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 def _classify(exc: sqlite3.DatabaseError, path: str, doing: str) -> Exception:
@@ -84,7 +161,7 @@ class SQLiteJournal(Journal):
         self._dialect.location_name = f"sqlite file {self.path}"
         self._busy_timeout = busy_timeout
         # One thread owns the connection; every operation is one call on it.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyloop-sqlite")
+        self._executor = _Worker("steadyloop-sqlite")
         self._conn: sqlite3.Connection | None = None
 
     @classmethod
@@ -134,8 +211,7 @@ class SQLiteJournal(Journal):
             fsync_directory(Path(self.path).resolve().parent)
 
     async def _call(self, fn: Any, *args: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, *args)
+        return await self._executor.submit(lambda: fn(*args))
 
     def _execute(self, query: Query) -> list[Row]:
         assert self._conn is not None
