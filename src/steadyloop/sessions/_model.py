@@ -100,7 +100,11 @@ def json_copy(value: object, where: str) -> Any:
         raise SessionError(f"{where} is not a JSON value: {exc}") from None
     if value is None or isinstance(value, str | int | float):
         return value
-    return decode(json.dumps(value, ensure_ascii=False, allow_nan=False))
+    return decode(_COPY_ENCODER.encode(value))
+
+
+_COPY_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
+"""What ``json.dumps(value, ensure_ascii=False, allow_nan=False)`` uses, built once."""
 
 
 def _check_str(value: object, what: str, *, empty: bool = False) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from steadyloop._errors import ConflictError, SessionError, SessionExists, SessionNotFound
 from steadyloop.journal import Journal, StreamWrite
-from steadyloop.records import JSONValue, RecordFactory
+from steadyloop.records import JSONValue, RecordFactory, _make_unchecked
 from steadyloop.sessions._fold import fold_session
 from steadyloop.sessions._memory import MemoryHit, memory_records, rank, read_entries
 from steadyloop.sessions._model import Event, Part, Session, Summary, json_copy, key_scope
@@ -218,7 +218,9 @@ class SessionService:
         user_delta: Mapping[str, JSONValue],
         app_delta: Mapping[str, JSONValue],
     ) -> list[StreamWrite]:
-        writes = []
+        writes: list[StreamWrite] = []
+        if not user_delta and not app_delta:
+            return writes
         for stream, delta in ((user_stream(user_id), user_delta), (app_stream(), app_delta)):
             if delta:
                 payload: dict[str, JSONValue] = {
@@ -266,14 +268,22 @@ class SessionService:
         make = self.records
         by_stream: dict[str, list[StreamWrite]] = {}
         for e in events:
+            if not e.state_delta:
+                continue  # the common case: nothing for the user or app streams
             for w in self._state_writes(
                 session.user_id, session.id, e.id, e.delta_in("user"), e.delta_in("app")
             ):
                 by_stream.setdefault(w.stream, []).append(w)
+        # Events validated their content when they were built, and the journal checks
+        # every record again as it encodes it, before writing anything: the event
+        # records need no third check here.
         writes = [
             StreamWrite(
                 session_stream(session.user_id, session.id),
-                [make(KIND_EVENT, {"event": e.without_temp().to_dict()}) for e in events],
+                [
+                    _make_unchecked(make, KIND_EVENT, {"event": e.without_temp().to_dict()})
+                    for e in events
+                ],
                 expected_next=session.version + 1,
             )
         ]

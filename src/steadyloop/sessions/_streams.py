@@ -96,12 +96,29 @@ def _escape_controls(text: str) -> str:
     )
 
 
+_NAMES: dict[tuple[str, ...], str] = {}
+"""Stream names already made: a run names the same few streams on every append, and
+encoding them (canonical JSON, escaping, the name check) is the cost. Keys are tuples
+of exact ``str`` ids, checked before they get here; a name never changes."""
+
+_NAMES_MAX = 4096
+
+
 def _name(parts: list[str]) -> str:
+    key = tuple(parts)
+    cached = _NAMES.get(key)
+    if cached is not None:
+        return cached
     name = _escape_controls(canonical_json(parts))
     try:
-        return check_name(name, "stream name")
+        check_name(name, "stream name")
     except InvalidBatch as exc:
         raise SessionError(f"cannot name a stream for {parts[1:]!r}: {exc}") from None
+    if all(type(p) is str for p in parts):
+        if len(_NAMES) >= _NAMES_MAX:
+            _NAMES.clear()
+        _NAMES[key] = name
+    return name
 
 
 def check_id(value: object, what: str) -> str:
@@ -112,6 +129,8 @@ def check_id(value: object, what: str) -> str:
     """
     if not isinstance(value, str) or not value:
         raise SessionError(f"{what} must be a non-empty string, got {value!r}")
+    if value.isascii():
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -133,9 +152,12 @@ def user_stream(user_id: str) -> str:
     return _name(["user", check_id(user_id, "user id")])
 
 
+_APP_STREAM = canonical_json(["app"])
+
+
 def app_stream() -> str:
     """Return the stream name of the app's ``app:`` state."""
-    return canonical_json(["app"])
+    return _APP_STREAM
 
 
 def memory_stream(user_id: str) -> str:
