@@ -113,7 +113,11 @@ def _arguments_text(part: ToolCallPart) -> str:
     raw = args.get(UNPARSED)
     if len(args) == 1 and isinstance(raw, str):
         return raw
-    return json.dumps(args, ensure_ascii=False, sort_keys=True)
+    return _ARGUMENTS_ENCODER.encode(args)
+
+
+_ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
+"""What ``json.dumps(args, ensure_ascii=False, sort_keys=True)`` uses, built once."""
 
 
 def event_messages(event: Event) -> list[Message]:

@@ -93,6 +93,7 @@ from steadyloop.records import (
     JSONValue,
     Record,
     RecordFactory,
+    _make_unchecked,
     canonical_json,
     check_canonical,
 )
@@ -210,9 +211,17 @@ class _Driver:
 
     # -- writing ----------------------------------------------------------------------
 
+    def _record(self, kind: str, payload: Mapping[str, JSONValue]) -> Record:
+        """Make a run record.
+
+        Its payload is checked once, by the journal's ``append`` (before anything is
+        written), not also here.
+        """
+        return _make_unchecked(self.records, kind, dict(payload))
+
     def _queue(self, kind: str, payload: Mapping[str, JSONValue]) -> Record:
         """Queue a record for the next batch and fold it into the state now."""
-        rec = self.records(kind, payload)
+        rec = self._record(kind, payload)
         self.pending.append(rec)
         self.state.apply(kind, rec.payload, parse=self.parse, where=self.stream)
         return rec
@@ -349,7 +358,7 @@ class _Driver:
 
     async def _announce(self, payload: dict[str, JSONValue]) -> bool:
         """Make an intent durable (with everything queued); False if cancelled first."""
-        rec = self.records(INTENT_KIND, payload)
+        rec = self._record(INTENT_KIND, payload)
         try:
             await self._flush(rec, is_intent=True)
         except _CancelSeen:
@@ -485,7 +494,7 @@ class _Driver:
             self.pending.clear()  # already recorded: write nothing more
             self.pending_events.clear()
             return state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None)
-        rec = self.records(
+        rec = self._record(
             RUN_SUSPENDED,
             {
                 "stop_reason": StopReason.RESUME_STATE_UNKNOWN.value,
@@ -498,7 +507,7 @@ class _Driver:
 
     async def _end(self, reason: StopReason, detail: str, output: str | None) -> RunResult:
         state = self.state
-        rec = self.records(
+        rec = self._record(
             RUN_ENDED,
             {
                 "stop_reason": reason.value,

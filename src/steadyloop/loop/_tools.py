@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -72,9 +73,13 @@ class Tool:
         """How the tool is described to the model."""
         return ToolSpec(self.name, self.description, self.parameters)
 
-    @property
+    @functools.cached_property
     def wants_context(self) -> bool:
-        """Whether the function takes a ``context`` parameter."""
+        """Whether the function takes a ``context`` parameter.
+
+        Worked out once per tool (``inspect.signature`` is slow, and a tool is frozen:
+        its function never changes).
+        """
         try:
             return "context" in inspect.signature(self.function).parameters
         except (TypeError, ValueError):
