@@ -280,3 +280,89 @@ def test_record_kinds_are_described_from_docstrings() -> None:
     assert "`intent_id`" in intent.fields and intent.description
     assert kinds["session.event"].constants == ["steadyloop.sessions.KIND_EVENT"]
     assert all(k.description for k in kinds.values()), "a kind without a description"
+
+
+# -- JSON Schema reference ----------------------------------------------------------------
+
+SCHEMAS = [("case", "schemas/case.schema.json"), ("report", "schemas/report.schema.json")]
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.fixture(scope="module")
+def schema_hook() -> ModuleType:
+    # MkDocs puts a hook's folder on sys.path while it loads it; so does this fixture.
+    sys.path.insert(0, str(ROOT / "hooks"))
+    try:
+        return load_hook("json_schema")
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
+
+
+@pytest.mark.parametrize(("prefix", "path"), SCHEMAS)
+def test_schema_reference_lists_every_object_and_field(
+    schema_hook: ModuleType, prefix: str, path: str
+) -> None:
+    """Each object of the shipped schema gets a section, and each field a table row."""
+    schema = json.loads((ROOT / "src" / "steadyloop" / "replay" / path).read_text(encoding="utf-8"))
+    text = schema_hook.generate("steadyloop.replay", path, prefix, "en")
+    anchors = schema_hook.schema_anchors("steadyloop.replay", path, prefix)
+    for anchor, fields in anchors.items():
+        assert f"{{#{anchor}}}" in text, anchor
+        section = text.split(f"{{#{anchor}}}", 1)[1].split("\n### ", 1)[0]
+        for name in fields:
+            assert f"| `{name}` |" in section, f"{anchor}: {name}"
+    for name, node in schema.get("$defs", {}).items():
+        op = node.get("properties", {}).get("op", {}).get("const")
+        slug = re.sub(r"[^a-z0-9]+", "-", (op or name).lower()).strip("-")
+        assert f"{prefix}-{'op' if op else 'def'}-{slug}" in anchors, name
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize(("prefix", "path"), SCHEMAS)
+def test_every_schema_field_is_explained(
+    schema_hook: ModuleType, prefix: str, path: str, lang: str
+) -> None:
+    """No field reaches the reference without a meaning, in either language.
+
+    A field added to a schema without a description fails here until it is described,
+    in its docstring (English) and in hooks/schema_notes.py.
+    """
+    meanings = schema_hook.field_meanings("steadyloop.replay", path, prefix, lang)
+    assert meanings
+    missing = [key for key, text in meanings.items() if not text.strip()]
+    assert missing == []
+    if lang == "zh":
+        english = [key for key, text in meanings.items() if not _CJK.search(text)]
+        assert english == [], "fields explained only in English on the Chinese page"
+
+
+def test_schema_marker_is_replaced_in_the_page_language(schema_hook: ModuleType) -> None:
+    """The marker becomes the reference; the Chinese page gets Chinese labels."""
+    marker = "<!-- json-schema steadyloop.replay/schemas/case.schema.json prefix=case -->\n"
+    page = type("P", (), {"file": type("F", (), {"src_uri": "zh/reference/x.md"})()})()
+    out = schema_hook.on_page_markdown("# X\n\n" + marker, page)
+    assert "json-schema" not in out and "{#case-op-append-event}" in out
+    assert "| 字段 | 类型 | 必填 |" in out
+
+
+def test_schema_failure_is_a_warning(
+    schema_hook: ModuleType, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A schema that cannot be read logs a warning, which fails a strict build."""
+    page = type("P", (), {"file": type("F", (), {"src_uri": "en/reference/x.md"})()})()
+    out = schema_hook.on_page_markdown(
+        "<!-- json-schema steadyloop.replay/schemas/missing.schema.json -->\n", page
+    )
+    assert "could not be read" in out
+    assert any(r.levelname == "WARNING" for r in caplog.records)
+
+
+def schema_anchors(prefix: str, path: str) -> dict[str, list[str]]:
+    """Section ids and field names the schema hook gives a schema (for the built-page test)."""
+    sys.path.insert(0, str(ROOT / "hooks"))
+    try:
+        hook = load_hook("json_schema")
+    finally:
+        sys.path.remove(str(ROOT / "hooks"))
+    anchors: dict[str, list[str]] = hook.schema_anchors("steadyloop.replay", path, prefix)
+    return anchors
