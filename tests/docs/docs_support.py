@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -160,3 +161,29 @@ def parse_html(path: Path) -> Node:
 def html_pages(site: Path) -> list[Path]:
     """Every HTML page of a built site."""
     return sorted(site.rglob("*.html"))
+
+
+# -- notebook outputs ---------------------------------------------------------------------
+
+STDERR_MIME = "application/vnd.jupyter.stderr"
+# IPython starts the traceback of an exception a cell raised with a rule of dashes and
+# the exception's name; the rule is no part of what a program prints on purpose.
+_IPYTHON_TRACEBACK = re.compile(r"^-{20,}\s*\n\s*\w*(?:Error|Exception|Exit|Interrupt)\b", re.M)
+
+
+def error_outputs(html: Node) -> list[str]:
+    """The text of every output a rendered notebook shows as an error.
+
+    nbconvert renders a cell's exception (``output_type: "error"``) and text written to
+    stderr as an output area with ``data-mime-type`` ``application/vnd.jupyter.stderr``;
+    an exception's traceback also starts with IPython's rule of dashes. Text a cell
+    prints to stdout is ``text/plain`` and is not an error even when it quotes a
+    traceback, as the audit-loop notebook does when it shows a verify command's
+    captured output as evidence.
+    """
+    found = []
+    for node in html.find_all("div", "jp-OutputArea-output"):
+        text = node.text()
+        if node.attrs.get("data-mime-type") == STDERR_MIME or _IPYTHON_TRACEBACK.search(text):
+            found.append(text)
+    return found

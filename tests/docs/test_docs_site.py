@@ -16,6 +16,7 @@ from docs_support import (
     SITE_PREFIX,
     BuiltSite,
     Node,
+    error_outputs,
     html_pages,
     markdown_pages,
     notebook_pages,
@@ -90,10 +91,9 @@ def test_notebook_page_renders_with_executed_outputs(
         assert prompt and f"[{number}]" in prompt[0].text(), "a code cell was not executed"
     outputs = [o for o in html.find_all("div", "jp-OutputArea-output") if o.text().strip()]
     assert outputs, "the notebook produced no output"
-    for node in html.iter():
-        mime = node.attrs.get("data-mime-type", "")
-        assert mime != "application/vnd.jupyter.stderr", f"error output: {node.text()[:300]}"
-    assert "Traceback (most recent call last)" not in text
+    # Error outputs and stderr, not stdout text that quotes a traceback as evidence.
+    errors = error_outputs(html)
+    assert errors == [], f"error output: {errors[0][:300]}"
 
     # The language's own notebook, not a fallback from another language.
     first_markdown = next(c for c in source["cells"] if c["cell_type"] == "markdown")
@@ -130,6 +130,34 @@ def test_notebook_toc_links_point_at_headings(
     assert anchors, "the notebook page has no table of contents"
     for href in anchors:
         assert href != "#" and unquote(href[1:]) in ids, href
+
+
+# The design page of each scenario, and the notebook it must lead to in one click.
+DESIGN_NOTEBOOKS = [
+    ("explanation/crash-resume.md", "crash_resume.ipynb"),
+    ("explanation/audit-loop.md", "audit_loop.ipynb"),
+    ("explanation/replay-diff.md", "replay_diff.ipynb"),
+]
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+@pytest.mark.parametrize(("design", "notebook"), DESIGN_NOTEBOOKS)
+def test_design_page_leads_to_its_notebook(
+    built_site: BuiltSite, lang: str, design: str, notebook: str
+) -> None:
+    """A design page links its notebook's page and its .ipynb, both in the page's language."""
+    page = built_site.page(lang, page_url(design))
+    html = parse_html(page)
+    notebook_page = built_site.page(lang, page_url(f"tutorials/notebooks/{notebook}"))
+    targets = {
+        resolve(built_site.root, page, a.attrs.get("href", ""))[0] for a in html.find_all("a")
+    }
+    assert notebook_page in targets, "no link to the notebook's page"
+    downloads = html.find_all("a", "steadyloop-notebook-download")
+    assert len(downloads) == 1 and "download" in downloads[0].attrs
+    target, _ = resolve(built_site.root, page, downloads[0].attrs["href"])
+    assert target is not None and target.is_file()
+    assert target.read_bytes() == (NOTEBOOKS / lang / notebook).read_bytes()
 
 
 # -- language switch ------------------------------------------------------------------
@@ -249,6 +277,12 @@ CHINESE_QUERIES = [
     ("explanation/neighbours.md", "确定性"),
     ("how-to/write-a-backend.md", "一致性"),
     ("how-to/server-backends.md", "持久化"),
+    ("explanation/crash-resume.md", "崩溃"),
+    ("explanation/audit-loop.md", "审计"),
+    ("explanation/replay-diff.md", "规范化"),
+    ("how-to/write-a-replay-case.md", "用例"),
+    ("how-to/replay-policies.md", "策略"),
+    ("how-to/workers-on-several-machines.md", "租约"),
 ]
 
 _TAGS = re.compile(r"<[^>]+>")
