@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +111,132 @@ def test_durability_quotes_are_word_for_word() -> None:
     assert set(quoted) == set(SERVER_MODULES)
     for module, text in quoted.items():
         assert text.startswith("Durability"), module
+
+
+# -- write a replay case ---------------------------------------------------------------
+
+REPLAY_HOWTO = DOCS / "en" / "how-to" / "write-a-replay-case.md"
+_TITLED_BLOCK = re.compile(r'^```\w+ title="(?P<name>[\w.-]+)"\n(?P<body>.*?)^```', re.S | re.M)
+_COMMAND = re.compile(r"^steadyloop (?P<args>replay run [^\n]+)\necho \$\?\s+# (?P<code>\d)", re.M)
+
+
+def titled_blocks(page: Path) -> dict[str, str]:
+    """Files a page shows in blocks with a ``title="name"``, exactly as printed."""
+    text = page.read_text(encoding="utf-8")
+    return {m["name"]: m["body"] for m in _TITLED_BLOCK.finditer(text)}
+
+
+def test_replay_howto_shows_its_cases() -> None:
+    """The guide shows a passing case, a failing one and an invalid one, in both languages."""
+    assert set(titled_blocks(REPLAY_HOWTO)) == {"order_status.jsonl", "typo.jsonl", "broken.jsonl"}
+    zh = DOCS / "zh" / "how-to" / "write-a-replay-case.md"
+    assert titled_blocks(zh) == titled_blocks(REPLAY_HOWTO)
+
+
+@pytest.mark.slow
+def test_replay_howto_commands_exit_as_the_guide_says(tmp_path: Path) -> None:
+    """Each `steadyloop replay run` of the guide exits with the status the guide prints.
+
+    The reports it writes validate against the shipped schema, and the difference the
+    guide quotes is the one the report holds.
+    """
+    import jsonschema
+
+    from steadyloop.replay import report_schema
+
+    for name, body in titled_blocks(REPLAY_HOWTO).items():
+        (tmp_path / name).write_text(body, encoding="utf-8")
+    text = REPLAY_HOWTO.read_text(encoding="utf-8")
+    commands = [(m["args"], int(m["code"])) for m in _COMMAND.finditer(text)]
+    assert sorted(code for _, code in commands) == [0, 1, 2]
+    for args, code in commands:
+        proc = subprocess.run(
+            [sys.executable, "-m", "steadyloop", *shlex.split(args)],
+            cwd=tmp_path,
+            env=build_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert proc.returncode == code, f"{args}: {proc.stdout}{proc.stderr}"
+    for report in ("report.json", "typo.json"):
+        jsonschema.validate(json.loads((tmp_path / report).read_text()), report_schema())
+    typo = json.loads((tmp_path / "typo.json").read_text())
+    quoted = json.loads(text.split("the first reads:\n\n```json\n", 1)[1].split("```", 1)[0])
+    assert typo["cases"][0]["differences"][0] == quoted
+    assert json.loads((tmp_path / "report.json").read_text())["ok"] is True
+
+
+# -- run workers on several machines -----------------------------------------------------
+
+WORKERS_HOWTO = DOCS / "en" / "how-to" / "workers-on-several-machines.md"
+
+
+def test_workers_howto_shows_its_agent_module() -> None:
+    """The guide's agent module is a file the test can run."""
+    assert set(example_files(WORKERS_HOWTO)) == {"agents.py"}
+
+
+@pytest.mark.slow
+@pytest.mark.server
+async def test_workers_howto_runs_on_postgresql(tmp_path: Path) -> None:
+    """The guide's commands, against a real PostgreSQL, with two worker processes.
+
+    Two `audit work` processes stand for two machines sharing one queue and one journal;
+    every task completes, and each is claimed exactly once.
+    """
+    from backends import remove_prefix, require_server, unique_prefix, with_options
+
+    base = await require_server("postgres")
+    prefix = unique_prefix("postgres")
+    store = with_options(base, prefix=prefix)
+    for name, code in example_files(WORKERS_HOWTO).items():
+        (tmp_path / name).write_text(code, encoding="utf-8")
+    env = build_env() | {"STEADYLOOP_AUDIT_STORE": store, "PYTHONPATH": str(tmp_path)}
+    text = WORKERS_HOWTO.read_text(encoding="utf-8")
+    commands = [line for line in text.splitlines() if line.startswith("steadyloop audit ")]
+    submits = [c for c in commands if c.startswith("steadyloop audit submit")]
+    work = next(c for c in commands if c.startswith("steadyloop audit work"))
+    assert len(submits) >= 2
+
+    def cli(command: str) -> list[str]:
+        return [sys.executable, "-m", "steadyloop", *shlex.split(command)[1:]]
+
+    try:
+        for command in submits:
+            done = subprocess.run(
+                cli(command),
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+        machines = [
+            subprocess.Popen(
+                cli(work),
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        for machine in machines:
+            out, _ = machine.communicate(timeout=180)
+            assert machine.returncode == 0, out
+
+        from steadyloop.audit import TaskBoard
+
+        async with await TaskBoard.open(store) as board:
+            for n in range(1, len(submits) + 1):
+                row = await board.get(f"greet-{n}")
+                assert row.status.value == "completed"
+                kinds = [r.kind for r in await board.trail(f"greet-{n}")]
+                assert kinds.count("task.claimed") == 1, kinds
+    finally:
+        await remove_prefix("postgres", base, prefix)
