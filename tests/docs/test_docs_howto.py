@@ -240,3 +240,29 @@ async def test_workers_howto_runs_on_postgresql(tmp_path: Path) -> None:
                 assert kinds.count("task.claimed") == 1, kinds
     finally:
         await remove_prefix("postgres", base, prefix)
+
+
+BACKENDS_PAGE = "explanation/backends.md"
+
+
+def test_backends_page_quotes_the_durability_statements() -> None:
+    """The backends page quotes each server's durability statement word for word.
+
+    In English, from the module docstring; in Chinese, from the translation the server
+    how-to gives in full, so the two Chinese pages cannot say different things.
+    """
+    pytest.importorskip("psycopg")
+    pytest.importorskip("redis")
+    pytest.importorskip("asyncmy")
+    docstrings = [_normalise(importlib.import_module(m).__doc__ or "") for m in SERVER_MODULES]
+    quotes = [_normalise(q) for q in blockquotes(DOCS / "en" / BACKENDS_PAGE)]
+    assert len(quotes) == len(SERVER_MODULES)
+    for quote, doc in zip(quotes, docstrings, strict=True):
+        assert quote.startswith("Durability") and quote in doc, quote[:120]
+    zh_full = " ".join(
+        _normalise(q) for q in blockquotes(DOCS / "zh" / "how-to" / "server-backends.md")
+    )
+    zh_quotes = [_normalise(q) for q in blockquotes(DOCS / "zh" / BACKENDS_PAGE)]
+    assert len(zh_quotes) == len(SERVER_MODULES)
+    for quote in zh_quotes:
+        assert quote in zh_full, quote[:80]
