@@ -5,8 +5,9 @@ Keys are ``<section>.<field>`` (a section is a record's ``op`` value, a ``$defs`
 name, or the path of an inline object such as ``counts`` or ``timings.runs[]``; the
 document's own fields have no section), optionally after ``<prefix>/`` (the page's
 schema prefix, ``case`` or ``report``) where two schemas name a section alike, or a
-bare ``<field>`` that holds wherever the field appears. A description in the schema, or in the ``Attributes:`` of the object's
-docstring, wins over these notes. The docs tests fail when a field of a shipped schema
+bare ``<field>`` that holds wherever the field appears. A description in the schema,
+or in the ``Attributes:`` of the object's docstring, wins over these notes in English;
+the Chinese page uses ``SCHEMA_ZH`` (translations of those) and then these notes. The docs tests fail when a field of a shipped schema
 has no meaning in either language, so a new field cannot reach the reference
 undescribed.
 """
