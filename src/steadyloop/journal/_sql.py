@@ -94,8 +94,9 @@ class Dialect:
     location_name = "database"
     head_upsert_returning = False
     """Whether one ``INSERT … ON CONFLICT … DO UPDATE … RETURNING`` may create a
-    stream's head row if missing and return its head, in place of an insert-if-missing
-    followed by a ``SELECT`` (one statement less per stream of every append)."""
+    stream's head row if missing, advance it by the batch's records and return it, in
+    place of an insert-if-missing, a ``SELECT`` and an ``UPDATE``. A batch refused for a
+    conflict is rolled back whole, the advanced heads with it."""
 
     def __init__(self, prefix: str | None = None) -> None:
         if prefix is not None:
@@ -121,11 +122,15 @@ class Dialect:
                 cache[template] = text
         return text
 
-    def _head_upsert(self) -> str:
-        """Create a head row if missing, lock it, and return its head (one statement)."""
+    def _head_advance(self) -> str:
+        """Create a head row if missing, advance it by a count, and return the new head.
+
+        One statement for what takes three otherwise (insert-if-missing, select, update).
+        """
         return self.sql(
-            "INSERT INTO {p}streams (namespace, stream, head) VALUES (?, ?, 0) "
-            "ON CONFLICT (namespace, stream) DO UPDATE SET head = head RETURNING head"
+            "INSERT INTO {p}streams (namespace, stream, head) VALUES (?, ?, ?) "
+            "ON CONFLICT (namespace, stream) DO UPDATE SET head = head + excluded.head "
+            "RETURNING head"
         )
 
     def _streams_upsert(self) -> str:
@@ -211,19 +216,21 @@ def append_plan(d: Dialect, batch: PreparedBatch) -> Plan:
         if found is not None:
             return found
     heads: dict[str, int] = {}
+    advance = d.head_upsert_returning
     order = sorted(range(len(batch.writes)), key=lambda i: batch.writes[i].stream)
     for i in order:
         stream = batch.writes[i].stream
-        if d.head_upsert_returning:
-            rows = yield Query(d._head_upsert(), (ns, d.bind_name(stream)), fetch=True)
-        else:
-            yield Query(d._streams_upsert(), (ns, d.bind_name(stream), 0))
-            rows = yield Query(
-                d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?")
-                + d.lock_suffix,
-                (ns, d.bind_name(stream)),
-                fetch=True,
-            )
+        if advance:
+            count = len(batch.encoded[i])
+            rows = yield Query(d._head_advance(), (ns, d.bind_name(stream), count), fetch=True)
+            heads[stream] = int(rows[0][0]) - count
+            continue
+        yield Query(d._streams_upsert(), (ns, d.bind_name(stream), 0))
+        rows = yield Query(
+            d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?") + d.lock_suffix,
+            (ns, d.bind_name(stream)),
+            fetch=True,
+        )
         heads[stream] = int(rows[0][0])
     for w in batch.writes:
         if w.expected_next is not None and w.expected_next != heads[w.stream] + 1:
@@ -240,11 +247,12 @@ def append_plan(d: Dialect, batch: PreparedBatch) -> Plan:
         rows_to_insert,
         many=True,
     )
-    yield Query(
-        d.sql("UPDATE {p}streams SET head = ? WHERE namespace = ? AND stream = ?"),
-        [(last, ns, d.bind_name(s)) for s, (_, last) in positions.items()],
-        many=True,
-    )
+    if not advance:
+        yield Query(
+            d.sql("UPDATE {p}streams SET head = ? WHERE namespace = ? AND stream = ?"),
+            [(last, ns, d.bind_name(s)) for s, (_, last) in positions.items()],
+            many=True,
+        )
     result = AppendResult(namespace=batch.namespace, positions=positions)
     if batch.idempotency_key is not None:
         yield Query(
