@@ -15,6 +15,8 @@ Everything is measured in one run, on one disk (``--dir``, a temp dir by default
   in a child process under ``strace -f -c`` (skipped with a note without strace).
 * ``synchronous=OFF``: the same run without syncs, to split a step into its syncs and
   the rest (encoding, validation, SQLite's own work, the loop).
+* ``memory``: the same run on the in-memory journal: the loop, sessions, records and
+  the journal protocol alone, without SQLite or its worker thread.
 * ``resume``: runs of 100, 1,000 and 10,000 steps, each interrupted before its last
   batch (the final model call's result was never written); the time ``resume`` takes
   to read and fold the run and the session, redo that model call and write the end.
@@ -40,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from steadyloop.journal import AppendResult, Journal, SQLiteJournal
+from steadyloop.journal import AppendResult, Journal, MemoryJournal, SQLiteJournal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.loop import (
     Agent,
@@ -161,6 +163,19 @@ async def step_run(db: Path, steps: int, synchronous: str = "FULL") -> tuple[flo
     return elapsed / steps, journal.appends
 
 
+async def memory_step_run(steps: int) -> float:
+    """Seconds per step of one ``steps``-step run on the in-memory journal."""
+    journal = MemoryJournal()
+    try:
+        t = time.perf_counter()
+        result = await run(bench_agent(steps), journal, APP, "u", "s", "r", "go")
+        elapsed = time.perf_counter() - t
+    finally:
+        await journal.close()
+    assert result.stop_reason.value == "completed", result
+    return elapsed / steps
+
+
 def syncs_per_step(directory: Path, steps: int) -> float | None:
     """Count ``fsync`` + ``fdatasync`` calls per step (child under strace); None without it."""
     if shutil.which("strace") is None:
@@ -251,6 +266,7 @@ async def main_async(directory: Path, steps: int, repeats: int) -> dict[str, Any
     step_us = statistics.median(per_step) * 1e6
     no_sync = [(await step_run(directory / f"off-{i}.db", steps, "OFF"))[0] for i in range(repeats)]
     no_sync_us = statistics.median(no_sync) * 1e6
+    memory_us = statistics.median([await memory_step_run(steps) for _ in range(repeats)]) * 1e6
     syscalls = syncs_per_step(directory, steps)
     resumes = {}
     for n in (100, 1_000, 10_000):
@@ -269,6 +285,8 @@ async def main_async(directory: Path, steps: int, repeats: int) -> dict[str, Any
             "per_effect_us": step_us / 2,
             "per_effect_x_floor_median": step_us / 2 / fl["median_us"],
             "synchronous_off_us": no_sync_us,
+            "synchronous_off_runs_us": [s * 1e6 for s in no_sync],
+            "memory_us": memory_us,
             "sync_share_us": step_us - no_sync_us,
         },
         "appends_per_step": appends_per_step,
@@ -297,6 +315,7 @@ def main() -> None:
         ("  per effect, x floor (median)", f"{step['per_effect_x_floor_median']:.2f}"),
         ("  same run at synchronous=OFF (no syncs)", f"{step['synchronous_off_us']:.0f} us"),
         ("  so the two syncs cost", f"{step['sync_share_us']:.0f} us"),
+        ("  same run on the memory journal", f"{step['memory_us']:.0f} us"),
         ("journal appends per step", f"{data['appends_per_step']:.2f}"),
         (
             "fsync+fdatasync calls per step",
