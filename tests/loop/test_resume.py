@@ -21,6 +21,7 @@ from steadyloop.loop import (
     ReplayPolicy,
     ScriptedModel,
     StopReason,
+    ToolContext,
     ToolRegistry,
     load_run,
     request_cancel,
@@ -358,3 +359,31 @@ async def test_a_claim_from_before_the_last_boot_is_stale() -> None:
     )
     result = await resume(standard_agent(), journal, APP, "r1")
     assert result.stop_reason is StopReason.COMPLETED
+
+
+async def test_idempotency_key_is_stable_across_a_wrong_not_happened_decision() -> None:
+    """A re-executed action gets a new intent id but the same idempotency key as before."""
+    journal = MemoryJournal()
+    seen: list[tuple[str, str]] = []
+    tools = ToolRegistry()
+
+    @tools.tool(policy=ReplayPolicy.NEVER)
+    def charge(amount: int, context: ToolContext) -> str:
+        seen.append((context.intent_id, context.idempotency_key))
+        return f"charged {amount}"
+
+    def agent() -> Agent:
+        model = ScriptedModel([ModelReply.call("charge", {"amount": 5}, id="c1"), "done"])
+        return Agent("payer", model, tools)
+
+    with pytest.raises(SimulatedCrash):  # the charge ran; its result never became durable
+        await run(agent(), CrashingJournal(journal, 4, "before"), APP, "u", "s", "r9", "pay")
+    stopped = await resume(agent(), journal, APP, "r9")
+    assert stopped.stop_reason is StopReason.RESUME_STATE_UNKNOWN
+    assert stopped.open_intent is not None
+    await resolve(journal, APP, "r9", stopped.open_intent, NotHappened("wrongly"))
+    assert (await resume(agent(), journal, APP, "r9")).stop_reason is StopReason.COMPLETED
+    assert len(seen) == 2
+    (first_intent, first_key), (second_intent, second_key) = seen
+    assert first_intent != second_intent
+    assert first_key == second_key == "r9/1/0"

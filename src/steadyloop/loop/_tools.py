@@ -21,8 +21,10 @@ class ToolContext:
     """What a tool may learn about the call it serves.
 
     A tool whose function has a parameter named ``context`` receives one. A
-    never-repeat tool can pass :attr:`intent_id` to an external API as its idempotency
-    key, so that even a caller's "retry" decision cannot double the effect there.
+    never-repeat tool should pass :attr:`idempotency_key` to an external API that
+    accepts one, so that even a caller's wrong "it did not happen" decision cannot
+    double the effect there. Do not use :attr:`intent_id` for that: a re-execution
+    after :class:`~steadyloop.NotHappened` is a new intent with a new id.
 
     Attributes:
         run_id: The run.
@@ -37,6 +39,11 @@ class ToolContext:
     step: int
     index: int
     attempt: int
+
+    @property
+    def idempotency_key(self) -> str:
+        """``run_id/step/index``: the same for every attempt at this one action."""
+        return f"{self.run_id}/{self.step}/{self.index}"
 
 
 @dataclass(frozen=True)
