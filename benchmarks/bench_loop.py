@@ -42,7 +42,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from steadyloop.journal import AppendResult, Journal, MemoryJournal, SQLiteJournal
+from steadyloop.journal import (
+    AppendResult,
+    ForwardingJournal,
+    Journal,
+    MemoryJournal,
+    SQLiteJournal,
+)
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.loop import (
     Agent,
@@ -55,7 +61,6 @@ from steadyloop.loop import (
     resume,
     run,
 )
-from steadyloop.records import StoredRecord
 from steadyloop.testing import CrashingJournal, SimulatedCrash
 
 RESULTS = Path(__file__).parent / "results" / "loop.json"
@@ -97,37 +102,16 @@ def bench_agent(steps: int) -> Agent:
     )
 
 
-class CountingJournal(Journal):
+class CountingJournal(ForwardingJournal):
     """Counts appends on the way through."""
 
     def __init__(self, inner: Journal) -> None:
-        super().__init__()
-        self.inner, self.url, self.appends = inner, inner.url, 0
+        super().__init__(inner)
+        self.appends = 0
 
     async def _append(self, batch: PreparedBatch) -> AppendResult:
         self.appends += 1
-        return await self.inner.append(batch.namespace, list(batch.writes))
-
-    async def _read(self, ns: str, s: str, start: int, limit: int | None) -> list[StoredRecord]:
-        return await self.inner.read(ns, s, start=start, limit=limit)
-
-    async def _head(self, ns: str, s: str) -> int:
-        return await self.inner.head(ns, s)
-
-    async def _streams(self, ns: str) -> list[str]:
-        return await self.inner.streams(ns)
-
-    async def _namespaces(self) -> list[str]:
-        return await self.inner.namespaces()
-
-    async def _delete_stream(self, ns: str, s: str) -> None:
-        await self.inner.delete_stream(ns, s)
-
-    async def _delete_namespace(self, ns: str) -> None:
-        await self.inner.delete_namespace(ns)
-
-    async def _close(self) -> None:
-        await self.inner.close()
+        return await super()._append(batch)
 
 
 def floor(directory: Path, n: int) -> list[float]:

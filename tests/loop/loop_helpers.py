@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from steadyloop.journal import AppendResult, Journal, StreamWrite
+from steadyloop.journal import AppendResult, ForwardingJournal, Journal, StreamWrite
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.loop import (
     Agent,
@@ -119,44 +119,17 @@ def counting_agent(
     )
 
 
-class RecordingJournal(Journal):
+class RecordingJournal(ForwardingJournal):
     """Writes through to another journal and remembers every batch."""
 
     def __init__(self, inner: Journal) -> None:
-        super().__init__()
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self.batches: list[list[tuple[str, list[str]]]] = []
 
     async def _append(self, batch: PreparedBatch) -> AppendResult:
-        result = await self.inner.append(
-            batch.namespace, list(batch.writes), idempotency_key=batch.idempotency_key
-        )
+        result = await super()._append(batch)
         self.batches.append([(w.stream, [r.kind for r in w.records]) for w in batch.writes])
         return result
-
-    async def _read(
-        self, namespace: str, stream: str, start: int, limit: int | None
-    ) -> list[StoredRecord]:
-        return await self.inner.read(namespace, stream, start=start, limit=limit)
-
-    async def _head(self, namespace: str, stream: str) -> int:
-        return await self.inner.head(namespace, stream)
-
-    async def _streams(self, namespace: str) -> list[str]:
-        return await self.inner.streams(namespace)
-
-    async def _namespaces(self) -> list[str]:
-        return await self.inner.namespaces()
-
-    async def _delete_stream(self, namespace: str, stream: str) -> None:
-        await self.inner.delete_stream(namespace, stream)
-
-    async def _delete_namespace(self, namespace: str) -> None:
-        await self.inner.delete_namespace(namespace)
-
-    async def _close(self) -> None:
-        await self.inner.close()
 
 
 async def all_records(journal: Journal) -> list[StoredRecord]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from steadyloop.journal import Journal, StreamWrite, open_journal
+from steadyloop.journal import ForwardingJournal, Journal, StreamWrite, open_journal
 from steadyloop.records import Record, StoredRecord
-from steadyloop.replay import Backend, ForwardingJournal
+from steadyloop.replay import Backend
 
 WriteFlaw = Callable[[str, Record], list[Record]]
 ReadFlaw = Callable[[str, list[StoredRecord]], list[StoredRecord]]

@@ -21,6 +21,7 @@ from steadyloop.journal._factory import (
     redact_url,
 )
 from steadyloop.journal._files import FileLock, Files, fsync_directory
+from steadyloop.journal._forwarding import ForwardingJournal
 from steadyloop.journal._jsonl import JSONLJournal, namespace_filename
 from steadyloop.journal._memory import MemoryJournal
 from steadyloop.journal._protocol import (
@@ -41,6 +42,7 @@ __all__ = [
     "AppendResult",
     "FileLock",
     "Files",
+    "ForwardingJournal",
     "JSONLJournal",
     "Journal",
     "MemoryJournal",

@@ -28,11 +28,11 @@ from steadyloop._errors import BackendUnavailable, SteadyloopError, UnknownBacke
 from steadyloop.journal import (
     AppendResult,
     Files,
+    ForwardingJournal,
     Journal,
     JSONLJournal,
     MemoryJournal,
     PreparedBatch,
-    StreamWrite,
     open_journal,
 )
 from steadyloop.loop import (
@@ -50,7 +50,6 @@ from steadyloop.records import (
     RecordFactory,
     SequentialIds,
     StepClock,
-    StoredRecord,
     SystemClock,
 )
 from steadyloop.replay._cases import (
@@ -83,7 +82,6 @@ __all__ = [
     "SERVER_BACKENDS",
     "Backend",
     "CaseRun",
-    "ForwardingJournal",
     "default_backends",
     "resolve_backends",
     "run_case",
@@ -119,68 +117,6 @@ CLOCK_STEP = 1_234_567
 
 class _Crash(BaseException):
     """The simulated process died. A ``BaseException``, so nothing swallows it."""
-
-
-class ForwardingJournal(Journal):
-    """A journal that forwards everything to another one.
-
-    Subclass it to build a deliberately flawed backend for a replay experiment:
-    override :meth:`on_write` to change what gets stored, or :meth:`on_read` to change
-    what comes back.
-
-    Args:
-        inner: The journal that really stores the records.
-
-    Example:
-        >>> class Shouting(ForwardingJournal):
-        ...     def on_read(self, namespace, stream, records):
-        ...         return records  # a real flaw would change something here
-    """
-
-    def __init__(self, inner: Journal) -> None:
-        super().__init__()
-        self.inner = inner
-        self.url = inner.url
-
-    def on_write(self, namespace: str, writes: list[StreamWrite]) -> list[StreamWrite]:
-        """Return the writes to store instead of ``writes`` (unchanged by default)."""
-        return writes
-
-    def on_read(
-        self, namespace: str, stream: str, records: list[StoredRecord]
-    ) -> list[StoredRecord]:
-        """Return the records to hand back instead of ``records`` (unchanged by default)."""
-        return records
-
-    async def _append(self, batch: PreparedBatch) -> AppendResult:
-        writes = self.on_write(batch.namespace, list(batch.writes))
-        return await self.inner.append(
-            batch.namespace, writes, idempotency_key=batch.idempotency_key
-        )
-
-    async def _read(
-        self, namespace: str, stream: str, start: int, limit: int | None
-    ) -> list[StoredRecord]:
-        records = await self.inner.read(namespace, stream, start=start, limit=limit)
-        return self.on_read(namespace, stream, records)
-
-    async def _head(self, namespace: str, stream: str) -> int:
-        return await self.inner.head(namespace, stream)
-
-    async def _streams(self, namespace: str) -> list[str]:
-        return await self.inner.streams(namespace)
-
-    async def _namespaces(self) -> list[str]:
-        return await self.inner.namespaces()
-
-    async def _delete_stream(self, namespace: str, stream: str) -> None:
-        await self.inner.delete_stream(namespace, stream)
-
-    async def _delete_namespace(self, namespace: str) -> None:
-        await self.inner.delete_namespace(namespace)
-
-    async def _close(self) -> None:
-        await self.inner.close()
 
 
 class _TearingFiles(Files):

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from steadyloop._errors import RunFinished, RunNotFound
-from steadyloop.journal import AppendResult, Journal
+from steadyloop.journal import AppendResult, ForwardingJournal, Journal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.loop._agent import Agent
 from steadyloop.loop._run import Happened, NotHappened, _describe, load_run, resolve, resume, run
@@ -53,7 +53,7 @@ from steadyloop.loop._types import (
     StopReason,
     ToolSpec,
 )
-from steadyloop.records import JSONValue, RecordFactory, StoredRecord
+from steadyloop.records import JSONValue, RecordFactory
 from steadyloop.sessions import SessionService
 from steadyloop.testing._faults import SimulatedCrash
 
@@ -62,7 +62,7 @@ __all__ = ["CrashCase", "CrashMatrixReport", "CrashingJournal", "crash_matrix"]
 Side = Literal["before", "after"]
 
 
-class CrashingJournal(Journal):
+class CrashingJournal(ForwardingJournal):
     """A journal wrapper whose process "dies" at one append.
 
     Args:
@@ -77,61 +77,29 @@ class CrashingJournal(Journal):
     """
 
     def __init__(self, inner: Journal, crash_at: int | None = None, side: Side = "before") -> None:
-        super().__init__()
-        self.inner = inner
-        self.url = inner.url
+        super().__init__(inner)
         self.crash_at = crash_at
         self.side = side
         self.appends = 0
         self.crashed = False
 
-    def _tick(self) -> None:
+    def check(self) -> None:
+        """A dead process does nothing more."""
         if self.crashed:
             raise SimulatedCrash("the process already died")
 
     async def _append(self, batch: PreparedBatch) -> AppendResult:
-        self._tick()
+        self.check()
         self.appends += 1
         hit = self.crash_at is not None and self.appends == self.crash_at
         if hit and self.side == "before":
             self.crashed = True
             raise SimulatedCrash(f"crash before append {self.appends}")
-        result = await self.inner.append(
-            batch.namespace, list(batch.writes), idempotency_key=batch.idempotency_key
-        )
+        result = await super()._append(batch)
         if hit:
             self.crashed = True
             raise SimulatedCrash(f"crash after append {self.appends}")
         return result
-
-    async def _read(
-        self, namespace: str, stream: str, start: int, limit: int | None
-    ) -> list[StoredRecord]:
-        self._tick()
-        return await self.inner.read(namespace, stream, start=start, limit=limit)
-
-    async def _head(self, namespace: str, stream: str) -> int:
-        self._tick()
-        return await self.inner.head(namespace, stream)
-
-    async def _streams(self, namespace: str) -> list[str]:
-        self._tick()
-        return await self.inner.streams(namespace)
-
-    async def _namespaces(self) -> list[str]:
-        self._tick()
-        return await self.inner.namespaces()
-
-    async def _delete_stream(self, namespace: str, stream: str) -> None:
-        self._tick()
-        await self.inner.delete_stream(namespace, stream)
-
-    async def _delete_namespace(self, namespace: str) -> None:
-        self._tick()
-        await self.inner.delete_namespace(namespace)
-
-    async def _close(self) -> None:
-        await self.inner.close()
 
 
 class _Recorder:
