@@ -43,23 +43,16 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from steadyloop._errors import BackendUnavailable, InvalidBatch, UnknownBackend
 from steadyloop.journal._factory import redact_url
-from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
+from steadyloop.journal._protocol import AppendResult, PreparedBatch
 from steadyloop.journal._sql import (
     Dialect,
     Plan,
+    PlanJournal,
     Query,
     Row,
-    append_plan,
-    delete_namespace_plan,
-    delete_stream_plan,
-    head_plan,
     migrate_plan,
-    namespaces_plan,
-    read_plan,
-    streams_plan,
 )
 from steadyloop.journal._sql_async import RetryPolicy, retry_transaction, run_async
-from steadyloop.records import StoredRecord
 
 try:
     import asyncmy
@@ -127,7 +120,7 @@ def _lock_name(database: str, prefix: str) -> str:
     return f"steadyloop-migrate-{digest[:40]}"
 
 
-class MySQLJournal(Journal):
+class MySQLJournal(PlanJournal):
     """A journal in a MySQL or MariaDB database, shared by every process opening its URL.
 
     Durability: what an InnoDB commit survives — with the default
@@ -289,7 +282,7 @@ class MySQLJournal(Journal):
             isinstance(exc, my_errors.MySQLError) and bool(exc.args) and exc.args[0] in _RETRYABLE
         )
 
-    async def _run(self, make_plan: Callable[[], Plan], *, write: bool = False) -> Any:
+    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
         pool = self._pool
         assert pool is not None
@@ -328,36 +321,7 @@ class MySQLJournal(Journal):
                         f"server's max_allowed_packet ({self.max_allowed_packet}) allows "
                         f"records up to {limit // 2} bytes; raise max_allowed_packet"
                     )
-        result: AppendResult = await self._run(
-            lambda: append_plan(self._dialect, batch), write=True
-        )
-        return result
-
-    async def _read(
-        self, namespace: str, stream: str, start: int, limit: int | None
-    ) -> list[StoredRecord]:
-        rows: list[StoredRecord] = await self._run(
-            lambda: read_plan(self._dialect, namespace, stream, start, limit)
-        )
-        return rows
-
-    async def _head(self, namespace: str, stream: str) -> int:
-        head: int = await self._run(lambda: head_plan(self._dialect, namespace, stream))
-        return head
-
-    async def _streams(self, namespace: str) -> list[str]:
-        names: list[str] = await self._run(lambda: streams_plan(self._dialect, namespace))
-        return names
-
-    async def _namespaces(self) -> list[str]:
-        names: list[str] = await self._run(lambda: namespaces_plan(self._dialect))
-        return names
-
-    async def _delete_stream(self, namespace: str, stream: str) -> None:
-        await self._run(lambda: delete_stream_plan(self._dialect, namespace, stream), write=True)
-
-    async def _delete_namespace(self, namespace: str) -> None:
-        await self._run(lambda: delete_namespace_plan(self._dialect, namespace), write=True)
+        return await super()._append(batch)
 
     async def _close(self) -> None:
         if self._pool is not None:

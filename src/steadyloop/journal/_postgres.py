@@ -39,23 +39,15 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from steadyloop._errors import BackendUnavailable, UnknownBackend
 from steadyloop.journal._factory import redact_url
-from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
 from steadyloop.journal._sql import (
     Dialect,
     Plan,
+    PlanJournal,
     Query,
     Row,
-    append_plan,
-    delete_namespace_plan,
-    delete_stream_plan,
-    head_plan,
     migrate_plan,
-    namespaces_plan,
-    read_plan,
-    streams_plan,
 )
 from steadyloop.journal._sql_async import RetryPolicy, retry_transaction, run_async
-from steadyloop.records import StoredRecord
 
 try:
     import psycopg
@@ -108,7 +100,7 @@ def _lock_id(prefix: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-class PostgresJournal(Journal):
+class PostgresJournal(PlanJournal):
     """A journal in a PostgreSQL database, shared by every process that opens its URL.
 
     Durability: what a commit survives on the server — with the defaults (``fsync=on``,
@@ -233,7 +225,7 @@ class PostgresJournal(Journal):
             pg_errors.SerializationFailure | pg_errors.DeadlockDetected | pg_errors.UniqueViolation,
         )
 
-    async def _run(self, make_plan: Callable[[], Plan], *, write: bool = False) -> Any:
+    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
         pool = self._pool
         assert pool is not None
@@ -255,38 +247,6 @@ class PostgresJournal(Journal):
             ) from exc
 
     # -- backend hooks ----------------------------------------------------------------
-
-    async def _append(self, batch: PreparedBatch) -> AppendResult:
-        result: AppendResult = await self._run(
-            lambda: append_plan(self._dialect, batch), write=True
-        )
-        return result
-
-    async def _read(
-        self, namespace: str, stream: str, start: int, limit: int | None
-    ) -> list[StoredRecord]:
-        rows: list[StoredRecord] = await self._run(
-            lambda: read_plan(self._dialect, namespace, stream, start, limit)
-        )
-        return rows
-
-    async def _head(self, namespace: str, stream: str) -> int:
-        head: int = await self._run(lambda: head_plan(self._dialect, namespace, stream))
-        return head
-
-    async def _streams(self, namespace: str) -> list[str]:
-        names: list[str] = await self._run(lambda: streams_plan(self._dialect, namespace))
-        return names
-
-    async def _namespaces(self) -> list[str]:
-        names: list[str] = await self._run(lambda: namespaces_plan(self._dialect))
-        return names
-
-    async def _delete_stream(self, namespace: str, stream: str) -> None:
-        await self._run(lambda: delete_stream_plan(self._dialect, namespace, stream), write=True)
-
-    async def _delete_namespace(self, namespace: str) -> None:
-        await self._run(lambda: delete_namespace_plan(self._dialect, namespace), write=True)
 
     async def _close(self) -> None:
         if self._pool is not None:

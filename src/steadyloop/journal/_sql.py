@@ -21,18 +21,20 @@ the records, heads and key in one transaction.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from steadyloop._errors import ConflictError, CorruptionError, IdempotencyKeyReused
-from steadyloop.journal._protocol import AppendResult, PreparedBatch
+from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
 from steadyloop.records import Record, StoredRecord, canonical_json, decode
 
 __all__ = [
     "SCHEMA_VERSION",
     "Dialect",
     "Plan",
+    "PlanJournal",
     "Query",
     "append_plan",
     "delete_namespace_plan",
@@ -380,3 +382,56 @@ def run_sync(plan: Plan, execute: Callable[[Query], list[Row]]) -> Any:
             query = plan.send(execute(query))
     except StopIteration as stop:
         return stop.value
+
+
+class PlanJournal(Journal):
+    """A journal whose every operation is one of the shared plans above.
+
+    A SQL backend sets ``_dialect`` and implements :meth:`_run_plan`, which runs one
+    plan in one transaction on its driver (retrying, if the driver needs to, by
+    calling ``make_plan`` again for a fresh generator). Everything else is here once.
+    """
+
+    _dialect: Dialect
+
+    @abstractmethod
+    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
+        """Run the plan ``make_plan()`` returns in one transaction; return its result."""
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        result: AppendResult = await self._run_plan(
+            lambda: append_plan(self._dialect, batch), write=True
+        )
+        return result
+
+    async def _read(
+        self, namespace: str, stream: str, start: int, limit: int | None
+    ) -> list[StoredRecord]:
+        rows: list[StoredRecord] = await self._run_plan(
+            lambda: read_plan(self._dialect, namespace, stream, start, limit), write=False
+        )
+        return rows
+
+    async def _head(self, namespace: str, stream: str) -> int:
+        head: int = await self._run_plan(
+            lambda: head_plan(self._dialect, namespace, stream), write=False
+        )
+        return head
+
+    async def _streams(self, namespace: str) -> list[str]:
+        names: list[str] = await self._run_plan(
+            lambda: streams_plan(self._dialect, namespace), write=False
+        )
+        return names
+
+    async def _namespaces(self) -> list[str]:
+        names: list[str] = await self._run_plan(lambda: namespaces_plan(self._dialect), write=False)
+        return names
+
+    async def _delete_stream(self, namespace: str, stream: str) -> None:
+        await self._run_plan(
+            lambda: delete_stream_plan(self._dialect, namespace, stream), write=True
+        )
+
+    async def _delete_namespace(self, namespace: str) -> None:
+        await self._run_plan(lambda: delete_namespace_plan(self._dialect, namespace), write=True)

@@ -21,23 +21,15 @@ from typing import Any, TypeVar
 
 from steadyloop._errors import BackendUnavailable, CorruptionError, JournalLocked
 from steadyloop.journal._files import fsync_directory
-from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
 from steadyloop.journal._sql import (
     Dialect,
     Plan,
+    PlanJournal,
     Query,
     Row,
-    append_plan,
-    delete_namespace_plan,
-    delete_stream_plan,
-    head_plan,
     migrate_plan,
-    namespaces_plan,
-    read_plan,
     run_sync,
-    streams_plan,
 )
-from steadyloop.records import StoredRecord
 
 __all__ = ["SQLiteJournal"]
 
@@ -134,7 +126,7 @@ def _classify(exc: sqlite3.DatabaseError, path: str, doing: str) -> Exception:
     return BackendUnavailable(f"sqlite:{path}: {doing}: {text}")
 
 
-class SQLiteJournal(Journal):
+class SQLiteJournal(PlanJournal):
     """A journal in one SQLite file (the default backend).
 
     Durability: survives process kill and power loss (WAL, ``synchronous=FULL``).
@@ -246,41 +238,11 @@ class SQLiteJournal(Journal):
             raise BackendUnavailable(f"sqlite:{self.path}: commit failed: {exc}") from exc
         return result
 
-    async def _run(self, plan: Plan, *, write: bool = False) -> Any:
+    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         try:
-            return await self._call(lambda: self._transaction(plan, write=write))
+            return await self._call(lambda: self._transaction(make_plan(), write=write))
         except sqlite3.DatabaseError as exc:
             raise _classify(exc, self.path, "failed") from exc
-
-    async def _append(self, batch: PreparedBatch) -> AppendResult:
-        result: AppendResult = await self._run(append_plan(self._dialect, batch), write=True)
-        return result
-
-    async def _read(
-        self, namespace: str, stream: str, start: int, limit: int | None
-    ) -> list[StoredRecord]:
-        rows: list[StoredRecord] = await self._run(
-            read_plan(self._dialect, namespace, stream, start, limit)
-        )
-        return rows
-
-    async def _head(self, namespace: str, stream: str) -> int:
-        head: int = await self._run(head_plan(self._dialect, namespace, stream))
-        return head
-
-    async def _streams(self, namespace: str) -> list[str]:
-        names: list[str] = await self._run(streams_plan(self._dialect, namespace))
-        return names
-
-    async def _namespaces(self) -> list[str]:
-        names: list[str] = await self._run(namespaces_plan(self._dialect))
-        return names
-
-    async def _delete_stream(self, namespace: str, stream: str) -> None:
-        await self._run(delete_stream_plan(self._dialect, namespace, stream), write=True)
-
-    async def _delete_namespace(self, namespace: str) -> None:
-        await self._run(delete_namespace_plan(self._dialect, namespace), write=True)
 
     async def _close(self) -> None:
         def close() -> None:
