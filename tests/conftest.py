@@ -21,3 +21,18 @@ async def journal_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
     """A URL of a fresh, private store on the backend under test."""
     async with store_url(backend, tmp_path) as url:
         yield url
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say once per missing server how many tests it skipped, instead of once per test."""
+    counts: dict[str, tuple[int, str]] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if reason.startswith("STEADYLOOP_"):
+            variable = reason.split(":", 1)[0]
+            count, _ = counts.get(variable, (0, reason))
+            counts[variable] = (count + 1, reason)
+    for _, (count, reason) in sorted(counts.items()):
+        terminalreporter.write_line(f"{count} tests skipped, no server: {reason}")
