@@ -57,7 +57,7 @@ def measure(repeat: int) -> dict[str, Any]:
             env,
         )
         runs.append(seconds)
-        for match in re.finditer(r"^([\d.]+)s call\s+(\S+\.ipynb)", stdout, re.MULTILINE):
+        for match in re.finditer(r"^([\d.]+)s call\s+(\S+\.ipynb)::", stdout, re.MULTILINE):
             durations[match.group(2)] = min(
                 durations.get(match.group(2), float("inf")), float(match.group(1))
             )
