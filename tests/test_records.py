@@ -167,3 +167,34 @@ def test_an_overridden_factory_is_still_called() -> None:
     assert dict(rec.payload) == {"tagged": True, "a": 1}
     with pytest.raises(EncodingError, match="/payload/a"):
         _make_unchecked(Tagging(), "k", {"a": math.nan})
+
+
+def test_limits_refuse_cycles_deep_nesting_and_huge_integers() -> None:
+    """A cycle, nesting past MAX_DEPTH or an integer past MAX_INT_DIGITS is an EncodingError, not a hang."""
+    from steadyloop.records import MAX_DEPTH, MAX_INT_DIGITS
+
+    cyclic: dict[str, object] = {}
+    cyclic["self"] = cyclic
+    deep: list[object] = []
+    node = deep
+    for _ in range(MAX_DEPTH + 5):
+        child: list[object] = []
+        node.append(child)
+        node = child
+    for value, message in (
+        (cyclic, "nested more than"),
+        (deep, "nested more than"),
+        ({"n": 10**MAX_INT_DIGITS * 10}, "decimal digits"),
+    ):
+        with pytest.raises(EncodingError, match=message):
+            canonical_json(value)
+        with pytest.raises(EncodingError, match=message):
+            Record(kind="k", payload={"v": value}, id="x", time=0)
+    assert canonical_json({"n": 10 ** (MAX_INT_DIGITS - 1)}).startswith('{"n":1000')
+
+
+def test_read_only_mappings_encode_as_the_dicts_they_hold() -> None:
+    """A Mapping that is not a dict (a MappingProxyType) encodes like the equal dict."""
+    from types import MappingProxyType
+
+    assert canonical_json({"m": MappingProxyType({"b": 1, "a": 2})}) == '{"m":{"a":2,"b":1}}'

@@ -33,6 +33,8 @@ from steadyloop._errors import EncodingError
 
 __all__ = [
     "INTENT_KIND",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
     "RESULT_KIND",
     "Clock",
     "IdSource",
@@ -57,6 +59,15 @@ Its payload carries ``intent_id`` (unique in the namespace) and ``policy``."""
 
 RESULT_KIND = "effect.result"
 """Kind of the record written after an external effect; payload carries ``intent_id``."""
+
+MAX_DEPTH = 512
+"""Deepest nesting of lists and objects a canonical value may have (a cycle is refused)."""
+
+MAX_INT_DIGITS = 4300
+"""Longest integer, in decimal digits, a canonical value may hold (Python's own limit
+for turning integers into text; every backend can then read back what it stored)."""
+
+_MAX_INT_BITS = int(MAX_INT_DIGITS / 0.30103)  # bits of the largest such integer, roughly
 
 JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
 """A value the canonical encoding accepts."""
@@ -84,10 +95,23 @@ def check_canonical(value: object, path: str = "") -> None:
     # JSON Pointer of the problem, or accepts what the fast pass does not know (a
     # Mapping that is not a dict, a subclass of str or int).
     # An explicit stack keeps deep documents from hitting the recursion limit.
-    stack: list[tuple[object, str]] = [(value, path)]
+    stack: list[tuple[object, str, int]] = [(value, path, 0)]
     while stack:
-        item, where = stack.pop()
-        if item is None or isinstance(item, bool | int):
+        item, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise EncodingError(
+                f"the value is nested more than {MAX_DEPTH} levels deep (or holds itself)",
+                path=where,
+            )
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if item.bit_length() > _MAX_INT_BITS:
+                raise EncodingError(
+                    f"an integer of {item.bit_length()} bits has more than "
+                    f"{MAX_INT_DIGITS} decimal digits",
+                    path=where,
+                )
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
@@ -97,7 +121,7 @@ def check_canonical(value: object, path: str = "") -> None:
             _check_text(item, where)
             continue
         if isinstance(item, list | tuple):
-            stack.extend((v, f"{where}/{i}") for i, v in enumerate(item))
+            stack.extend((v, f"{where}/{i}", depth + 1) for i, v in enumerate(item))
             continue
         if isinstance(item, Mapping):
             for key, v in item.items():
@@ -107,7 +131,7 @@ def check_canonical(value: object, path: str = "") -> None:
                         path=where,
                     )
                 _check_text(key, where)
-                stack.append((v, f"{where}/{_escape_pointer(key)}"))
+                stack.append((v, f"{where}/{_escape_pointer(key)}", depth + 1))
             continue
         raise EncodingError(
             f"a value of type {type(item).__name__} has no canonical JSON form", path=where
@@ -116,6 +140,11 @@ def check_canonical(value: object, path: str = "") -> None:
 
 def _plainly_valid(value: object) -> bool:
     """Fast check of the common case: only dict, list, str, int, float, bool and None."""
+    return _plain_structure(value) and _texts_valid(value)
+
+
+def _texts_valid(value: object) -> bool:
+    """Whether every string (keys included) in a plain structure is valid Unicode."""
     stack = [value]
     pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
@@ -195,12 +224,16 @@ def _plain_structure(value: object) -> bool:
     Keys must be strings and floats finite; strings themselves are not looked into.
     """
     kind = type(value)
+    if kind is int:
+        return value.bit_length() <= _MAX_INT_BITS  # type: ignore[attr-defined,no-any-return]
     if kind is not dict and kind is not list:
         return kind is str or kind in _SCALARS or (kind is float and _isfinite(value))  # type: ignore[arg-type]
-    stack: list[Any] = [value]
+    stack: list[Any] = [(value, 0)]
     pop, push = stack.pop, stack.append
     while stack:
-        item = pop()
+        item, depth = pop()
+        if depth >= MAX_DEPTH:
+            return False
         if type(item) is dict:
             for key in item:
                 if type(key) is not str:
@@ -210,10 +243,14 @@ def _plain_structure(value: object) -> bool:
             values = item
         for v in values:
             kind = type(v)
-            if kind is str or kind in _SCALARS:
+            if kind is str or kind is bool or v is None:
+                continue
+            if kind is int:
+                if v.bit_length() > _MAX_INT_BITS:
+                    return False
                 continue
             if kind is dict or kind is list:
-                push(v)
+                push((v, depth + 1))
             elif kind is not float or not _isfinite(v):
                 return False
     return True
@@ -235,10 +272,15 @@ def _make_c_encoder() -> Any:
     encode_str = getattr(json.encoder, "c_encode_basestring", None)
     if make is None or encode_str is None:  # pragma: no cover - not CPython
         return None
-    # ``default`` is the stock one: a value only JSON cannot carry (a Mapping that is
-    # not a dict) raises the very TypeError json.dumps raises.
-    default = json.JSONEncoder().default
-    return make(None, default, encode_str, None, ":", ",", True, False, False)
+    return make(None, _as_json, encode_str, None, ":", ",", True, False, False)
+
+
+def _as_json(value: object) -> object:
+    """The encoder's fallback: a Mapping that is not a dict (check_canonical accepts
+    them) is encoded as the dict it holds; anything else was refused before."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 _c_encode = _make_c_encoder()

@@ -198,6 +198,10 @@ def prepare_batch(
                 raise EncodingError(
                     f"record {j} of stream {w.stream!r}: {exc}", path=exc.path
                 ) from None
+            except (ValueError, TypeError, RecursionError) as exc:
+                raise EncodingError(
+                    f"record {j} of stream {w.stream!r} has no canonical JSON form: {exc}"
+                ) from None
         encoded.append(tuple(texts))
         if idempotency_key is not None:
             digest_parts.append([w.stream, [[r.kind, dict(r.payload)] for r in w.records]])
