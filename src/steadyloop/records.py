@@ -276,8 +276,10 @@ def _make_c_encoder() -> Any:
 
 
 def _as_json(value: object) -> object:
-    """The encoder's fallback: a Mapping that is not a dict (check_canonical accepts
-    them) is encoded as the dict it holds; anything else was refused before."""
+    """Encode a Mapping that is not a dict as the dict it holds.
+
+    check_canonical accepts such mappings; anything else was refused before.
+    """
     if isinstance(value, Mapping):
         return dict(value)
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
