@@ -55,3 +55,28 @@ def flawed_at(
 def with_payload(record: Record, payload: dict[str, Any]) -> Record:
     """The same record with another payload."""
     return Record(kind=record.kind, payload=payload, id=record.id, time=record.time)
+
+
+class Vanishing(ForwardingJournal):
+    """A journal whose server goes away after ``writes`` appends (a real loss, not a case's)."""
+
+    def __init__(self, inner: Journal, writes: int) -> None:
+        super().__init__(inner)
+        self.left = writes
+
+    async def _append(self, batch: Any) -> Any:
+        if self.left <= 0:
+            from steadyloop._errors import BackendUnavailable
+
+            raise BackendUnavailable("server went away")
+        self.left -= 1
+        return await super()._append(batch)
+
+
+def vanishing_at(url: str, name: str, writes: int) -> Backend:
+    """A backend on ``url`` that answers the probe, then fails every append past ``writes``."""
+
+    async def opener() -> Journal:
+        return Vanishing(await open_journal(url), writes)
+
+    return Backend(name, opener)

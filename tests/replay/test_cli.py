@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
+import pytest
 
 from steadyloop.replay import bundled_cases, report_schema
 
@@ -85,3 +88,28 @@ def test_check_list_and_schema_commands() -> None:
         assert out.returncode == 0
         jsonschema.Draft202012Validator.check_schema(json.loads(out.stdout))
     assert _cli("schema", "nope").returncode == 2
+
+
+def test_exit_2_when_a_backend_is_lost_mid_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend that answers the probe and then stops answering exits 2, not 1, with no traceback."""
+    from replay_helpers import vanishing_at
+    from typer.testing import CliRunner
+
+    from steadyloop.cli import app
+    from steadyloop.journal import MemoryJournal
+
+    report_module = importlib.import_module("steadyloop.replay._report")
+    store = "replay-cli-vanishing-test"
+    real = report_module.resolve_backends
+
+    def resolve(specs: Any, workdir: Any, environ: Any = None) -> list[Any]:
+        return [*real(["sqlite"], workdir, environ), vanishing_at(f"memory://{store}", "flaky", 1)]
+
+    monkeypatch.setattr(report_module, "resolve_backends", resolve)
+    try:
+        out = CliRunner().invoke(app, ["replay", "run", "-b", "sqlite"])
+    finally:
+        MemoryJournal.forget(store)
+    assert out.exit_code == 2, out.output
+    assert "'flaky' became unreachable" in out.output
+    assert out.exception is None or isinstance(out.exception, SystemExit)

@@ -102,3 +102,24 @@ def test_bundled_cases_are_package_data() -> None:
     assert root.joinpath("schemas", "case.schema.json").is_file()
     assert root.joinpath("schemas", "report.schema.json").is_file()
     assert len(load_cases([bundled_cases()])) == len(list(bundled_cases().glob("*.jsonl")))
+
+
+async def test_a_backend_lost_mid_run_raises_and_cleans_up(cases_by_id: dict[str, Case]) -> None:
+    """A backend that stops answering mid-run raises BackendUnavailable, not a reported difference, after removing what the case wrote."""
+    import pytest
+    from replay_helpers import vanishing_at
+
+    from steadyloop._errors import BackendUnavailable
+    from steadyloop.journal import MemoryJournal
+
+    store = "replay-vanishing-test"
+    try:
+        with pytest.raises(BackendUnavailable, match="'flaky' became unreachable"):
+            await replay(
+                [cases_by_id["single_turn"]],
+                ["sqlite", vanishing_at(f"memory://{store}", "flaky", writes=1)],
+            )
+        async with await open_journal(f"memory://{store}") as journal:
+            assert await journal.namespaces() == []
+    finally:
+        MemoryJournal.forget(store)

@@ -119,6 +119,10 @@ class _Crash(BaseException):
     """The simulated process died. A ``BaseException``, so nothing swallows it."""
 
 
+class _InjectedDrop(BackendUnavailable):
+    """A connection drop the case asked for; any other ``BackendUnavailable`` is real."""
+
+
 class _TearingFiles(Files):
     """A file layer that, once armed, writes only a head of the next write and dies."""
 
@@ -335,10 +339,10 @@ class _Injector(ForwardingJournal):
         if plan.kind == "dropped_connection" and n == plan.write:
             if plan.when == "before":
                 self.effect = f"connection dropped before write {n}; retried"
-                raise BackendUnavailable("replay: connection dropped before the write")
+                raise _InjectedDrop("replay: connection dropped before the write")
             await super()._append(batch)
             self.effect = f"connection dropped after write {n} landed; retried"
-            raise BackendUnavailable("replay: connection dropped after the write")
+            raise _InjectedDrop("replay: connection dropped after the write")
         return await super()._append(batch)
 
 
@@ -413,6 +417,15 @@ class _Runner:
                     await self._do(line, op, plan)
                 except _Crash:
                     crashed = True
+                except BackendUnavailable as exc:
+                    if not isinstance(exc, _InjectedDrop):
+                        # The backend went away on its own: not something the case
+                        # did, so not a difference. The run stops here (see below).
+                        raise
+                    self.snapshot["errors"][str(line)] = {
+                        "op": op.op,
+                        "error": type(exc).__name__,
+                    }
                 except SteadyloopError as exc:
                     self.snapshot["errors"][str(line)] = {
                         "op": op.op,
@@ -427,12 +440,13 @@ class _Runner:
                 if crashed:
                     await self._restart()
             await self._read_back()
-        finally:
-            try:
-                if not keep:
-                    await self.journal.delete_namespace(self.app)
-            finally:
-                await self.journal.close()
+        except BaseException:
+            # Clean up as far as the backend still allows, then let the original
+            # error through: a cleanup failure on a dead backend must not mask it.
+            with contextlib.suppress(Exception):
+                await self._cleanup(keep)
+            raise
+        await self._cleanup(keep)
         return CaseRun(
             case_id=self.case.case_id,
             backend=self.backend.name,
@@ -441,6 +455,13 @@ class _Runner:
             injections=self.injections,
             seconds=time.perf_counter() - started,
         )
+
+    async def _cleanup(self, keep: bool) -> None:
+        try:
+            if not keep:
+                await self.journal.delete_namespace(self.app)
+        finally:
+            await self.journal.close()
 
     async def _capture(self) -> dict[str, Any]:
         return {
@@ -543,9 +564,7 @@ class _Runner:
             return
         try:
             await self.service.append_event(session, event, idempotency_key=key)
-        except BackendUnavailable:
-            if plan is None or plan.kind != "dropped_connection":
-                raise
+        except _InjectedDrop:
             await self.service.append_event(session, event, idempotency_key=key)
 
     def _agent(self, op: RunLoop) -> Agent:
@@ -593,9 +612,15 @@ async def run_case(
             and the wall clock (normalisation makes both compare the same).
 
     Raises:
-        BackendUnavailable: The backend cannot be reached.
+        BackendUnavailable: The backend cannot be reached, or stopped answering during
+            the run (what the case had written so far is removed where possible).
     """
-    return await _Runner(case, backend, ids).execute(keep)
+    try:
+        return await _Runner(case, backend, ids).execute(keep)
+    except BackendUnavailable as exc:
+        raise BackendUnavailable(
+            f"backend {backend.name!r} became unreachable during case {case.case_id!r}: {exc}"
+        ) from exc
 
 
 def make_workdir() -> Path:
