@@ -94,6 +94,14 @@ def states_by_status() -> dict[str, TaskState]:
     finished = ("task.run_finished", {"round": 1, "stop_reason": "completed"})
     verified = ("task.verified", {"round": 1, "passed": True})
     audited_ok = ("task.audited", {"round": 1, "audit_round": 1, "passed": True, "findings": []})
+    blocker = {"id": "F1", "severity": "blocker", "kind": "deterministic", "gate": "verification"}
+    failed = ("task.verified", {"round": 1, "passed": False})
+    audited_bad = (
+        "task.audited",
+        {"round": 1, "audit_round": 1, "passed": False, "findings": [blocker]},
+    )
+    # The same task with a round budget of one: its first failed round spends the budget.
+    spent = ("task.submitted", {"task_id": "t1", "spec": goal_spec("t1", budget=1).to_json()})
     paths: dict[str, list[tuple[str, dict[str, Any]]]] = {
         "new": [],
         "queued": [submitted],
@@ -102,6 +110,8 @@ def states_by_status() -> dict[str, TaskState]:
         "running/ran": [submitted, claimed, started, finished],
         "running/verified": [submitted, claimed, started, finished, verified],
         "running/audited": [submitted, claimed, started, finished, verified, audited_ok],
+        "running/failed": [submitted, claimed, started, finished, failed, audited_bad],
+        "running/spent": [spent, claimed, started, finished, failed, audited_bad],
         "completed": [
             submitted,
             claimed,
@@ -113,12 +123,12 @@ def states_by_status() -> dict[str, TaskState]:
         ],
         "needs-human": [submitted, claimed, ("task.needs_human", {"reason": "x"})],
         "goal-unmet": [
-            submitted,
+            spent,
             claimed,
             started,
             finished,
-            verified,
-            audited_ok,
+            failed,
+            audited_bad,
             ("task.goal_unmet", {"round": 1}),
         ],
         "blocked": [submitted, ("task.blocked", {"dependency": "d"})],

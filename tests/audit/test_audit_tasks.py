@@ -44,6 +44,8 @@ PAYLOADS: dict[TaskEvent, dict[str, Any]] = {
     TaskEvent.BLOCKED: {"dependency": "d"},
 }
 
+BLOCKER = {"id": "F1", "severity": "blocker", "kind": "deterministic", "gate": "verification"}
+
 # (state name, event) -> status after, for every legal pair; everything else is refused.
 LEGAL: dict[tuple[str, TaskEvent], TaskStatus] = {
     ("new", TaskEvent.SUBMITTED): TaskStatus.QUEUED,
@@ -68,10 +70,16 @@ LEGAL: dict[tuple[str, TaskEvent], TaskStatus] = {
     ("running/verified", TaskEvent.NEEDS_HUMAN): TaskStatus.NEEDS_HUMAN,
     ("running/audited", TaskEvent.LEASE_LOST): TaskStatus.QUEUED,
     ("running/audited", TaskEvent.RELEASED): TaskStatus.QUEUED,
-    ("running/audited", TaskEvent.PUSHED_BACK): TaskStatus.QUEUED,
     ("running/audited", TaskEvent.COMPLETED): TaskStatus.COMPLETED,
-    ("running/audited", TaskEvent.GOAL_UNMET): TaskStatus.GOAL_UNMET,
     ("running/audited", TaskEvent.NEEDS_HUMAN): TaskStatus.NEEDS_HUMAN,
+    ("running/failed", TaskEvent.LEASE_LOST): TaskStatus.QUEUED,
+    ("running/failed", TaskEvent.RELEASED): TaskStatus.QUEUED,
+    ("running/failed", TaskEvent.PUSHED_BACK): TaskStatus.QUEUED,
+    ("running/failed", TaskEvent.NEEDS_HUMAN): TaskStatus.NEEDS_HUMAN,
+    ("running/spent", TaskEvent.LEASE_LOST): TaskStatus.QUEUED,
+    ("running/spent", TaskEvent.RELEASED): TaskStatus.QUEUED,
+    ("running/spent", TaskEvent.GOAL_UNMET): TaskStatus.GOAL_UNMET,
+    ("running/spent", TaskEvent.NEEDS_HUMAN): TaskStatus.NEEDS_HUMAN,
 }
 
 
@@ -173,9 +181,90 @@ def test_plain_tasks_are_not_verified_and_cannot_miss_a_goal() -> None:
         state.apply(kind, payload)
     with pytest.raises(IllegalTransition, match="only goal-mode tasks are verified"):
         state.apply("task.verified", {"round": 1, "passed": True})
-    state.apply("task.audited", {"round": 1, "audit_round": 1, "passed": False, "findings": []})
+    state.apply(
+        "task.audited", {"round": 1, "audit_round": 1, "passed": False, "findings": [BLOCKER]}
+    )
     with pytest.raises(IllegalTransition, match="only goal-mode"):
         state.apply("task.goal_unmet", {"round": 1})
+    with pytest.raises(IllegalTransition, match="did not pass"):
+        state.apply("task.completed", {"round": 1})
+
+
+def _trail(spec: TaskSpec, events: list[tuple[str, dict[str, Any]]]) -> TaskState:
+    state = TaskState(str(spec.task_id))
+    state.apply("task.submitted", {"spec": spec.to_json()})
+    state.apply("task.claimed", {"worker": "w", "lease_token": "k"})
+    for kind, payload in events:
+        state.apply(kind, payload)
+    return state
+
+
+def _round(number: int, *, verified: bool | None, findings: list[dict[str, Any]]) -> list[Any]:
+    events: list[Any] = [
+        ("task.round_started", {"round": number, "run_id": f"t1.r{number}"}),
+        ("task.run_finished", {"round": number, "stop_reason": "completed"}),
+    ]
+    if verified is not None:
+        events.append(("task.verified", {"round": number, "passed": verified}))
+    events.append(("task.audited", {"round": number, "audit_round": number, "findings": findings}))
+    return events
+
+
+PACKET = {"task_id": "t1", "round": 1, "audit_round": 1, "findings": []}
+
+
+def test_a_passed_audit_cannot_be_pushed_back() -> None:
+    """pushed_back is refused after an audit whose findings are all info."""
+    info = {**BLOCKER, "severity": "info"}
+    state = _trail(goal_spec("t1"), _round(1, verified=True, findings=[info]))
+    with pytest.raises(IllegalTransition, match="audit passed"):
+        state.apply("task.pushed_back", {"round": 1, "packet": PACKET})
+
+
+def test_goal_unmet_needs_a_spent_budget_and_a_failed_verification() -> None:
+    """goal_unmet is refused before the round budget is spent and after a passed verification."""
+    early = _trail(goal_spec("t1", budget=2), _round(1, verified=False, findings=[BLOCKER]))
+    with pytest.raises(IllegalTransition, match="not spent"):
+        early.apply("task.goal_unmet", {"round": 1})
+    judged = _trail(goal_spec("t1", budget=1), _round(1, verified=True, findings=[BLOCKER]))
+    with pytest.raises(IllegalTransition, match="verification and audit failed"):
+        judged.apply("task.goal_unmet", {"round": 1})
+    judged.apply("task.needs_human", {"reason": "a judge objected"})
+    passed = _trail(goal_spec("t1", budget=1), _round(1, verified=True, findings=[]))
+    with pytest.raises(IllegalTransition, match="verification and audit failed"):
+        passed.apply("task.goal_unmet", {"round": 1})
+
+
+def test_no_round_starts_beyond_the_round_budget() -> None:
+    """A spent round budget refuses both the push-back and the next round_started."""
+    state = _trail(goal_spec("t1", budget=1), _round(1, verified=False, findings=[BLOCKER]))
+    with pytest.raises(IllegalTransition, match="round budget"):
+        state.apply("task.pushed_back", {"round": 1, "packet": PACKET})
+    # Even a trail that got past that (an older writer) cannot open round 2.
+    state.status, state.phase = TaskStatus.RUNNING, None
+    with pytest.raises(IllegalTransition, match="round budget \\(1\\) is spent"):
+        state.apply("task.round_started", {"round": 2, "run_id": "t1.r2"})
+
+
+def test_the_audit_cap_sends_the_task_to_a_person_not_back() -> None:
+    """At audit_round == max_audit_rounds, pushed_back is refused and needs_human allowed."""
+    spec = TaskSpec(prompt="x", task_id="t1", max_audit_rounds=1)
+    state = _trail(spec, _round(1, verified=None, findings=[BLOCKER]))
+    with pytest.raises(IllegalTransition, match="audit cap"):
+        state.apply("task.pushed_back", {"round": 1, "packet": PACKET})
+    state.apply("task.needs_human", {"reason": "cap"})
+    assert state.status is TaskStatus.NEEDS_HUMAN
+
+
+def test_passed_is_read_from_the_findings() -> None:
+    """An audit claiming passed with a blocker open is refused, and so is completed after it."""
+    spec = TaskSpec(prompt="x", task_id="t1")
+    state = _trail(spec, _round(1, verified=None, findings=[BLOCKER])[:-1])
+    with pytest.raises(IllegalTransition, match="a blocking finding is open"):
+        state.apply(
+            "task.audited", {"round": 1, "audit_round": 1, "passed": True, "findings": [BLOCKER]}
+        )
+    state.apply("task.audited", {"round": 1, "audit_round": 1, "findings": [BLOCKER]})
     with pytest.raises(IllegalTransition, match="did not pass"):
         state.apply("task.completed", {"round": 1})
 

@@ -442,6 +442,15 @@ class TaskSpec:
         )
 
 
+def _audit_passed(audit: Mapping[str, Any]) -> bool:
+    """Whether an ``audited`` payload has no finding above ``info`` (read from its findings).
+
+    A finding without a severity counts as blocking.
+    """
+    findings = audit.get("findings") or ()
+    return not any(not isinstance(f, Mapping) or f.get("severity") != "info" for f in findings)
+
+
 def _name(value: object, field_name: str) -> str:
     if not isinstance(value, str) or not value or not value.strip():
         raise TaskSpecError(
@@ -605,6 +614,12 @@ class TaskState:
                     f"round counters never go back or skip: the next round is {expected}, "
                     f"not {payload.get('round')!r}",
                 )
+            budget = None if self.spec is None else self.spec.round_budget
+            if budget is not None and expected > budget:
+                raise self._refuse(
+                    event.short,
+                    f"the round budget ({budget}) is spent; round {expected} may not start",
+                )
         elif event in (TaskEvent.ROUND_RESUMED, TaskEvent.RUN_FINISHED, TaskEvent.VERIFIED):
             if payload.get("round") != self.round:
                 raise self._refuse(
@@ -619,11 +634,50 @@ class TaskState:
                     f"the next audit round is {self.audit_rounds + 1}, not "
                     f"{payload.get('audit_round')!r}",
                 )
+            findings = payload.get("findings", [])
+            if not isinstance(findings, list) or not all(isinstance(f, Mapping) for f in findings):
+                raise self._refuse(event.short, "the audit's findings must be a list of objects")
+            passed = _audit_passed(payload)
+            if "passed" in payload and bool(payload["passed"]) != passed:
+                raise self._refuse(
+                    event.short,
+                    f"the audit says passed={payload['passed']!r}, but its findings say "
+                    f"{'nothing above info was found' if passed else 'a blocking finding is open'}",
+                )
         elif event is TaskEvent.COMPLETED:
-            if not (self.audit or {}).get("passed"):
+            if not _audit_passed(self.audit or {"findings": [{}]}):
                 raise self._refuse(event.short, "the round's audit did not pass")
-        elif event is TaskEvent.GOAL_UNMET and not goal:
-            raise self._refuse(event.short, "only goal-mode tasks can miss their goal")
+        elif event is TaskEvent.PUSHED_BACK:
+            assert self.spec is not None
+            if _audit_passed(self.audit or {}):
+                raise self._refuse(event.short, "the round's audit passed; nothing to push back")
+            if self.audit_rounds >= self.spec.max_audit_rounds:
+                raise self._refuse(
+                    event.short,
+                    f"the audit cap ({self.spec.max_audit_rounds}) is reached: the task goes to "
+                    "a person (needs_human), not back to the queue",
+                )
+            budget = self.spec.round_budget
+            if budget is not None and self.round >= budget:
+                raise self._refuse(
+                    event.short,
+                    f"the round budget ({budget}) is spent: the task ends (goal_unmet or "
+                    "needs_human), not back to the queue",
+                )
+        elif event is TaskEvent.GOAL_UNMET:
+            if not goal:
+                raise self._refuse(event.short, "only goal-mode tasks can miss their goal")
+            assert self.spec is not None and self.spec.goal is not None
+            if self.round < self.spec.goal.round_budget:
+                raise self._refuse(
+                    event.short,
+                    f"the round budget ({self.spec.goal.round_budget}) is not spent: only "
+                    f"{self.round} round(s) ran",
+                )
+            if (self.verification or {}).get("passed") or _audit_passed(self.audit or {}):
+                raise self._refuse(
+                    event.short, "the goal is unmet only when the verification and audit failed"
+                )
         if event is TaskEvent.VERIFIED and not goal:
             raise self._refuse(event.short, "only goal-mode tasks are verified")
 
