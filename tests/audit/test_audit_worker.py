@@ -118,6 +118,38 @@ async def test_three_failed_audits_go_to_a_person(board: TaskBoard, tmp_path: Pa
     assert k.count("audited") == 3 and k.count("pushed_back") == 2 and k[-1] == "needs_human"
 
 
+async def test_push_backs_do_not_count_against_the_claim_limit(
+    board: TaskBoard, tmp_path: Path
+) -> None:
+    """A task allowed 12 audit rounds gets all 12 and ends at its audit cap, not at the claim limit of 10."""
+    await board.submit(TaskSpec(prompt="say yes", task_id="t", max_audit_rounds=12))
+    auditor = Auditor([RulesJudge([Rule.output_contains("yes")])])
+    agent = Agent("a", ScriptedModel(lambda i, m: "no"))
+    await make_worker(board, agent, tmp_path, "w", auditor=auditor).run()
+    state = await board.state("t")
+    assert (state.status, state.audit_rounds, state.claims) == (TaskStatus.NEEDS_HUMAN, 12, 12)
+    assert "12 audit rounds (the cap)" in state.detail
+
+
+async def test_claims_that_make_no_progress_go_to_a_person(
+    board: TaskBoard, tmp_path: Path, clock: ManualClock
+) -> None:
+    """A round whose workers keep dying is given to a person once its claims pass max_claims."""
+    await board.submit(TaskSpec(prompt="say yes", task_id="t"))
+
+    def dying(ctx: TaskContext) -> Agent:
+        raise Crash(ctx.round)
+
+    for _ in range(3):
+        with pytest.raises(Crash):
+            await make_worker(board, dying, tmp_path, "w", max_claims=3).run_once()
+        clock.advance(11)
+    await make_worker(board, dying, tmp_path, "w", max_claims=3).run_once()
+    state = await board.state("t")
+    assert (state.status, state.round, state.claims) == (TaskStatus.NEEDS_HUMAN, 1, 4)
+    assert "claimed 4 times without finishing round 1 (limit 3)" in state.detail
+
+
 async def test_goal_mode_stops_when_the_round_budget_is_spent(
     board: TaskBoard, tmp_path: Path
 ) -> None:

@@ -527,6 +527,9 @@ class TaskState:
             ``"audited"``), or ``None`` when no round is open.
         run_id: The open (or last) round's run.
         claims: How many times a worker claimed the task.
+        round_claims: Claims since the last push-back (or submission): the one that
+            works the round, plus any whose worker was lost or released it. Push-backs
+            are progress and start the count again.
         resumes: How many times a round was resumed after its worker was lost.
         owner: The worker holding the task while running.
         lease_token: Its lease token.
@@ -546,6 +549,7 @@ class TaskState:
     phase: str | None = None
     run_id: str | None = None
     claims: int = 0
+    round_claims: int = 0
     resumes: int = 0
     owner: str | None = None
     lease_token: str | None = None
@@ -697,6 +701,7 @@ class TaskState:
             self.spec = TaskSpec.from_json(payload["spec"])
         elif event is TaskEvent.CLAIMED:
             self.claims += 1
+            self.round_claims += 1
             self.owner = str(payload.get("worker"))
             self.lease_token = payload.get("lease_token")
         elif event in (TaskEvent.LEASE_LOST, TaskEvent.RELEASED):
@@ -717,6 +722,7 @@ class TaskState:
             self.audit = dict(payload)
         elif event is TaskEvent.PUSHED_BACK:
             self.packet = dict(payload["packet"])
+            self.round_claims = 0
             self.owner = self.lease_token = None
         if self.status is not None and self.status.terminal:
             self.detail = str(payload.get("reason") or payload.get("detail") or "")

@@ -174,7 +174,9 @@ class Worker:
         lease: Seconds a claim lasts without a heartbeat.
         heartbeat: Seconds between heartbeats (a third of the lease by default).
         poll: Seconds to wait when nothing is claimable.
-        max_claims: Claims after which a task that never finishes goes to a person.
+        max_claims: Claims of one round (the claim working it plus those whose worker
+            was lost or released it) after which the task goes to a person. Push-backs
+            start the count again, so a task may take as many rounds as its audit cap.
         on_event: Called with every :class:`WorkerEvent`.
     """
 
@@ -351,10 +353,11 @@ class Worker:
         )
         state = await self._write(state, events)
         self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
-        if claim.attempt > self.max_claims:
+        if state.round_claims > self.max_claims:
+            number = state.round if state.phase else state.round + 1
             reason = (
-                f"claimed {claim.attempt} times without finishing (limit {self.max_claims}); "
-                "a person should look"
+                f"claimed {state.round_claims} times without finishing round {number} "
+                f"(limit {self.max_claims}); a person should look"
             )
             state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
             await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
