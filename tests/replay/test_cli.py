@@ -113,3 +113,14 @@ def test_exit_2_when_a_backend_is_lost_mid_run(monkeypatch: pytest.MonkeyPatch) 
     assert out.exit_code == 2, out.output
     assert "'flaky' became unreachable" in out.output
     assert out.exception is None or isinstance(out.exception, SystemExit)
+
+
+def test_exit_2_on_an_unwritable_report_path(tmp_path: Path) -> None:
+    """An unwritable --report path exits 2 with a one-line error before any case runs, and no traceback."""
+    for target in (tmp_path / "missing" / "report.json", tmp_path):
+        out = _cli("run", "-b", "memory", "--report", str(target))
+        assert out.returncode == 2, out.stdout + out.stderr
+        assert "Traceback" not in out.stderr
+        assert "cannot write the report" in out.stderr
+        assert out.stdout == ""  # nothing ran: no table, no summary
+    assert not (tmp_path / "missing").exists()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -48,6 +49,27 @@ def _load(paths: list[Path] | None) -> list[Case]:
             where = f"{file}:{line}" if line else file
             err_console.print(f"[red]invalid case[/red] {where}: field {field or '/'}: {detail}")
         raise typer.Exit(EXIT_UNUSABLE) from None
+
+
+def _unwritable(path: Path, exc: OSError) -> typer.Exit:
+    reason = exc.strerror or str(exc)
+    err_console.print(
+        f"[red]error:[/red] cannot write the report to {escape(str(path))}: {escape(reason)}",
+        soft_wrap=True,
+    )
+    return typer.Exit(EXIT_UNUSABLE)
+
+
+def _check_writable(path: Path) -> None:
+    """Exit 2 with a one-line error unless ``path`` can be written; change nothing there."""
+    existed = path.exists()
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise _unwritable(path, exc) from None
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -117,6 +139,8 @@ def run_command(
 ) -> None:
     """Run cases on every backend, compare snapshots, print a table, write a report."""
     loaded = _load(cases)
+    if report_file is not None:
+        _check_writable(report_file)
     selected = _split(backends) or default_backends()
     ids: Literal["sequential", "random"] = "random" if random_ids else "sequential"
     with Progress(
@@ -156,7 +180,10 @@ def run_command(
     if report.workdir is not None:
         console.print(f"temporary stores kept in {report.workdir}")
     if report_file is not None:
-        report_file.write_text(report.to_json(timings=timings), encoding="utf-8")
+        try:
+            report_file.write_text(report.to_json(timings=timings), encoding="utf-8")
+        except OSError as exc:
+            raise _unwritable(report_file, exc) from None
         console.print(f"report written to {report_file}")
     if not report.ok:
         raise typer.Exit(EXIT_PROBLEM)
