@@ -61,6 +61,31 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert elapsed < 5
 
 
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is dead, just not reaped
+
+
+@pytest.mark.parametrize("lead", ["", "sleep 0.3; "])
+async def test_exit_with_a_background_child_holding_stdout(tmp_path: Path, lead: str) -> None:
+    """A command that exits 0 leaving a background child on its stdout is "exited 0" at once, and the child is killed."""
+    script = f"{lead}sleep 31 & echo $! > bg.pid; echo done; exit 0"
+    started = time.monotonic()
+    r = await SubprocessExecutor(timeout=4).run(["sh", "-c", script], cwd=tmp_path)
+    assert (r.status, r.exit_code, r.ok) == ("exited", 0, True)
+    assert "done" in r.stdout
+    assert time.monotonic() - started < 2
+    pid = int((tmp_path / "bg.pid").read_text())
+    for _ in range(100):
+        if not _alive(pid):
+            break
+        await asyncio.sleep(0.02)
+    assert not _alive(pid)
+
+
 async def test_missing_executable_is_a_result_not_a_crash(tmp_path: Path) -> None:
     """A verify command naming no existing program fails with status missing and says so."""
     v = await Verifier().verify(VerifySpec(("no-such-program-xyz", "--check")), tmp_path)

@@ -285,22 +285,27 @@ class SubprocessExecutor:
         ]
         status: Status = "exited"
         try:
-            await asyncio.wait_for(proc.wait(), timeout)
+            # Not proc.wait(): on Python 3.11 it returns only once every pipe is closed,
+            # so a background child holding stdout would turn an exit into a timeout.
+            await asyncio.wait_for(_exited(proc), timeout)
         except TimeoutError:
             status = "timeout"
             _kill_group(proc.pid)
-            await proc.wait()
+            await _exited(proc)
         except BaseException:
             _kill_group(proc.pid)
-            with contextlib.suppress(BaseException):
-                await proc.wait()
             for r in readers:
                 r.cancel()
             raise
+        finally:
+            # The main process is gone: nothing it left behind in its group outlives it.
+            _kill_group(proc.pid)
         # Readers end at EOF; a grandchild that escaped the group may keep a pipe open.
         _done, pending = await asyncio.wait(readers, timeout=1.0)
         for r in pending:
             r.cancel()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), 0.5 if not pending else 0.01)
         return CommandResult(
             argv,
             status,
@@ -350,6 +355,15 @@ async def _pump(stream: asyncio.StreamReader, into: _Capped) -> None:
         if not chunk:
             return
         into.feed(chunk)
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> int:
+    """Wait until the process itself has exited, whatever holds its pipes open."""
+    delay = 0.001
+    while proc.returncode is None:
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.02)
+    return proc.returncode
 
 
 def _kill_group(pid: int) -> None:
