@@ -240,6 +240,42 @@ MALFORMED: list[tuple[str, tuple[object, ...], int, str]] = [
         "/allowed_diffs/0/reason",
     ),
     (
+        "duplicate key in the header",
+        ('{"op": "case", "case_id": "c", "description": "d", "description": "e"}',),
+        1,
+        "/description",
+    ),
+    (
+        "duplicate expected drops the first",
+        (
+            '{"op": "case", "case_id": "c", "description": "d",'
+            ' "expected": {"sessions": {"s1": {}}}, "expected": {}}',
+            CREATE,
+        ),
+        1,
+        "/expected",
+    ),
+    (
+        "duplicate key nested in an operation",
+        (
+            HEADER,
+            CREATE,
+            '{"op": "append_event", "session": "s1", "author": "user", "text": null,'
+            ' "parts": [{"type": "text", "text": "a", "text": "b"}]}',
+        ),
+        3,
+        "/parts/0/text",
+    ),
+    (
+        "duplicate key that needs escaping",
+        (
+            HEADER,
+            '{"op": "create_session", "session": "s1", "user": "u", "state": {"a/b": 1, "a/b": 2}}',
+        ),
+        2,
+        "/state/a~1b",
+    ),
+    (
         "allowed diff root pointer",
         ({**HEADER, "allowed_diffs": [{"backend": "redis", "pointer": "", "reason": "r"}]},),
         1,
@@ -262,6 +298,15 @@ def test_malformed_case_is_rejected_with_its_place(
     assert (err.file, err.line, err.field) == ("bad.jsonl", line, field), err.problems
     assert err.detail
     assert f"bad.jsonl:{line}" in str(err)
+
+
+def test_duplicate_key_detail_names_the_key() -> None:
+    """A repeated key in a case line is refused with its file, line, pointer and the key's name."""
+    text = _text(HEADER, CREATE, '{"op": "checkpoint", "name": "a", "name": "b"}')
+    with pytest.raises(CaseError) as info:
+        parse_case(text, "dup.jsonl")
+    assert (info.value.file, info.value.line, info.value.field) == ("dup.jsonl", 3, "/name")
+    assert "'name' appears more than once" in info.value.detail
 
 
 def test_empty_and_unreadable_files_are_rejected(tmp_path: Path) -> None:
@@ -331,7 +376,14 @@ def _broken(draw: st.DrawFn) -> tuple[str, int]:
     lines = list(draw(st.sampled_from(_VALID)))
     index = draw(st.integers(min_value=0, max_value=len(lines) - 1))
     record = json.loads(lines[index])
-    how = draw(st.sampled_from(["drop", "retype", "extra", "garble", "op", "dangling"]))
+    how = draw(st.sampled_from(["drop", "retype", "extra", "garble", "op", "dangling", "repeat"]))
+    if how == "repeat":
+        # The same key twice in one object, with the same value or another one.
+        key = draw(st.sampled_from(sorted(record)))
+        again = draw(st.one_of(st.just(record[key]), _JUNK))
+        body = json.dumps(record)
+        lines[index] = "{" + json.dumps(key) + ": " + json.dumps(again) + ", " + body[1:]
+        return "\n".join(lines) + "\n", index + 1
     if how == "drop":
         required = [
             k

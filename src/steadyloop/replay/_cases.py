@@ -52,6 +52,7 @@ the record) of each problem as a :class:`~steadyloop.CaseError`.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -648,6 +649,56 @@ class _Checker:
             raise _Problem("/op", "inject_failure must be followed by an operation")
 
 
+class _Repeated(dict[str, Any]):
+    """A decoded JSON object in which ``key`` appeared more than once."""
+
+    key: str
+
+
+def _keep_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out and not isinstance(out, _Repeated):
+            out = _Repeated(out)
+            out.key = key
+        out[key] = value
+    return out
+
+
+def _find_repeated(value: Any, loc: list[object]) -> str | None:
+    """The pointer to the first repeated key under ``value``, depth first, or ``None``."""
+    if isinstance(value, dict):
+        if isinstance(value, _Repeated):
+            return _pointer([*loc, value.key])
+        for key, item in value.items():
+            found = _find_repeated(item, [*loc, key])
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = _find_repeated(item, [*loc, i])
+            if found is not None:
+                return found
+    return None
+
+
+def _decode_line(line: str) -> Any:
+    """Decode one case line, refusing what :func:`decode` refuses and repeated keys.
+
+    A repeated key is refused because JSON decoders disagree on which copy counts
+    (Python keeps the last, silently dropping the first — an ``expected`` could vanish).
+    """
+    data = decode(line)
+    if '"' not in line:
+        return data
+    strict = json.loads(line, object_pairs_hook=_keep_pairs)
+    repeated = _find_repeated(strict, [])
+    if repeated is not None:
+        key = repeated.rsplit("/", 1)[1].replace("~1", "/").replace("~0", "~")
+        raise _Problem(repeated, f"the key {key!r} appears more than once in one JSON object")
+    return data
+
+
 def _check_pointer(pointer: str) -> None:
     for segment in pointer.split("/")[1:]:
         if segment in {"*", "**"} or "*" in segment:
@@ -705,7 +756,7 @@ def parse_case(text: bytes | str, file: str = "<case>") -> Case:
             except UnicodeDecodeError as exc:
                 raise _Problem("", f"the line is not valid UTF-8 (byte {exc.start})") from None
             try:
-                data = decode(line)
+                data = _decode_line(line)
             except ValueError as exc:
                 raise _Problem("", f"not JSON: {exc}") from None
             record = _validate_record(data)
