@@ -221,19 +221,6 @@ MALFORMED: list[tuple[str, tuple[object, ...], int, str]] = [
         "/expected/sessions/s9",
     ),
     (
-        "allowed diff wildcard",
-        (
-            {
-                **HEADER,
-                "allowed_diffs": [
-                    {"backend": "redis", "pointer": "/sessions/*/events", "reason": "r"}
-                ],
-            },
-        ),
-        1,
-        "/allowed_diffs/0/pointer",
-    ),
-    (
         "allowed diff without reason",
         ({**HEADER, "allowed_diffs": [{"backend": "redis", "pointer": "/sessions/s1"}]},),
         1,

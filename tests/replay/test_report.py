@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import jsonschema
@@ -100,3 +101,32 @@ def test_hash_covers_everything_but_timings() -> None:
     assert report.to_dict()["hash"] == first
     assert report.to_json(timings=False) == report.to_json(timings=False)
     jsonschema.validate(report.to_dict(), report_schema())
+
+
+def test_a_star_in_an_allowed_pointer_is_a_literal_key_not_a_wildcard() -> None:
+    """An allowed-diff pointer with ``*`` in it is accepted and covers exactly the key that holds ``*``, never others."""
+    header = {
+        "op": "case",
+        "case_id": "c",
+        "description": "d",
+        "allowed_diffs": [
+            {"backend": "other", "pointer": "/queries/*/hits/0/text", "reason": "literal"},
+            {"backend": "other", "pointer": "/queries/q*/hits", "reason": "literal too"},
+        ],
+    }
+    case = parse_case(json.dumps(header) + "\n", "c.jsonl")
+
+    def run(text: str, backend: str) -> CaseRun:
+        snap = empty_snapshot()
+        for query_id in ("*", "q"):
+            hit = {"event_id": "a", "score": 1, "text": text}
+            snap["queries"][query_id] = {"user": "u", "query": "x", "limit": 10, "hits": [hit]}
+        return CaseRun("c", backend, snap, Normaliser())
+
+    report = compare_case(case, {"ref": run("x", "ref"), "other": run("y", "other")}, "ref")
+    allowed = [d.pointer for d in report.differences if d.allowed]
+    assert allowed == ["/queries/*/hits/0/text"]
+    assert [d.pointer for d in report.unexpected] == ["/queries/q/hits/0/text"]
+    assert report.to_dict()["unused_allowed_diffs"] == [
+        {"backend": "other", "pointer": "/queries/q*/hits", "reason": "literal too"}
+    ]
