@@ -136,6 +136,39 @@ def test_submit_from_a_jsonl_file_with_a_cycle_is_refused(tmp_path: Path) -> Non
     assert r.exit_code == 2 and "dependency cycle: a → b → a" in r.output
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('{"prompt": "x", "depends_on": 5}', "depends_on must be a list of task ids"),
+        ('{"prompt": "x", "metadata": [1,2]}', "metadata must be an object"),
+        (
+            '{"prompt": "x", "goal": {"goal": "g", "verify": {"command": "true", "allow_env": 5}}}',
+            "goal.verify.allow_env must be a list of names",
+        ),
+        ('{"prompt": "x"}\n{"prompt": ', "line 2 is not JSON"),
+    ],
+)
+def test_submit_refuses_badly_typed_spec_files_with_exit_2(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    """A spec file with a badly typed field or a broken line exits 2 with a message naming it, no traceback."""
+    f = tmp_path / "tasks.jsonl"
+    f.write_text(line + "\n")
+    r = runner.invoke(app, ["audit", "submit", "-s", f"sqlite:///{tmp_path}/a.db", "-f", str(f)])
+    assert r.exit_code == 2 and message in r.output, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+def test_submit_accepts_one_pretty_printed_json_spec(tmp_path: Path) -> None:
+    """A file holding one pretty-printed JSON object is read as one task spec."""
+    f = tmp_path / "task.json"
+    f.write_text(json.dumps({"prompt": "hello", "task_id": "p1"}, indent=2) + "\n")
+    store = f"sqlite:///{tmp_path}/a.db"
+    r = runner.invoke(app, ["audit", "submit", "-s", store, "-f", str(f)])
+    assert r.exit_code == 0, r.output
+    assert "p1  queued" in r.output
+
+
 def test_show_unknown_task_fails(tmp_path: Path) -> None:
     """Showing a task that does not exist exits 1 and says so."""
     r = runner.invoke(app, ["audit", "show", "nope", "-s", f"sqlite:///{tmp_path}/a.db"])

@@ -342,6 +342,37 @@ def test_unknown_fields_are_named() -> None:
         TaskSpec.from_json({"prompt": "p", "goal": {"goal": "g", "verify": "true", "budget": 2}})
 
 
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"depends_on": 5}, "depends_on"),
+        ({"depends_on": "a"}, "depends_on"),
+        ({"depends_on": [5]}, "depends_on"),
+        ({"metadata": [1, 2]}, "metadata"),
+        ({"metadata": "x"}, "metadata"),
+        (
+            {"goal": {"goal": "g", "verify": {"command": "true", "allow_env": 5}}},
+            "goal.verify.allow_env",
+        ),
+        (
+            {"goal": {"goal": "g", "verify": {"command": "true", "allow_env": [1]}}},
+            "goal.verify.allow_env",
+        ),
+        ({"goal": {"goal": "g", "verify": {"command": "true", "env": [1]}}}, "goal.verify.env"),
+        (
+            {"goal": {"goal": "g", "verify": {"command": "true", "env": {"A": 1}}}},
+            "goal.verify.env",
+        ),
+        ({"goal": 5}, "goal"),
+    ],
+)
+def test_badly_typed_json_fields_are_named(data: dict[str, Any], field: str) -> None:
+    """A JSON spec field of the wrong type raises TaskSpecError naming the field, never a TypeError."""
+    with pytest.raises(TaskSpecError) as info:
+        TaskSpec.from_json({"prompt": "p", **data})
+    assert info.value.field == field
+
+
 def test_self_dependency_is_a_cycle() -> None:
     """A task depending on itself is refused as a dependency cycle."""
     with pytest.raises(TaskSpecError, match="dependency cycle: a → a"):

@@ -206,8 +206,25 @@ class VerifySpec:
                 f"the verify timeout must be a positive number of seconds, got {self.timeout!r}",
                 field="goal.verify.timeout",
             )
-        object.__setattr__(self, "env", dict(self.env))
-        object.__setattr__(self, "allow_env", tuple(self.allow_env))
+        env: object = self.env
+        if not isinstance(env, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+        ):
+            raise TaskSpecError(
+                f"the verify env must map names to strings, got {env!r}", field="goal.verify.env"
+            )
+        allow: object = self.allow_env
+        if (
+            isinstance(allow, str)
+            or not isinstance(allow, Sequence)
+            or not all(isinstance(a, str) and a for a in allow)
+        ):
+            raise TaskSpecError(
+                f"allow_env must be a list of variable names, got {allow!r}",
+                field="goal.verify.allow_env",
+            )
+        object.__setattr__(self, "env", dict(env))
+        object.__setattr__(self, "allow_env", tuple(allow))
 
     @property
     def display(self) -> str:
@@ -238,8 +255,22 @@ class VerifySpec:
         return cls(
             command=data["command"],
             timeout=data.get("timeout", 60.0),
-            env=dict(data.get("env") or {}),
-            allow_env=tuple(data.get("allow_env") or ()),
+            env=_json_field(
+                data,
+                "env",
+                Mapping,
+                "an object of strings",
+                field_name="goal.verify.env",
+                default={},
+            ),
+            allow_env=_json_field(
+                data,
+                "allow_env",
+                list,
+                "a list of names",
+                field_name="goal.verify.allow_env",
+                default=(),
+            ),
         )
 
 
@@ -291,6 +322,18 @@ class GoalSpec:
             verify=VerifySpec.from_json(data["verify"]),
             round_budget=data.get("round_budget", DEFAULT_ROUND_BUDGET),
         )
+
+
+def _json_field(
+    data: Mapping[str, Any], key: str, kind: type[Any], what: str, *, field_name: str, default: Any
+) -> Any:
+    """``data[key]`` checked to be a ``kind`` (``None`` or absent: ``default``)."""
+    value: Any = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        raise TaskSpecError(f"{field_name} must be {what}, got {value!r}", field=field_name)
+    return tuple(value) if kind is list else dict(value)
 
 
 def _known(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
@@ -369,6 +412,10 @@ class TaskSpec:
         if self.workdir is not None and (not isinstance(self.workdir, str) or not self.workdir):
             raise TaskSpecError("workdir must be a non-empty path", field="workdir")
         _name(self.user_id, "user_id")
+        if not isinstance(self.metadata, Mapping):
+            raise TaskSpecError(
+                f"metadata must be an object, got {self.metadata!r}", field="metadata"
+            )
         try:
             canonical_json(dict(self.metadata))
         except Exception as exc:
@@ -432,13 +479,17 @@ class TaskSpec:
             prompt=data["prompt"],
             task_id=data.get("task_id"),
             priority=data.get("priority", 0),
-            depends_on=tuple(data.get("depends_on") or ()),
+            depends_on=_json_field(
+                data, "depends_on", list, "a list of task ids", field_name="depends_on", default=()
+            ),
             idempotency_key=data.get("idempotency_key"),
             goal=None if goal is None else GoalSpec.from_json(goal),
             max_audit_rounds=data.get("max_audit_rounds", DEFAULT_AUDIT_ROUNDS),
             workdir=data.get("workdir"),
             user_id=data.get("user_id", "audit"),
-            metadata=dict(data.get("metadata") or {}),
+            metadata=_json_field(
+                data, "metadata", Mapping, "an object", field_name="metadata", default={}
+            ),
         )
 
 

@@ -62,13 +62,22 @@ def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
 
 def _load_specs(path: str) -> list[TaskSpec]:
     text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    stripped = text.strip()
-    if stripped.startswith("["):
-        items = json.loads(stripped)
-    elif stripped.startswith("{") and "\n" not in stripped:
-        items = [json.loads(stripped)]
+    try:
+        # A whole-file JSON document first: an array of specs, or one (pretty-printed) spec.
+        whole = json.loads(text)
+    except ValueError:
+        items = []
+        for line_no, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                items.append(json.loads(line))
+            except ValueError as exc:
+                raise TaskSpecError(
+                    f"{path}: line {line_no} is not JSON (neither is the whole file): {exc}"
+                ) from None
     else:
-        items = [json.loads(line) for line in text.splitlines() if line.strip()]
+        items = whole if isinstance(whole, list) else [whole]
     specs = []
     for n, item in enumerate(items, 1):
         try:
