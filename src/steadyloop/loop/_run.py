@@ -532,6 +532,8 @@ class _Driver:
         """
         try:
             records = await self.journal.read(self.service.app, self.stream)
+            if not records or records[0].kind != RUN_STARTED:
+                return  # the run never started: an end record would be its first record
             self.state = RunState.fold(self.service.app, self.state.run_id, records, self.parse)
             if self.state.ended is not None:
                 return
