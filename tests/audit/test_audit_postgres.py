@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +80,35 @@ async def test_a_locked_row_is_skipped_not_waited_for() -> None:
             assert (await queue.get("first")).status is TaskStatus.RUNNING
         finally:
             await queue.close()
+
+
+class _SkewedClock:
+    def __init__(self, offset_s: float) -> None:
+        self.offset_us = int(offset_s * 1_000_000)
+
+    def now_us(self) -> int:
+        return time.time_ns() // 1000 + self.offset_us
+
+
+async def test_skewed_worker_clocks_cannot_both_hold_a_task() -> None:
+    """On PostgreSQL leases are compared with the server's clock, so a worker whose clock runs 45 s ahead cannot take a live lease."""
+    async with server_store("postgres") as (url, _prefix):
+        a = await open_queue(url, clock=_SkewedClock(-45))
+        b = await open_queue(url, clock=_SkewedClock(45))
+        try:
+            await a.submit(TaskSpec(prompt="p", task_id="t"))
+            held = await a.claim("A", 30)
+            assert held is not None
+            assert await a.heartbeat("t", held.lease_token, 30)
+            assert await b.claim("B", 30) is None
+            assert abs(held.lease_expires - (time.time_ns() // 1000 + 30_000_000)) < 10_000_000
+            # A short lease still expires by the server's clock, whatever the workers say.
+            await a.settle("t", held.lease_token, TaskStatus.QUEUED, round=0, audit_rounds=0)
+            short = await a.claim("A", 0.2)
+            assert short is not None and await b.claim("B", 30) is None
+            await asyncio.sleep(0.4)
+            taken = await b.claim("B", 30)
+            assert taken is not None and taken.previous_owner == "A"
+        finally:
+            await a.close()
+            await b.close()

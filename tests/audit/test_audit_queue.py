@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from audit_helpers import ManualClock
@@ -20,10 +21,15 @@ from steadyloop.audit import (
 from steadyloop.records import SequentialIds
 
 
+def manual(url: str) -> dict[str, Any]:
+    """Options making a queue on ``url`` read the test's clock (PostgreSQL reads its own)."""
+    return {"server_clock": False} if url.startswith("postgres") else {}
+
+
 @pytest.fixture
 async def queue(queue_url: str, clock: ManualClock) -> AsyncIterator[TaskQueue]:
     """A queue on the backend under test with a manual clock."""
-    q = await open_queue(queue_url, clock=clock, ids=SequentialIds("t"))
+    q = await open_queue(queue_url, clock=clock, ids=SequentialIds("t"), **manual(queue_url))
     try:
         yield q
     finally:
@@ -162,7 +168,7 @@ async def test_pushed_back_task_waits_for_its_delay(queue: TaskQueue, clock: Man
 
 async def test_concurrent_claimers_never_share_a_task(queue_url: str, clock: ManualClock) -> None:
     """Eight claimers with their own connections claim 60 tasks; each task goes to exactly one."""
-    queues = [await open_queue(queue_url, clock=clock) for _ in range(8)]
+    queues = [await open_queue(queue_url, clock=clock, **manual(queue_url)) for _ in range(8)]
     try:
         await queues[0].submit_many([TaskSpec(prompt="p", task_id=f"c{i:02d}") for i in range(60)])
         got: list[tuple[str, str]] = []

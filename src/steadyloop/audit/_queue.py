@@ -18,8 +18,9 @@ the same database)::
 
 The queue is an index for picking work; the task's journal trail is the record of
 what happened (see :mod:`steadyloop.audit._board`). Times are integer microseconds
-from the queue's clock, so a test can drive lease expiry by hand; on several machines
-their clocks must agree to within a small part of the lease.
+from the queue's clock on SQLite, so a test can drive lease expiry by hand; on
+PostgreSQL they come from the server's clock, read in each transaction, so workers on
+machines whose clocks disagree still agree on who holds a lease.
 """
 
 from __future__ import annotations
@@ -212,6 +213,10 @@ class TaskQueue(ABC):
     def _unique_violation(self, exc: BaseException) -> bool:
         return False
 
+    async def _now(self, ex: Execute) -> int:
+        """The time (µs since the epoch) that leases are written and compared with."""
+        return self.clock.now_us()
+
     # -- helpers -----------------------------------------------------------------------
 
     def _sql(self, text: str) -> str:
@@ -277,9 +282,9 @@ class TaskQueue(ABC):
         for spec in specs:
             if not isinstance(spec, TaskSpec):
                 raise TaskSpecError(f"expected a TaskSpec, got {type(spec).__name__}")
-        now = self.clock.now_us()
 
         async def body(ex: Execute) -> list[SubmitResult]:
+            now = await self._now(ex)
             results: list[SubmitResult] = []
             new: list[tuple[TaskSpec, str]] = []
             by_key: dict[str, tuple[str, str]] = {}
@@ -369,7 +374,7 @@ class TaskQueue(ABC):
         token = uuid.uuid4().hex
 
         async def body(ex: Execute) -> Claim | None:
-            now = self.clock.now_us()
+            now = await self._now(ex)
             rows = await ex(
                 self._sql(
                     "SELECT t.task_id, t.spec, t.status, t.owner, t.lease_token, t.attempts "
@@ -418,7 +423,7 @@ class TaskQueue(ABC):
         lease_us = _lease_us(lease)
 
         async def body(ex: Execute) -> bool:
-            now = self.clock.now_us()
+            now = await self._now(ex)
             rows = await ex(
                 self._sql(
                     "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ? WHERE task_id = ? "
@@ -460,7 +465,7 @@ class TaskQueue(ABC):
             raise ValueError("settle moves a task out of running")
 
         async def body(ex: Execute) -> bool:
-            now = self.clock.now_us()
+            now = await self._now(ex)
             rows = await ex(
                 self._sql(
                     "UPDATE {p}audit_tasks SET status = ?, owner = NULL, lease_token = NULL, "
@@ -495,7 +500,7 @@ class TaskQueue(ABC):
                     "UPDATE {p}audit_tasks SET round = ?, audit_rounds = ?, updated_at = ? "
                     "WHERE task_id = ? AND lease_token = ? RETURNING task_id"
                 ),
-                (round, audit_rounds, self.clock.now_us(), task_id, lease_token),
+                (round, audit_rounds, await self._now(ex), task_id, lease_token),
             )
             return bool(rows)
 
@@ -510,7 +515,7 @@ class TaskQueue(ABC):
         """
 
         async def body(ex: Execute) -> bool:
-            now = self.clock.now_us()
+            now = await self._now(ex)
             rows = await ex(
                 self._sql(
                     "UPDATE {p}audit_tasks SET status = 'blocked', detail = ?, updated_at = ? "
@@ -723,14 +728,19 @@ class PostgresQueue(TaskQueue):
     Args:
         url: A ``postgresql://`` URL; its ``prefix`` and ``pool_size`` query parameters
             are read here, the rest goes to libpq.
-        **options: ``prefix``, ``clock``, ``ids`` (see :class:`TaskQueue`).
+        **options: ``prefix``, ``clock``, ``ids`` (see :class:`TaskQueue`). Queue
+            times (leases, ``not_before``, timestamps) come from the server's clock, not
+            from ``clock``, so machines with skewed clocks still agree on leases.
+        server_clock: Read times from the server (the default). ``False`` uses
+            ``clock`` instead, for tests that drive lease expiry by hand on one machine.
     """
 
     placeholder = "%s"
     lock_clause = " FOR UPDATE OF t SKIP LOCKED"
     name_type = 'TEXT COLLATE "C"'
 
-    def __init__(self, url: str, **options: Any) -> None:
+    def __init__(self, url: str, *, server_clock: bool = True, **options: Any) -> None:
+        self.server_clock = server_clock
         parts = urlsplit(url)
         query = parse_qsl(parts.query, keep_blank_values=True)
         own = {k: v for k, v in query if k in ("prefix", "pool_size")}
@@ -810,6 +820,17 @@ class PostgresQueue(TaskQueue):
                 yield ex
         except psycopg.OperationalError as exc:
             raise BackendUnavailable(f"{self.url}: {type(exc).__name__}: {exc}") from exc
+
+    async def _now(self, ex: Execute) -> int:
+        """The server's clock, read in the transaction: one clock for every machine.
+
+        Workers on several machines compare leases against the same time, so a worker
+        whose clock runs ahead cannot take a lease that is still live.
+        """
+        if not self.server_clock:
+            return self.clock.now_us()
+        rows = await ex("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint", ())
+        return int(rows[0][0])
 
     def _unique_violation(self, exc: BaseException) -> bool:
         import psycopg
