@@ -332,7 +332,7 @@ async def test_crash_after_the_run_verifies_without_resuming_the_run(
 async def test_crash_between_trail_and_queue_is_caught_up_without_new_transitions(
     board: TaskBoard, tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """If a worker dies after writing the terminal record but before settling the queue, the next claim only settles."""
+    """If a worker dies after writing the terminal record but before settling the queue, the next claim only settles and reports the terminal status."""
     await board.submit(TaskSpec(prompt="hi", task_id="x"))
     real = board.queue.settle
 
@@ -345,10 +345,16 @@ async def test_crash_between_trail_and_queue_is_caught_up_without_new_transition
     monkeypatch.setattr(board.queue, "settle", real)
     assert (await board.get("x")).status is TaskStatus.RUNNING
     clock.advance(11)
-    await make_worker(board, Agent("a", ScriptedModel(["ok"])), tmp_path, "w2").run()
+    events: list[WorkerEvent] = []
+    await make_worker(
+        board, Agent("a", ScriptedModel(["ok"])), tmp_path, "w2", on_event=events.append
+    ).run()
     assert (await board.get("x")).status is TaskStatus.COMPLETED
     k = await kinds(board, "x")
     assert k.count("completed") == 1 and k[-1] == "completed" and "lease_lost" not in k
+    # The catch-up reports the terminal status, so `audit work`'s progress bar completes.
+    assert [(e.kind, e.task_id) for e in events if e.kind == "completed"] == [("completed", "x")]
+    assert "caught up" in next(e.detail for e in events if e.kind == "completed")
 
 
 async def test_never_repeat_effect_in_doubt_goes_to_a_person(

@@ -324,8 +324,14 @@ class Worker:
             await board.ensure_submitted(claim.task_id, claim.spec)
             state = await board.state(claim.task_id)
         if state.status is not None and state.status.terminal:
-            # The trail already ended (a worker died between trail and queue): catch up.
+            # The trail already ended (a worker died between trail and queue): catch up,
+            # and say so, so progress displays count the task as finished.
             await self._settle(claim, state, state.status)
+            self._emit(
+                state.status.value,
+                claim.task_id,
+                f"{state.detail or state.status.value} (caught up from the trail)",
+            )
             return
         events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] = []
         lost_worker = None
