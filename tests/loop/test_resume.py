@@ -185,10 +185,12 @@ async def test_resume_with_another_agent_is_refused() -> None:
         await resume(Agent("other", ScriptedModel(["x"])), journal, APP, "r1")
 
 
-def gated_agent(gate: asyncio.Event, entered: asyncio.Event) -> Agent:
+def gated_agent(
+    gate: asyncio.Event, entered: asyncio.Event, policy: ReplayPolicy = ReplayPolicy.NEVER
+) -> Agent:
     tools = ToolRegistry()
 
-    @tools.tool(policy=ReplayPolicy.NEVER)
+    @tools.tool(policy=policy)
     async def wait() -> str:
         entered.set()
         await gate.wait()
@@ -298,12 +300,11 @@ async def test_request_cancel_from_elsewhere_ends_the_run_at_its_next_write() ->
 
 
 async def test_cancelling_the_task_writes_cancelled_and_leaves_the_intent_open() -> None:
-    """A task cancelled mid-effect ends CANCELLED and keeps that intent open, as unknown."""
+    """A task cancelled mid safe effect ends CANCELLED and keeps that intent open, as unknown."""
     journal = MemoryJournal()
     gate, entered = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(
-        run(gated_agent(gate, entered), journal, APP, "ada", "s1", "r1", "go")
-    )
+    agent = gated_agent(gate, entered, ReplayPolicy.SAFE)
+    task = asyncio.create_task(run(agent, journal, APP, "ada", "s1", "r1", "go"))
     await entered.wait()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -10,7 +10,21 @@ from loop_helpers import APP
 from steadyloop._errors import RunNotFound
 from steadyloop.journal import AppendResult, ForwardingJournal, Journal, MemoryJournal
 from steadyloop.journal._protocol import PreparedBatch
-from steadyloop.loop import Agent, ScriptedModel, StopReason, load_run, run, run_stream
+from steadyloop.loop import (
+    Agent,
+    Happened,
+    ModelReply,
+    ReplayPolicy,
+    ScriptedModel,
+    StopReason,
+    ToolRegistry,
+    load_run,
+    resolve,
+    resume,
+    run,
+    run_stream,
+)
+from steadyloop.sessions import SessionService
 
 
 class HangingJournal(ForwardingJournal):
@@ -50,3 +64,57 @@ async def test_cancel_before_the_first_batch_lands_writes_nothing_to_the_run() -
         await load_run(journal, APP, "r1")
     result = await run(Agent("a", ScriptedModel(["done"])), journal, APP, "ada", "s1", "r1", "go")
     assert result.stop_reason is StopReason.COMPLETED
+
+
+def pay_agent(paid: list[str]) -> Agent:
+    tools = ToolRegistry()
+
+    @tools.tool(policy=ReplayPolicy.NEVER)
+    def pay() -> str:
+        paid.append("paid")
+        return "receipt-42"
+
+    return Agent("a", ScriptedModel([ModelReply.call("pay"), "done"]), tools=tools)
+
+
+async def test_cancel_while_a_known_result_is_in_flight_keeps_that_result() -> None:
+    """A never-repeat effect's result queued when the task is cancelled is written with the end."""
+    journal, paid = MemoryJournal(), []
+    # Run-stream batches: 1 start+intent(model), 2 result(model)+intent(pay),
+    # 3 result(pay)+event+intent(model): cancelled while it is in flight.
+    await cancel_at(journal, pay_agent(paid), 3)
+    info = await load_run(journal, APP, "r1")
+    assert paid == ["paid"]
+    assert info.state.ended is not None
+    assert info.state.ended.stop_reason is StopReason.CANCELLED
+    assert info.state.ended.open_intent is None
+    results = [r.payload for r in info.records if r.kind == "effect.result"]
+    assert results[-1]["value"] == "receipt-42"
+    session = await SessionService(journal, APP).get_session("ada", "s1")
+    assert any(e.id == "r1/2:result" for e in session.events)
+
+
+async def test_cancel_mid_never_effect_suspends_the_run_for_a_decision() -> None:
+    """A task cancelled during a never-repeat effect suspends the run so resolve can decide."""
+    journal = MemoryJournal()
+    gate, entered = asyncio.Event(), asyncio.Event()
+    tools = ToolRegistry()
+
+    @tools.tool(policy=ReplayPolicy.NEVER)
+    async def wait() -> str:
+        entered.set()
+        await gate.wait()
+        return "waited"
+
+    agent = Agent("gated", ScriptedModel([ModelReply.call("wait"), "done"]), tools)
+    task = asyncio.create_task(run(agent, journal, APP, "ada", "s1", "r1", "go"))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    info = await load_run(journal, APP, "r1")
+    assert (info.state.ended, info.status) == (None, "resume_state_unknown")
+    assert info.state.suspended == "r1/2"
+    await resolve(journal, APP, "r1", "r1/2", Happened("waited"))
+    result = await resume(agent, journal, APP, "r1")
+    assert (result.stop_reason, result.output) == (StopReason.COMPLETED, "done")

@@ -494,7 +494,21 @@ class _Driver:
             self.pending.clear()  # already recorded: write nothing more
             self.pending_events.clear()
             return state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None)
-        rec = self._record(
+        rec = self._suspension(intent, detail)
+        await self._flush(rec)
+        return state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None, rec.time)
+
+    def _suspension(self, intent: Mapping[str, Any], why: str) -> Record:
+        """A ``run.suspended`` record for a never-repeat intent without a result."""
+        iid = str(intent["intent_id"])
+        what = f"tool {intent.get('tool')!r}" if intent.get("what") == "tool" else "model call"
+        detail = (
+            why
+            if why.startswith("the never-repeat")
+            else f"{why}; the never-repeat {what} of intent {iid!r} may or may not have "
+            "happened; decide with resolve(), then resume"
+        )
+        return self._record(
             RUN_SUSPENDED,
             {
                 "stop_reason": StopReason.RESUME_STATE_UNKNOWN.value,
@@ -502,8 +516,6 @@ class _Driver:
                 "detail": detail,
             },
         )
-        await self._flush(rec)
-        return state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None, rec.time)
 
     async def _end(self, reason: StopReason, detail: str, output: str | None) -> RunResult:
         state = self.state
@@ -526,19 +538,41 @@ class _Driver:
         return state.ended
 
     async def _end_after_task_cancel(self) -> None:
-        """The task was cancelled: record ``CANCELLED`` if we still can.
+        """The task was cancelled: record how the run stands, if we still can.
 
-        An effect in flight keeps its intent open: it may or may not have happened.
+        Records queued for the batch that was cut off (an effect's known result and its
+        events) are written with the closing record, fenced like every write, so no
+        outcome is lost. An effect in flight keeps its intent open: a never-repeat one
+        suspends the run (``RESUME_STATE_UNKNOWN``) so a person can :func:`resolve` it;
+        otherwise the run ends ``CANCELLED``. A run with no durable ``run.started`` gets
+        nothing.
         """
         try:
+            durable = self.state.head - len(self.pending)
             records = await self.journal.read(self.service.app, self.stream)
             if not records or records[0].kind != RUN_STARTED:
                 return  # the run never started: an end record would be its first record
-            self.state = RunState.fold(self.service.app, self.state.run_id, records, self.parse)
-            if self.state.ended is not None:
+            newer = [r for r in records if r.seq > durable]
+            if records[-1].seq >= durable and all(r.kind == RUN_CANCEL_REQUESTED for r in newer):
+                # Our view is current but for cancel requests: keep what we queued.
+                for r in newer:
+                    self.state.apply(r.kind, r.payload, where=f"{self.stream}#{r.seq}")
+            else:
+                self.state = RunState.fold(self.service.app, self.state.run_id, records, self.parse)
+                self.pending.clear()
+                self.pending_events.clear()
+            state = self.state
+            if state.ended is not None:
                 return
-            self.pending.clear()
-            self.pending_events.clear()
+            intent = state.open_intent
+            if intent is not None and state.open_policy is ReplayPolicy.NEVER:
+                iid = str(intent["intent_id"])
+                if state.suspended == iid and not self.pending and not self.pending_events:
+                    return
+                await self._flush(
+                    self._suspension(intent, "the task driving the run was cancelled")
+                )
+                return
             await self._end(StopReason.CANCELLED, "the task driving the run was cancelled", None)
         except Exception:
             pass
