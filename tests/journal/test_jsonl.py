@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from steadyloop import (
     StepClock,
     StreamWrite,
 )
-from steadyloop.journal import JSONLJournal, namespace_filename, open_journal
+from steadyloop.journal import Files, JSONLJournal, namespace_filename, open_journal
 from steadyloop.testing import FaultyFiles, SimulatedCrash
 
 NS = "torn"
@@ -314,3 +316,75 @@ async def test_namespace_file_names_keep_case_apart(tmp_path: Path) -> None:
     assert all("/" not in n for n in names)
     long = namespace_filename("长" * 130)
     assert len(long) < 255
+
+
+async def test_cancelled_append_keeps_the_namespace_until_its_write_is_done(tmp_path: Path) -> None:
+    """Cancelling an append whose write is under way neither corrupts the file nor lets another append overlap it."""
+    gate, entered = threading.Event(), threading.Event()
+
+    class SlowFiles(Files):
+        block = False
+
+        def write(self, fd: int, data: bytes) -> None:
+            if self.block and b'"batch":2' in data:
+                self.block = False
+                entered.set()
+                gate.wait(10)
+            super().write(fd, data)
+
+    files = SlowFiles()
+    make = _make()
+    async with await JSONLJournal.open(tmp_path, files=files) as journal:
+        await journal.append(NS, StreamWrite("s", [make("first")]))
+        files.block = True
+        cancelled = asyncio.create_task(journal.append(NS, StreamWrite("s", [make("in-flight")])))
+        await asyncio.to_thread(entered.wait, 10)
+        cancelled.cancel()
+        later = asyncio.create_task(journal.append(NS, StreamWrite("s", [make("later")])))
+        await asyncio.sleep(0.05)
+        assert not later.done(), "an append overlapped the write still under way"
+        gate.set()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert (await later).positions == {"s": (3, 3)}
+        assert [r.kind for r in await journal.read(NS, "s")] == ["first", "in-flight", "later"]
+    async with await JSONLJournal.open(tmp_path) as reopened:
+        assert [r.kind for r in await reopened.read(NS, "s")] == ["first", "in-flight", "later"]
+
+
+async def test_listing_namespaces_never_races_an_append(tmp_path: Path) -> None:
+    """A namespaces() call parsing a file while the first append takes it cannot hide that append."""
+    gate, entered = threading.Event(), threading.Event()
+
+    class SlowReads(Files):
+        reads_to_block: int | None = None  # block the N-th read of the file from now
+
+        def read(self, path: str) -> bytes | None:
+            data = super().read(path)
+            if self.reads_to_block is not None and path.endswith(namespace_filename(NS)):
+                self.reads_to_block -= 1
+                if self.reads_to_block == 0:
+                    self.reads_to_block = None
+                    entered.set()
+                    gate.wait(10)
+            return data
+
+    make = _make()
+    async with await JSONLJournal.open(tmp_path) as writer:
+        await writer.append(NS, StreamWrite("s", [make("first")]))
+    files = SlowReads()
+    async with await JSONLJournal.open(tmp_path, files=files) as journal:
+        files.reads_to_block = 2  # the header read, then the parse of the whole file
+        listing = asyncio.create_task(journal.namespaces())
+        await asyncio.to_thread(entered.wait, 10)
+        appending = asyncio.create_task(journal.append(NS, StreamWrite("s", [make("second")])))
+        await asyncio.sleep(0.05)
+        gate.set()
+        assert await listing == [NS]
+        assert (await appending).positions == {"s": (2, 2)}
+        assert [r.kind for r in await journal.read(NS, "s")] == ["first", "second"]
+        assert (await journal.append(NS, StreamWrite("s", [make("third")]))).positions == {
+            "s": (3, 3)
+        }
+    async with await JSONLJournal.open(tmp_path) as reopened:
+        assert [r.kind for r in await reopened.read(NS, "s")] == ["first", "second", "third"]

@@ -419,6 +419,27 @@ async def test_redis_names_with_separators_map_to_distinct_keys() -> None:
 
 
 @pytest.mark.server
+async def test_redis_damaged_keys_are_named_in_corruption_errors() -> None:
+    """A key of the wrong type, or a record that does not decode, is reported with its key."""
+    async with server_store("redis") as (url, prefix):
+        async with await open_journal(url) as journal:
+            await journal.append("ns", StreamWrite("ok", [_maker()("x")]))
+            client = aioredis.Redis.from_url(backends.server_url("redis"))
+            try:
+                await client.set(f"{prefix}R:ns:s", "garbage")
+                await client.rpush(f"{prefix}R:ns:t", "{not json")
+            finally:
+                await client.aclose()
+            for stream in ("s", "t"):
+                with pytest.raises(CorruptionError) as info:
+                    await journal.read("ns", stream)
+                assert f"'{prefix}R:ns:{stream}'" in info.value.location
+            with pytest.raises(CorruptionError) as info:
+                await journal.head("ns", "s")
+            assert f"'{prefix}R:ns:s'" in info.value.location
+
+
+@pytest.mark.server
 async def test_redis_wait_aof_refused_without_aof() -> None:
     """Asking for WAITAOF on a server that keeps no append-only file fails clearly at open."""
     async with server_store("redis") as (url, _):

@@ -43,7 +43,7 @@ from steadyloop._errors import (
 )
 from steadyloop.journal._files import FileLock, Files
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
-from steadyloop.records import Record, StoredRecord, canonical_json, decode
+from steadyloop.records import Record, StoredRecord, _trusted_record, canonical_json, decode
 
 __all__ = ["JSONLJournal", "namespace_filename"]
 
@@ -81,7 +81,9 @@ class _Namespace:
     """What one namespace file holds, parsed."""
 
     path: str
-    streams: dict[str, list[StoredRecord]] = field(default_factory=dict)
+    # Each stream's records as canonical JSON text; reads decode fresh copies, so no
+    # caller can change the view by mutating a payload it wrote or read.
+    streams: dict[str, list[str]] = field(default_factory=dict)
     keys: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
     last_batch: int = 0
     valid_length: int = 0  # bytes up to the end of the last complete batch
@@ -257,10 +259,9 @@ class JSONLJournal(Journal):
                 location=where,
             )
         try:
-            record = Record.from_dict(obj["record"])
+            obj["text"] = Record.from_dict(obj["record"]).to_json()
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptionError(f"record does not decode: {exc}", location=where) from None
-        obj["record"] = record
 
     @staticmethod
     def _apply(state: _Namespace, members: list[tuple[int, dict[str, Any]]]) -> None:
@@ -272,9 +273,7 @@ class JSONLJournal(Journal):
         positions: dict[str, tuple[int, int]] = {}
         for _, obj in members:
             stream, seq = obj["stream"], obj["seq"]
-            state.streams.setdefault(stream, []).append(
-                StoredRecord(stream=stream, seq=seq, record=obj["record"])
-            )
+            state.streams.setdefault(stream, []).append(obj["text"])
             first = positions.get(stream, (seq, seq))[0]
             positions[stream] = (first, seq)
         if "key" in head:
@@ -353,6 +352,7 @@ class JSONLJournal(Journal):
         number = state.last_batch + 1
         lines: list[dict[str, Any]] = []
         positions: dict[str, tuple[int, int]] = {}
+        texts_in_order: list[str] = []
         for w, texts in zip(batch.writes, batch.encoded, strict=True):
             first = heads[w.stream] + 1
             positions[w.stream] = (first, first + len(texts) - 1)
@@ -360,22 +360,29 @@ class JSONLJournal(Journal):
                 lines.append(
                     {"batch": number, "stream": w.stream, "seq": first + k, "record": decode(text)}
                 )
+                texts_in_order.append(text)
         for index, obj in enumerate(lines):
             obj["index"], obj["size"] = index, len(lines)
         if key is not None:
             lines[0]["key"], lines[0]["digest"] = key, batch.digest
         self._write_lines(ns, lines)
         # Only now, with the batch durable, does the in-memory view change.
-        records = [r for w in batch.writes for r in w.records]
-        for obj, record in zip(lines, records, strict=True):
-            obj["record"] = record
+        for obj, text in zip(lines, texts_in_order, strict=True):
+            obj["text"] = text
         self._apply(state, [(0, obj) for obj in lines])
         return AppendResult(namespace=ns, positions=positions)
 
     async def _guarded(self, namespace: str, fn: Any, *args: Any) -> Any:
+        """Run ``fn`` in a thread while holding the namespace, even if we are cancelled.
+
+        A cancelled caller cannot stop a thread that is writing: the namespace stays
+        held until the thread is done, so the next operation never overlaps it, and
+        the in-memory view (which the thread updates) matches the file.
+        """
         async with self._mutex_for(namespace):
+            work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
             try:
-                return await asyncio.to_thread(fn, *args)
+                return await self._finish(work)
             except SteadyloopError:
                 raise  # refused before anything was written
             except OSError as exc:
@@ -385,6 +392,22 @@ class JSONLJournal(Journal):
             except BaseException:
                 self._broken.add(namespace)
                 raise
+
+    @staticmethod
+    async def _finish(work: asyncio.Future[Any]) -> Any:
+        """Await ``work``; if cancelled meanwhile, still wait for it, then re-raise."""
+        cancelled: asyncio.CancelledError | None = None
+        while True:
+            try:
+                result = await asyncio.shield(work)
+            except asyncio.CancelledError as exc:
+                if work.done():
+                    raise  # the work itself was cancelled (cannot happen to a thread)
+                cancelled = exc
+                continue
+            if cancelled is not None:
+                raise cancelled
+            return result
 
     async def _append(self, batch: PreparedBatch) -> AppendResult:
         result: AppendResult = await self._guarded(batch.namespace, self._append_sync, batch)
@@ -429,9 +452,14 @@ class JSONLJournal(Journal):
         self, namespace: str, stream: str, start: int, limit: int | None
     ) -> list[StoredRecord]:
         state = await self._guarded(namespace, self._state, namespace)
-        records: list[StoredRecord] = state.streams.get(stream, [])
+        texts: list[str] = state.streams.get(stream, [])
         end = None if limit is None else start - 1 + limit
-        return records[start - 1 : end]
+        out: list[StoredRecord] = []
+        for offset, text in enumerate(texts[start - 1 : end]):
+            data = decode(text)  # checked when parsed or appended
+            record = _trusted_record(data["kind"], data["payload"], data["id"], data["time"])
+            out.append(StoredRecord(stream=stream, seq=start + offset, record=record))
+        return out
 
     async def _head(self, namespace: str, stream: str) -> int:
         state = await self._guarded(namespace, self._state, namespace)
@@ -442,9 +470,21 @@ class JSONLJournal(Journal):
         return [s for s, recs in state.streams.items() if recs]
 
     async def _namespaces(self) -> list[str]:
-        return await asyncio.to_thread(self._namespaces_sync)
+        names: list[str] = []
+        for namespace in await asyncio.to_thread(self._header_namespaces):
+            # Parsing a namespace goes through its lock, like every other operation on
+            # it, so a parse here can never race (and overwrite) an append's view.
+            try:
+                state = await self._guarded(namespace, self._state, namespace)
+            except CorruptionError:
+                names.append(namespace)  # damaged, but it holds something: list it
+                continue
+            if any(state.streams.values()):
+                names.append(namespace)
+        return names
 
-    def _namespaces_sync(self) -> list[str]:
+    def _header_namespaces(self) -> list[str]:
+        """The namespaces named by the header lines of the directory's files."""
         names: list[str] = []
         for entry in self.files.listdir(self.directory):
             if not entry.endswith(".jsonl"):
@@ -460,13 +500,8 @@ class JSONLJournal(Journal):
                     "header does not parse", location=f"{self.directory}/{entry}:1"
                 ) from None
             namespace = header.get("namespace") if isinstance(header, dict) else None
-            if not isinstance(namespace, str):
-                continue
-            try:
-                if any(self._state(namespace).streams.values()):
-                    names.append(namespace)
-            except CorruptionError:
-                names.append(namespace)  # damaged, but it holds something: list it
+            if isinstance(namespace, str):
+                names.append(namespace)
         return names
 
     def torn_tail(self, namespace: str) -> str | None:

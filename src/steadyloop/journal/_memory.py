@@ -19,9 +19,9 @@ __all__ = ["MemoryJournal"]
 
 @dataclass
 class _Store:
-    # Each stream holds, per record, its canonical text until the record is first read,
-    # then the decoded StoredRecord (a write costs no decoding; a loop rarely reads).
-    streams: dict[tuple[str, str], list[StoredRecord | str]] = field(default_factory=dict)
+    # Each stream holds its records' canonical texts; every read decodes fresh copies,
+    # so neither the writer nor a reader can change what is stored by mutating a payload.
+    streams: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     keys: dict[tuple[str, str], tuple[str, AppendResult]] = field(default_factory=dict)
 
 
@@ -82,14 +82,11 @@ class MemoryJournal(Journal):
         end = len(records) if limit is None else min(len(records), start - 1 + limit)
         out: list[StoredRecord] = []
         for i in range(start - 1, end):
-            item = records[i]
-            if isinstance(item, str):
-                # The canonical encoding prepare_batch made (and validated) decodes to
-                # a valid record: no need to check it again.
-                data = decode(item)
-                rec = _trusted_record(data["kind"], data["payload"], data["id"], data["time"])
-                item = records[i] = StoredRecord(stream=stream, seq=i + 1, record=rec)
-            out.append(item)
+            # The canonical encoding prepare_batch made (and validated) decodes to a
+            # valid record: no need to check it again.
+            data = decode(records[i])
+            rec = _trusted_record(data["kind"], data["payload"], data["id"], data["time"])
+            out.append(StoredRecord(stream=stream, seq=i + 1, record=rec))
         return out
 
     async def _head(self, namespace: str, stream: str) -> int:

@@ -350,8 +350,10 @@ class RedisJournal(Journal):
             return await fn(*args, **kwargs)
         except redis_errors.ResponseError as exc:
             if str(exc).startswith("WRONGTYPE"):
+                keys = [_key_text(a) for a in args if _key_text(a).startswith(self.prefix)]
                 raise CorruptionError(
-                    f"a key holds a value of the wrong type: {exc}", location=self._where("?")
+                    f"a key holds a value of the wrong type: {exc}",
+                    location=self._where(keys[0] if len(keys) == 1 else " or ".join(keys) or "?"),
                 ) from exc
             raise BackendUnavailable(f"{self.url}: {_describe(exc)}") from exc
         except redis_errors.RedisError as exc:
@@ -491,3 +493,10 @@ def _describe(exc: BaseException) -> str:
     """A one-line description of a driver error."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _key_text(value: object) -> str:
+    """A call argument as text, for naming the key of an error ("" if it is no key)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else ""

@@ -26,7 +26,12 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from steadyloop._errors import ConflictError, CorruptionError, IdempotencyKeyReused
+from steadyloop._errors import (
+    BackendUnavailable,
+    ConflictError,
+    CorruptionError,
+    IdempotencyKeyReused,
+)
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
 from steadyloop.records import Record, StoredRecord, canonical_json, decode
 
@@ -45,6 +50,9 @@ __all__ = [
     "read_plan",
     "streams_plan",
 ]
+
+_VANISHED_RETRIES = 5
+"""How often an append re-creates a stream row that a concurrent delete removed."""
 
 SCHEMA_VERSION = 1
 """The schema version this code writes and reads."""
@@ -213,12 +221,14 @@ def migrate_plan(d: Dialect) -> Plan:
 def append_plan(d: Dialect, batch: PreparedBatch) -> Plan:
     """Write a batch: check the key, lock and check heads, insert, commit by the runner."""
     ns = d.bind_name(batch.namespace)
-    if batch.idempotency_key is not None:
+    advance = d.head_upsert_returning
+    if batch.idempotency_key is not None and advance:
+        # Advancing heads writes them, so the key must be checked first; the dialects
+        # that advance (SQLite) run one writer at a time, so nothing can slip between.
         found = yield from _lookup_key(d, batch)
         if found is not None:
             return found
     heads: dict[str, int] = {}
-    advance = d.head_upsert_returning
     order = sorted(range(len(batch.writes)), key=lambda i: batch.writes[i].stream)
     for i in order:
         stream = batch.writes[i].stream
@@ -227,13 +237,29 @@ def append_plan(d: Dialect, batch: PreparedBatch) -> Plan:
             rows = yield Query(d._head_advance(), (ns, d.bind_name(stream), count), fetch=True)
             heads[stream] = int(rows[0][0]) - count
             continue
-        yield Query(d._streams_upsert(), (ns, d.bind_name(stream), 0))
-        rows = yield Query(
-            d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?") + d.lock_suffix,
-            (ns, d.bind_name(stream)),
-            fetch=True,
-        )
+        for _ in range(_VANISHED_RETRIES):
+            yield Query(d._streams_upsert(), (ns, d.bind_name(stream), 0))
+            rows = yield Query(
+                d.sql("SELECT head FROM {p}streams WHERE namespace = ? AND stream = ?")
+                + d.lock_suffix,
+                (ns, d.bind_name(stream)),
+                fetch=True,
+            )
+            if rows:  # else a concurrent delete_stream removed the row we just saw
+                break
+        else:
+            raise BackendUnavailable(
+                f"stream {stream!r} in namespace {batch.namespace!r} was deleted "
+                f"{_VANISHED_RETRIES} times while this batch tried to lock it; nothing written"
+            )
         heads[stream] = int(rows[0][0])
+    if batch.idempotency_key is not None and not advance:
+        # Checked with the heads locked: a concurrent submission of the same key has
+        # either committed (and is found) or waits behind us, so a resubmission is
+        # reported as a duplicate rather than as a conflict with itself.
+        found = yield from _lookup_key(d, batch)
+        if found is not None:
+            return found
     for w in batch.writes:
         if w.expected_next is not None and w.expected_next != heads[w.stream] + 1:
             raise ConflictError(batch.namespace, w.stream, w.expected_next, heads[w.stream] + 1)

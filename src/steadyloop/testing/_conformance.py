@@ -24,6 +24,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -276,6 +277,45 @@ class JournalConformance:
             assert streams == sorted(w.stream for w in writes)
             last = await journal.read("many", "stream-09999")
             assert last[0].payload == {"i": 9999}
+
+    @pytest.mark.asyncio
+    async def test_mutating_payloads_changes_nothing_stored(
+        self, journal_factory: JournalFactory
+    ) -> None:
+        """Mutating a payload after appending it, or a record read back, changes nothing stored."""
+        make = _maker()
+        payload: dict[str, object] = {"items": [1], "nested": {"k": "v"}}
+        record = make("x", payload)  # type: ignore[arg-type]
+        written = record.to_json()
+        async with await journal_factory.open() as journal:
+            await journal.append(self.namespace, StreamWrite("m", [record]))
+            payload["items"].append(2)  # type: ignore[attr-defined]
+            payload["extra"] = "x"
+            first = await journal.read(self.namespace, "m")
+            read_back: Any = first[0].record.payload
+            read_back["items"].append(99)
+            read_back["nested"]["k"] = "changed"
+            assert await _all(journal, self.namespace, "m") == [written]
+        async with await journal_factory.open() as journal:
+            assert await _all(journal, self.namespace, "m") == [written]
+
+    @pytest.mark.asyncio
+    async def test_racing_resubmissions_of_one_key_are_duplicates_not_conflicts(
+        self, journal_factory: JournalFactory
+    ) -> None:
+        """Racing submissions of one keyed, checked batch: one writes, the other is a duplicate."""
+        make = _maker()
+        async with await journal_factory.open() as journal:
+            await journal.append(self.namespace, StreamWrite("k", [make("first")]))
+            for i in range(5):
+                batch = StreamWrite("k", [make("keyed", {"i": i})], expected_next=2 + i)
+                results = await asyncio.gather(
+                    journal.append(self.namespace, batch, idempotency_key=f"race-{i}"),
+                    journal.append(self.namespace, batch, idempotency_key=f"race-{i}"),
+                )
+                assert sorted(r.duplicate for r in results) == [False, True]
+                assert results[0].positions == results[1].positions == {"k": (2 + i, 2 + i)}
+            assert await journal.head(self.namespace, "k") == 6
 
     # -- deletion and listing -------------------------------------------------------
 
