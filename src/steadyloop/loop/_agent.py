@@ -51,7 +51,10 @@ class ToolCallParser:
         if reply.tool_calls:
             calls: list[tuple[str, str, dict[str, JSONValue]]] = []
             for call in reply.tool_calls:
-                if call.name not in tools:
+                problem = _call_id_problem(call.id, [c[0] for c in calls])
+                if problem is not None:
+                    return ParseFailure(problem)
+                if not isinstance(call.name, str) or call.name not in tools:
                     known = ", ".join(sorted(t.name for t in tools)) or "none"
                     return ParseFailure(f"unknown tool {call.name!r}; the tools are: {known}")
                 try:
@@ -78,6 +81,19 @@ class ToolCallParser:
         if reply.text and reply.text.strip():
             return FinalAnswer(reply.text)
         return ParseFailure("the reply is empty: call a tool or give a final answer")
+
+
+def _call_id_problem(call_id: object, earlier: list[str]) -> str | None:
+    """Why a tool call id cannot tie a call to its result, or None if it can."""
+    if not isinstance(call_id, str) or not call_id.strip():
+        return f"a tool call id must be a non-empty string, not {call_id!r}"
+    try:
+        call_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a tool call id must be valid Unicode, not " + ascii(call_id)
+    if call_id in earlier:
+        return f"the tool call id {call_id!r} is used twice in one reply"
+    return None
 
 
 @dataclass(frozen=True)

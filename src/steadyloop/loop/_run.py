@@ -83,6 +83,7 @@ from steadyloop.loop._tools import ToolContext
 from steadyloop.loop._types import (
     Message,
     ModelReply,
+    ParseFailure,
     ReplayPolicy,
     RunResult,
     StopReason,
@@ -208,6 +209,7 @@ class _Driver:
         self.spec_chars = len(canonical_json([t.to_json() for t in self.tool_specs]))
         self.messages: list[Message] = session_messages(agent.system_prompt, session)
         self.message_chars = sum(m.size for m in self.messages)
+        self._why = ""
 
     # -- writing ----------------------------------------------------------------------
 
@@ -402,8 +404,18 @@ class _Driver:
         try:
             check_canonical(result)
         except EncodingError as exc:
-            result = {"status": "error", "error": f"the reply has no JSON form: {exc}"}
-        self._record_result(payload, result)
+            result = {"status": "error", "error": _safe(f"the reply has no JSON form: {exc}")}
+        events = self._recordable(payload, result)
+        if events is None:
+            # The reply parsed, yet cannot be recorded as session events (a call id the
+            # session refuses, say): it counts as a reply that did not parse.
+            failure = ParseFailure(f"the reply cannot be recorded: {self._why}")
+            result = {**result, "decision": decision_to_json(failure)}
+            events = self._recordable(payload, result)
+        if events is None:
+            result = {"status": "error", "error": f"the reply cannot be recorded: {self._why}"}
+            events = []
+        self._record_result(payload, result, events)
 
     async def _call_tool(self) -> None:
         state = self.state
@@ -437,15 +449,40 @@ class _Driver:
                 check_canonical(value)
                 result = {"status": "ok", "value": value}
             except EncodingError as exc:
-                result = {"status": "error", "error": f"the tool returned no JSON value: {exc}"}
+                result = {
+                    "status": "error",
+                    "error": _safe(f"the tool returned no JSON value: {exc}"),
+                }
             except Exception as exc:  # a tool that raises: that is its observation
                 result = {"status": "error", "error": _describe(exc)}
-        self._record_result(payload, result)
+        events = self._recordable(payload, result)
+        if events is None:
+            result = {"status": "error", "error": f"the result cannot be recorded: {self._why}"}
+            events = self._recordable(payload, result) or []
+        self._record_result(payload, result, events)
 
-    def _record_result(self, intent: Mapping[str, Any], result: dict[str, JSONValue]) -> None:
+    def _recordable(
+        self, intent: Mapping[str, Any], result: dict[str, JSONValue]
+    ) -> list[Event] | None:
+        """The session events for ``result``, or None if it cannot be recorded (why in _why)."""
+        try:
+            check_canonical(result)
+            return self._events_for(intent, {"intent_id": intent["intent_id"], **result})
+        except Exception as exc:  # anything the session or the encoder refuses
+            self._why = _describe(exc)
+            return None
+
+    def _record_result(
+        self,
+        intent: Mapping[str, Any],
+        result: dict[str, JSONValue],
+        events: Sequence[Event] | None = None,
+    ) -> None:
         payload: dict[str, JSONValue] = {"intent_id": intent["intent_id"], **result}
+        if events is None:
+            events = self._events_for(intent, payload)
         self._queue(RESULT_KIND, payload)
-        for event in self._events_for(intent, payload):
+        for event in events:
             self._queue_event(event)
 
     def _events_for(self, intent: Mapping[str, Any], result: Mapping[str, Any]) -> list[Event]:
@@ -578,8 +615,13 @@ class _Driver:
             pass
 
 
+def _safe(text: str) -> str:
+    """``text`` with lone surrogates escaped, so that it always has a JSON form."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _describe(exc: BaseException) -> str:
-    text = str(exc)
+    text = _safe(str(exc))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
