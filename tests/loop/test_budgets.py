@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from loop_helpers import APP, counting_agent
 
@@ -9,15 +11,18 @@ from steadyloop.journal import MemoryJournal
 from steadyloop.loop import (
     Agent,
     Budgets,
+    Message,
     ModelReply,
     ReplayPolicy,
     ScriptedModel,
     StopReason,
     ToolRegistry,
+    ToolSpec,
     resume,
     run,
     run_stream,
 )
+from steadyloop.sessions import SessionService, TextPart
 from steadyloop.testing import CrashingJournal, SimulatedCrash
 
 
@@ -164,3 +169,31 @@ def test_tools_must_state_a_policy_and_unique_names() -> None:
         tools.tool(policy=ReplayPolicy.SAFE, name="t")(lambda: 2)
     with pytest.raises(TypeError, match="ReplayPolicy"):
         tools.tool(policy="safe", name="u")(lambda: 3)  # type: ignore[arg-type]
+
+
+async def test_prompt_budget_is_checked_again_when_the_session_moved_under_an_intent() -> None:
+    """A session write that refuses an intent's batch sends the loop back to its budget checks."""
+    journal = MemoryJournal()
+    service = SessionService(journal, APP)
+    tools = ToolRegistry()
+
+    @tools.tool(policy=ReplayPolicy.SAFE)
+    async def note() -> str:
+        session = await service.get_session("ada", "s1")
+        await service.append_event(session, service.new_event("user", [TextPart("x" * 5000)]))
+        return "ok"
+
+    sizes: list[int] = []
+
+    class Measuring(ScriptedModel):
+        async def complete(
+            self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        ) -> ModelReply:
+            sizes.append(sum(m.size for m in messages))
+            return await super().complete(messages, tools)
+
+    model = Measuring([ModelReply.call("note"), "done"])
+    agent = Agent("a", model, tools=tools, budgets=Budgets(max_prompt_chars=1000))
+    result = await run(agent, journal, APP, "ada", "s1", "r1", "go")
+    assert result.stop_reason is StopReason.BUDGET_EXHAUSTED
+    assert len(sizes) == 1

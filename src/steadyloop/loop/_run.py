@@ -147,6 +147,10 @@ class _CancelSeen(Exception):
     """A cancel request landed in the run stream before our intent."""
 
 
+class _SessionMoved(Exception):
+    """Someone else wrote to the session before our intent: the prompt must be rebuilt."""
+
+
 def _parse_hook(agent: Agent) -> ParseHook:
     def parse(reply: Mapping[str, Any]) -> dict[str, JSONValue]:
         return decision_to_json(agent.parser.parse(ModelReply.from_json(reply), agent.tools))
@@ -246,6 +250,9 @@ class _Driver:
 
         Raises:
             _CancelSeen: A cancel request landed first and ``last`` is an intent.
+            _SessionMoved: The session changed first and ``last`` is an intent: it was
+                built from a stale prompt, so the caller checks the budgets again and
+                builds it anew.
             RunBusy: Another driver wrote to the run.
         """
         records = [*self.pending, *([last] if last is not None else [])]
@@ -260,6 +267,8 @@ class _Driver:
             except ConflictError as exc:
                 if exc.stream != self.stream:
                     await self._reload_session()
+                    if is_intent:
+                        raise _SessionMoved() from None
                     continue
                 await self._absorb_cancel(durable)
                 if is_intent:
@@ -359,11 +368,15 @@ class _Driver:
             await self._call_model(prompt)
 
     async def _announce(self, payload: dict[str, JSONValue]) -> bool:
-        """Make an intent durable (with everything queued); False if cancelled first."""
+        """Make an intent durable (with everything queued).
+
+        False if a cancel request or a session write came first: the caller goes back
+        to the loop, which checks the stop reasons and budgets again.
+        """
         rec = self._record(INTENT_KIND, payload)
         try:
             await self._flush(rec, is_intent=True)
-        except _CancelSeen:
+        except (_CancelSeen, _SessionMoved):
             return False
         return True
 
