@@ -7,6 +7,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from steadyloop._errors import ModelError
 from steadyloop.loop._types import Message, ModelReply, ToolCall, ToolSpec
@@ -107,15 +108,30 @@ class OpenAIChatModel:
         self.backoff = backoff
         self.temperature = temperature
         self._transport = transport
+        parts = urlsplit(self.base_url)
+        # What error messages and repr show: no user info, no query, no fragment.
+        netloc = parts.netloc.rpartition("@")[2]
+        self._shown_url = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+        secrets = [parts.password, parts.query, parts.fragment, parts.username]
+        self._secrets = sorted(
+            {x for s in secrets if s for x in (s, unquote(s))}, key=len, reverse=True
+        )
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "unset"
-        return f"OpenAIChatModel(model={self.name!r}, base_url={self.base_url!r}, api_key={key})"
+        return f"OpenAIChatModel(model={self.name!r}, base_url={self._shown_url!r}, api_key={key})"
 
     def _redact(self, text: str) -> str:
-        """Remove the key, and anything that looks like a bearer credential, from text."""
+        """Remove the key, the URL's credentials, and anything like a bearer credential.
+
+        Applied to a whole text before it is cut short, so a cut cannot split a secret
+        out of reach.
+        """
         if self._api_key:
             text = text.replace(self._api_key, "***")
+        text = text.replace(self.base_url, self._shown_url)
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
         return _BEARER.sub("[credential removed]", text)
 
     @staticmethod
@@ -163,6 +179,7 @@ class OpenAIChatModel:
             headers["Authorization"] = f"Bearer {self._api_key}"
         body = self.request_body(messages, tools)
         url = f"{self.base_url}/chat/completions"
+        shown = f"{self._shown_url}/chat/completions"
         delay = self.backoff
         async with httpx.AsyncClient(timeout=self.timeout, transport=self._transport) as client:
             for attempt in range(self.max_retries + 1):
@@ -172,15 +189,15 @@ class OpenAIChatModel:
                 except httpx.HTTPError as exc:
                     if last:
                         raise ModelError(
-                            self._redact(f"{url}: {type(exc).__name__}: {exc}")
+                            self._redact(f"{shown}: {type(exc).__name__}: {exc}")
                         ) from None
                 else:
                     if response.status_code == 200:
-                        return self._reply(response, url)
+                        return self._reply(response, shown)
                     retryable = response.status_code == 429 or response.status_code >= 500
                     if last or not retryable:
-                        snippet = self._redact(response.text[:300])
-                        raise ModelError(f"{url}: HTTP {response.status_code}: {snippet}")
+                        snippet = self._redact(response.text)[:300]
+                        raise ModelError(f"{shown}: HTTP {response.status_code}: {snippet}")
                 await asyncio.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
