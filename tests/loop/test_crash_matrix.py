@@ -58,3 +58,38 @@ async def test_crash_matrix_exhaustive_second_crashes_on_sqlite(tmp_path: object
     )
     report.assert_ok()
     assert {c.second for c in report.cases} >= set(range(1, report.boundaries + 1))
+
+
+async def test_crash_matrix_resolves_a_never_model_call_with_its_reply() -> None:
+    """With a never-repeat model, the matrix answers with the model's recorded reply: one call."""
+    from collections.abc import Sequence
+
+    from steadyloop.journal import ForwardingJournal, MemoryJournal
+    from steadyloop.loop import Agent, Message, ModelReply, ReplayPolicy, ScriptedModel, ToolSpec
+
+    calls: list[int] = []
+
+    class Counting(ScriptedModel):
+        async def complete(
+            self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        ) -> ModelReply:
+            calls.append(len(messages))
+            return await super().complete(messages, tools)
+
+    class Kept(ForwardingJournal):
+        async def _close(self) -> None:
+            pass
+
+    memory = MemoryJournal()
+
+    async def journal() -> Journal:
+        return Kept(memory)
+
+    def factory() -> Agent:
+        return Agent("a", Counting(["final answer"]), model_policy=ReplayPolicy.NEVER)
+
+    report = await crash_matrix(factory, journal, second_crash="none", sides=["before", "after"])
+    report.assert_ok()
+    assert any(c.resolutions for c in report.cases)
+    # The baseline calls the model once, and so does every case: none calls it again.
+    assert len(calls) == 1 + len(report.cases)

@@ -35,7 +35,7 @@ return the same value for the same arguments), or the comparison means nothing.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -44,6 +44,7 @@ from steadyloop.journal import AppendResult, ForwardingJournal, Journal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.loop._agent import Agent
 from steadyloop.loop._run import Happened, NotHappened, _describe, load_run, resolve, resume, run
+from steadyloop.loop._state import run_stream
 from steadyloop.loop._tools import Tool, ToolContext, ToolRegistry
 from steadyloop.loop._types import (
     Message,
@@ -53,7 +54,7 @@ from steadyloop.loop._types import (
     StopReason,
     ToolSpec,
 )
-from steadyloop.records import JSONValue, RecordFactory
+from steadyloop.records import INTENT_KIND, JSONValue, RecordFactory
 from steadyloop.sessions import SessionService
 from steadyloop.testing._faults import SimulatedCrash
 
@@ -109,6 +110,20 @@ class _Recorder:
         self.prompts: list[tuple[Message, ...]] = []
         self.executions: dict[str, tuple[str, JSONValue]] = {}  # intent id -> outcome
         self.never_runs: dict[tuple[int, int], int] = {}  # (step, index) -> executions
+        # A model call's step is counted under index -1.
+        self.replies: dict[str, JSONValue] = {}  # model intent id -> its reply
+        self.where: tuple[Journal, str, str] | None = None  # journal, app, run id
+
+    async def _model_intent(self) -> Mapping[str, Any] | None:
+        """The open model intent: the driver calls the model right after it is durable."""
+        if self.where is None:
+            return None
+        journal, app, run_id = self.where
+        records = await journal.read(app, run_stream(run_id))
+        if not records or records[-1].kind != INTENT_KIND:
+            return None
+        intent = records[-1].payload
+        return intent if intent.get("what") == "model" else None
 
     def instrument(self, agent: Agent) -> Agent:
         recorder = self
@@ -120,7 +135,14 @@ class _Recorder:
                 self, messages: Sequence[Message], tools: Sequence[ToolSpec]
             ) -> ModelReply:
                 recorder.prompts.append(tuple(messages))
-                return await agent.model.complete(messages, tools)
+                intent = await recorder._model_intent()
+                if intent is not None and agent.model_policy is ReplayPolicy.NEVER:
+                    key = (int(intent.get("step", 0)), -1)
+                    recorder.never_runs[key] = recorder.never_runs.get(key, 0) + 1
+                reply = await agent.model.complete(messages, tools)
+                if intent is not None:
+                    recorder.replies[str(intent["intent_id"])] = reply.to_json()
+                return reply
 
         registry = ToolRegistry()
         for tool in agent.tools:
@@ -145,7 +167,9 @@ class _Recorder:
         return wrapped
 
     def decide(self, intent_id: str) -> Happened | NotHappened:
-        """The truth about an intent: did the wrapped tool run, and with what outcome."""
+        """The truth about an intent: did the model or tool run, and with what outcome."""
+        if intent_id in self.replies:
+            return Happened(value=self.replies[intent_id], note="crash matrix: the model replied")
         if intent_id not in self.executions:
             return NotHappened("crash matrix: the tool never ran")
         status, value = self.executions[intent_id]
@@ -262,6 +286,7 @@ class _Matrix:
     ) -> tuple[RunResult | None, int, int]:
         """One process lifetime: (result or None if it crashed, appends, resolutions)."""
         journal = CrashingJournal(await self.journal_factory(), crash_at, side)
+        recorder.where = (journal, self.app, run_id)
         agent = recorder.instrument(self.agent_factory())
         resolutions = 0
         try:
