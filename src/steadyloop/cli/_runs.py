@@ -187,6 +187,8 @@ def list_command(
 
 def _summary(info: RunInfo) -> dict[str, Any]:
     state = info.state
+    # An ended run's counters are the driver's, folded with the agent's parser.
+    counts: Any = state.ended if state.ended is not None else state
     return {
         "app": info.app,
         "run_id": info.run_id,
@@ -194,9 +196,9 @@ def _summary(info: RunInfo) -> dict[str, Any]:
         "agent": state.started.get("agent"),
         "user_id": state.started.get("user_id"),
         "session_id": state.started.get("session_id"),
-        "steps": state.steps,
-        "actions": state.actions,
-        "parse_failures": state.parse_failures,
+        "steps": counts.steps,
+        "actions": counts.actions,
+        "parse_failures": counts.parse_failures,
         "open_intent": None if state.open_intent is None else state.open_intent["intent_id"],
         "output": None if state.ended is None else state.ended.output,
         "detail": None if state.ended is None else state.ended.detail,

@@ -410,7 +410,11 @@ class RunState:
             return
         decision = payload.get("decision")
         if decision is None:
-            decision = parse(payload.get("reply") or {}) if parse is not None else None
+            if parse is None:
+                # A caller-resolved reply folded without the agent's parser: what it
+                # decides is unknown here, which is not a parse failure.
+                return
+            decision = parse(payload.get("reply") or {})
         if not isinstance(decision, Mapping):
             decision = {"kind": "unknown"}
         kind = decision.get("kind")
