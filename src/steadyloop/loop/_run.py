@@ -302,8 +302,20 @@ class _Driver:
             self.state.apply(r.kind, r.payload, where=f"{self.stream}#{r.seq}")
 
     async def _reload_session(self) -> None:
-        """Someone else wrote to the session: read it again and rebuild the prompt."""
+        """Someone else wrote to the session: read it again and rebuild the prompt.
+
+        Raises:
+            RunBusy: The session already holds an event this driver was about to write:
+                another driver of this run wrote it.
+        """
         self.session = await self.service.get_session(self.state.user_id, self.state.session_id)
+        ours = {e.id for e in self.pending_events}
+        taken = sorted(ours.intersection(e.id for e in self.session.events))
+        if taken:
+            raise RunBusy(
+                f"run {self.state.run_id!r} is driven by another driver too: it wrote "
+                f"event {taken[0]!r} first; this one stops"
+            )
         self.messages = session_messages(self.agent.system_prompt, self.session)
         for event in self.pending_events:
             self.messages.extend(event_messages(event))
