@@ -18,7 +18,7 @@ import enum
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from steadyloop._errors import AuditError, ModelError
@@ -455,33 +455,12 @@ class Auditor:
         if run.stop_reason is StopReason.COMPLETED:
             for judge in self.judges:
                 names.append(judge.name)
-                for f in await judge.judge(context):
-                    drafts.append(
-                        Finding(
-                            id="",
-                            severity=f.severity,
-                            evidence=f.evidence,
-                            reproduction=f.reproduction,
-                            acceptance=f.acceptance,
-                            kind=f.kind,
-                            gate=Gate.JUDGEMENT,
-                            title=f.title,
-                        )
-                    )
+                drafts.extend(
+                    replace(f, id="", gate=Gate.JUDGEMENT) for f in await judge.judge(context)
+                )
         counters: dict[Gate, int] = {}
         numbered = []
         for f in drafts:
             counters[f.gate] = counters.get(f.gate, 0) + 1
-            numbered.append(
-                Finding(
-                    id=f"r{context.round}.{f.gate.value}.{counters[f.gate]}",
-                    severity=f.severity,
-                    evidence=f.evidence,
-                    reproduction=f.reproduction,
-                    acceptance=f.acceptance,
-                    kind=f.kind,
-                    gate=f.gate,
-                    title=f.title,
-                )
-            )
+            numbered.append(replace(f, id=f"r{context.round}.{f.gate.value}.{counters[f.gate]}"))
         return AuditReport(context.round, context.audit_round, tuple(numbered), tuple(names))

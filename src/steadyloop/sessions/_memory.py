@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from steadyloop._errors import CorruptionError, SessionError
 from steadyloop.records import JSONValue, Record, RecordFactory, StoredRecord
@@ -101,13 +101,7 @@ class MemoryEntry:
 
     def to_dict(self) -> dict[str, JSONValue]:
         """Return the entry as a JSON object (the ``memory.entry`` payload)."""
-        return {
-            "session_id": self.session_id,
-            "event_id": self.event_id,
-            "author": self.author,
-            "text": self.text,
-            "time": self.time,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -132,14 +126,7 @@ class MemoryHit:
 
     def to_dict(self) -> dict[str, JSONValue]:
         """Return the hit as a JSON object."""
-        return {
-            "session_id": self.session_id,
-            "event_id": self.event_id,
-            "author": self.author,
-            "text": self.text,
-            "score": self.score,
-            "time": self.time,
-        }
+        return asdict(self)
 
 
 def read_entries(records: Iterable[StoredRecord], where: str) -> list[MemoryEntry]:
