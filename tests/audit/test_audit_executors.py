@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -121,15 +123,37 @@ async def test_huge_output_is_capped_and_says_how_much_was_cut(tmp_path: Path) -
 async def test_environment_is_scrubbed_unless_allowed_by_name(tmp_path: Path) -> None:
     """Secrets in the worker's environment do not reach the command unless allowed by name."""
     source = {"PATH": "/usr/bin:/bin", "API_TOKEN": "s3cret", "OK_VAR": "fine"}
-    executor = SubprocessExecutor(source_env=source)
     show = (PY, "-c", "import os, json; print(json.dumps(dict(os.environ)))")
-    plain = await executor.run(show, cwd=tmp_path)
+    plain = await SubprocessExecutor(source_env=source).run(show, cwd=tmp_path)
     assert "s3cret" not in plain.stdout and "OK_VAR" not in plain.stdout
     assert '"HOME": "' + str(tmp_path) in plain.stdout
+    executor = SubprocessExecutor(source_env=source, allow_env=["OK_VAR"])
     allowed = await executor.run(show, cwd=tmp_path, allow_env=["OK_VAR"], env={"EXTRA": "1"})
     assert '"OK_VAR": "fine"' in allowed.stdout and '"EXTRA": "1"' in allowed.stdout
     assert "s3cret" not in allowed.stdout
-    assert executor.environment() == {"PATH": "/usr/bin:/bin"}
+    assert executor.environment() == {"PATH": "/usr/bin:/bin", "OK_VAR": "fine"}
+
+
+async def test_a_command_cannot_widen_the_workers_allow_list(tmp_path: Path) -> None:
+    """A verify spec that names a variable the worker does not allow fails without running."""
+    source = {"PATH": os.environ["PATH"], "API_TOKEN": "s3cret"}
+    executor = SubprocessExecutor(source_env=source, allow_env=["OK_VAR"])
+    marker = tmp_path / "ran"
+    spec = VerifySpec(
+        (PY, "-c", f"import os; open({str(marker)!r}, 'w').write(os.environ.get('API_TOKEN', ''))"),
+        allow_env=("API_TOKEN", "OK_VAR"),
+    )
+    verification = await Verifier(executor).verify(spec, tmp_path)
+    assert not verification.passed and verification.status == "error"
+    assert not marker.exists()
+    assert "asks to inherit API_TOKEN, which this worker does not allow" in verification.evidence
+    assert "--allow-env API_TOKEN" in verification.evidence
+    assert "s3cret" not in json.dumps(verification.to_json())
+    with pytest.raises(ValueError, match="API_TOKEN"):
+        executor.environment(allow_env=["API_TOKEN"])
+    permitted = SubprocessExecutor(source_env=source, allow_env=["API_TOKEN", "OK_VAR"])
+    assert (await Verifier(permitted).verify(spec, tmp_path)).passed
+    assert marker.read_text() == "s3cret"
 
 
 async def test_commands_without_a_folder_run_in_a_fresh_scratch_dir(tmp_path: Path) -> None:

@@ -80,6 +80,16 @@ class _Capped:
         return head + _cut_note(self.cut, self.total, len(self.head), len(self.tail)) + tail
 
 
+def _refusal(names: Sequence[str]) -> str:
+    listed = ", ".join(names)
+    flags = " ".join(f"--allow-env {name}" for name in names)
+    return (
+        f"the command asks to inherit {listed}, which this worker does not allow; whoever "
+        f"runs the worker can allow it (steadyloop audit work {flags}, or "
+        f"SubprocessExecutor(allow_env=...))"
+    )
+
+
 def _cut_note(cut: int, total: int, head: int, tail: int) -> str:
     return f"\n[… {cut} bytes cut: kept the first {head} and the last {tail} of {total} bytes …]\n"
 
@@ -184,8 +194,9 @@ class SubprocessExecutor:
     Args:
         timeout: Default seconds before the command's process group is killed.
         max_output: Bytes kept of stdout, and of stderr; the middle is cut beyond it.
-        allow_env: Names of variables every command may inherit, besides
-            :data:`DEFAULT_ENV_ALLOW`.
+        allow_env: Names of variables every command inherits, besides
+            :data:`DEFAULT_ENV_ALLOW`. This list belongs to whoever runs the worker: a
+            command (a task's verify spec, say) may name only variables already in it.
         scratch_root: Where scratch directories are made for commands run without a
             ``cwd`` (the system temp dir by default); each is removed afterwards.
         source_env: The environment inherited from (``os.environ`` by default).
@@ -213,12 +224,24 @@ class SubprocessExecutor:
     def environment(
         self, env: Mapping[str, str] | None = None, allow_env: Sequence[str] = ()
     ) -> dict[str, str]:
-        """The environment a command gets: allowed names inherited, then ``env`` set."""
+        """The environment a command gets: allowed names inherited, then ``env`` set.
+
+        Raises:
+            ValueError: ``allow_env`` asks for a name this executor does not allow.
+        """
+        refused = self.refused(allow_env)
+        if refused:
+            raise ValueError(_refusal(refused))
         source = os.environ if self._source_env is None else self._source_env
-        allowed = {*DEFAULT_ENV_ALLOW, *self.allow_env, *allow_env}
+        allowed = {*DEFAULT_ENV_ALLOW, *self.allow_env}
         out = {k: v for k, v in source.items() if k in allowed}
         out.update(env or {})
         return out
+
+    def refused(self, allow_env: Sequence[str]) -> list[str]:
+        """The names of ``allow_env`` that this executor does not let commands inherit."""
+        allowed = {*DEFAULT_ENV_ALLOW, *self.allow_env}
+        return sorted({name for name in allow_env if name not in allowed})
 
     async def run(
         self,
@@ -236,11 +259,17 @@ class SubprocessExecutor:
             cwd: Where it runs; a fresh scratch directory (removed afterwards) if ``None``.
             timeout: Seconds (the executor's default if ``None``).
             env: Variables to set.
-            allow_env: More names it may inherit.
+            allow_env: Names it asks to inherit. Each must be one the executor allows;
+                otherwise the command does not run and the result (status ``error``) says
+                which names were refused — a task cannot widen the worker's allow-list.
         """
         argv = tuple(argv)
         if not argv:
             raise ValueError("an empty command")
+        refused = self.refused(allow_env)
+        if refused:
+            where = "" if cwd is None else str(cwd)
+            return CommandResult(argv, "error", None, stderr=_refusal(refused), cwd=where)
         limit = self.timeout if timeout is None else timeout
         if cwd is None:
             with tempfile.TemporaryDirectory(prefix="steadyloop-", dir=self.scratch_root) as tmp:

@@ -171,9 +171,12 @@ class VerifySpec:
         command: The argv; a string is split with :func:`shlex.split`.
         timeout: Seconds before the command is killed (and fails).
         env: Extra environment variables to set for it.
-        allow_env: Names of variables the command may inherit from the worker's
-            environment, besides the safe defaults (``PATH``, locale, …). Nothing else is
-            inherited, so no secret leaks in by accident.
+        allow_env: Names of variables the command needs from the worker's environment,
+            besides the safe defaults (``PATH``, locale, …). Each must already be allowed
+            by whoever runs the worker (``steadyloop audit work --allow-env NAME``);
+            otherwise the command does not run and the verification fails naming it. A
+            task cannot widen the worker's allow-list, so whoever submits a task cannot
+            read a worker's secrets through its verify command.
     """
 
     command: tuple[str, ...]
