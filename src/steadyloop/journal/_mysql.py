@@ -282,6 +282,9 @@ class MySQLJournal(PlanJournal):
             isinstance(exc, my_errors.MySQLError) and bool(exc.args) and exc.args[0] in _RETRYABLE
         )
 
+    def _duplicate_row(self, exc: BaseException | None) -> bool:
+        return isinstance(exc, my_errors.MySQLError) and exc.args[:1] == (_DUPLICATE_KEY,)
+
     async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
         pool = self._pool

@@ -225,6 +225,9 @@ class PostgresJournal(PlanJournal):
             pg_errors.SerializationFailure | pg_errors.DeadlockDetected | pg_errors.UniqueViolation,
         )
 
+    def _duplicate_row(self, exc: BaseException | None) -> bool:
+        return isinstance(exc, pg_errors.UniqueViolation)
+
     async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
         pool = self._pool

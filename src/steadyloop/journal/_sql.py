@@ -311,27 +311,75 @@ def _lookup_key(d: Dialect, batch: PreparedBatch) -> Generator[Query, list[Row],
 
 
 def read_plan(d: Dialect, namespace: str, stream: str, start: int, limit: int | None) -> Plan:
-    """Read a stream from ``start``, checking that sequence numbers have no gaps."""
-    sql = "SELECT seq, data FROM {p}records WHERE namespace = ? AND stream = ? AND seq >= ? "
-    sql += "ORDER BY seq"
-    params: tuple[Any, ...] = (d.bind_name(namespace), d.bind_name(stream), start)
+    """Read a stream from ``start``, checking its records against its head.
+
+    One statement reads the head with the records, so both come from one snapshot: a
+    gap, a record missing at the end, or a record beyond the head is damage, raised as
+    :class:`~steadyloop.CorruptionError` naming the row, never read past in silence.
+    """
+    sql = (
+        "SELECT s.head, r.seq, r.data FROM {p}streams s LEFT JOIN {p}records r "
+        "ON r.namespace = s.namespace AND r.stream = s.stream AND r.seq >= ? "
+        "WHERE s.namespace = ? AND s.stream = ? ORDER BY r.seq"
+    )
+    params: tuple[Any, ...] = (start, d.bind_name(namespace), d.bind_name(stream))
     if limit is not None:
         sql += " LIMIT ?"
         params += (limit,)
     rows = yield Query(d.sql(sql), params, fetch=True)
+    if not rows:
+        return []  # no head row: the stream is empty
+    head = int(rows[0][0])
     out: list[StoredRecord] = []
     expected = start
-    for seq_value, data in rows:
+    for _, seq_value, data in rows:
+        if seq_value is None:
+            break  # the head row matched no record
         seq = int(seq_value)
         where = d.location("records", namespace=namespace, stream=stream, seq=seq)
         if seq != expected:
             raise CorruptionError(
-                f"sequence gap: expected {expected}, found {seq}",
+                f"sequence gap: expected {expected}, found {seq} (the stream's head is {head})",
                 location=d.location("records", namespace=namespace, stream=stream, seq=expected),
             )
+        if seq > head:
+            message = f"record {seq} lies beyond the stream's head {head}"
+            raise CorruptionError(message, location=where)
         out.append(StoredRecord(stream=stream, seq=seq, record=decode_row(data, where)))
         expected += 1
+    last = head if limit is None else min(head, start + limit - 1)
+    if expected <= last:
+        raise CorruptionError(
+            f"records missing: the stream's head is {head}, but its records end at {expected - 1}",
+            location=d.location("records", namespace=namespace, stream=stream, seq=expected),
+        )
     return out
+
+
+def overrun_plan(d: Dialect, namespace: str, streams: Sequence[str]) -> Plan:
+    """Find a stream holding records beyond its head (damage that blocks every append).
+
+    Returns:
+        A :class:`~steadyloop.CorruptionError` naming the first such record, or ``None``.
+    """
+    for stream in sorted(set(streams)):
+        rows = yield Query(
+            d.sql(
+                "SELECT COALESCE(MAX(s.head), 0), MAX(r.seq) FROM {p}records r "
+                "LEFT JOIN {p}streams s ON s.namespace = r.namespace AND s.stream = r.stream "
+                "WHERE r.namespace = ? AND r.stream = ?"
+            ),
+            (d.bind_name(namespace), d.bind_name(stream)),
+            fetch=True,
+        )
+        head, top = (int(rows[0][0]), rows[0][1]) if rows else (0, None)
+        if top is not None and int(top) > head:
+            return CorruptionError(
+                f"stream {stream!r} holds record {int(top)} beyond its head {head}; the next "
+                "append cannot take its sequence number",
+                location=d.location("records", namespace=namespace, stream=stream, seq=head + 1),
+            )
+    return None
 
 
 def decode_row(data: Any, where: str) -> Record:
@@ -424,10 +472,27 @@ class PlanJournal(Journal):
     async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         """Run the plan ``make_plan()`` returns in one transaction; return its result."""
 
+    def _duplicate_row(self, exc: BaseException | None) -> bool:
+        """Whether a driver error is a unique-key violation (each backend knows its own)."""
+        return False
+
     async def _append(self, batch: PreparedBatch) -> AppendResult:
-        result: AppendResult = await self._run_plan(
-            lambda: append_plan(self._dialect, batch), write=True
-        )
+        try:
+            result: AppendResult = await self._run_plan(
+                lambda: append_plan(self._dialect, batch), write=True
+            )
+        except BackendUnavailable as exc:
+            # With the heads locked, a key clash that outlasts the retries is either a
+            # race still going on or a record stored beyond its head; tell them apart.
+            if not self._duplicate_row(exc.__cause__):
+                raise
+            streams = [w.stream for w in batch.writes]
+            damage = await self._run_plan(
+                lambda: overrun_plan(self._dialect, batch.namespace, streams), write=False
+            )
+            if damage is None:
+                raise
+            raise damage from exc
         return result
 
     async def _read(

@@ -238,6 +238,9 @@ class SQLiteJournal(PlanJournal):
             raise BackendUnavailable(f"sqlite:{self.path}: commit failed: {exc}") from exc
         return result
 
+    def _duplicate_row(self, exc: BaseException | None) -> bool:
+        return isinstance(exc, sqlite3.IntegrityError)
+
     async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         try:
             return await self._call(lambda: self._transaction(make_plan(), write=write))
