@@ -299,6 +299,25 @@ async def test_request_cancel_from_elsewhere_ends_the_run_at_its_next_write() ->
         await request_cancel(journal, APP, "r1")
 
 
+async def test_cancel_request_ends_a_suspended_run_without_deciding_its_intent() -> None:
+    """A run suspended at RESUME_STATE_UNKNOWN ends CANCELLED on resume, its intent named as unknown."""
+    journal, effects = MemoryJournal(), Effects()
+    await crash(journal, 6, "after", effects)
+    stopped = await resume(standard_agent(effects), journal, APP, "r1")
+    assert stopped.stop_reason is StopReason.RESUME_STATE_UNKNOWN
+    await request_cancel(journal, APP, "r1", "nobody can check the outbox")
+    result = await resume(standard_agent(effects), journal, APP, "r1")
+    assert result.stop_reason is StopReason.CANCELLED
+    assert result.open_intent == stopped.open_intent
+    assert f"{stopped.open_intent!r} was unknown; it was left unresolved" in result.detail
+    assert effects.emails == []  # the e-mail was never sent, and resume did not guess
+    k = await kinds(journal)
+    assert k[-3:] == ["run.cancel_requested", "run.claimed", "run.ended"]
+    assert "effect.result" not in k[k.index("run.suspended") :]
+    with pytest.raises(RunFinished):
+        await resolve(journal, APP, "r1", str(stopped.open_intent), NotHappened())
+
+
 async def test_cancelling_the_task_writes_cancelled_and_leaves_the_intent_open() -> None:
     """A task cancelled mid safe effect ends CANCELLED and keeps that intent open, as unknown."""
     journal = MemoryJournal()

@@ -164,7 +164,10 @@ def work(  # noqa: PLR0917 - typer reads the parameters
     ] = None,
     allow_env: Annotated[
         list[str] | None,
-        typer.Option("--allow-env", help="A variable verify commands inherit; a task can only name allowed ones."),
+        typer.Option(
+            "--allow-env",
+            help="A variable verify commands inherit; a task can only name allowed ones.",
+        ),
     ] = None,
     forever: Annotated[
         bool,

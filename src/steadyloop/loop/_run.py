@@ -548,6 +548,14 @@ class _Driver:
             self._queue(RESULT_KIND, {"intent_id": iid, "status": "interrupted"})
             return None
         what = f"tool {intent.get('tool')!r}" if intent.get("what") == "tool" else "model call"
+        if self._cancelled():
+            # Nobody will decide any more: end, naming the intent whose outcome stays
+            # unknown (the end record's open_intent), rather than guess it either way.
+            detail = (
+                f"the run was cancelled while the outcome of the never-repeat {what} of "
+                f"intent {iid!r} was unknown; it was left unresolved"
+            )
+            return await self._end(StopReason.CANCELLED, detail, None)
         detail = (
             f"the never-repeat {what} of intent {iid!r} may or may not have happened; "
             "decide with resolve(), then resume"
@@ -890,7 +898,10 @@ async def request_cancel(
 
     The driver notices when its next batch is refused (the request moved the run
     stream on): it writes the outcome of the effect in flight and then the end record,
-    without starting another effect. A run nobody drives ends when it is resumed.
+    without starting another effect. A run nobody drives ends when it is resumed; one
+    suspended at ``RESUME_STATE_UNKNOWN`` ends ``CANCELLED`` too, without a decision:
+    its result names the unresolved intent in ``open_intent``, whose outcome stays
+    unknown.
 
     Raises:
         RunNotFound: No such run.
