@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -420,3 +421,42 @@ async def test_a_live_worker_that_lost_its_lease_cannot_write_again(
     state = await board.state("s")
     assert state.status is TaskStatus.COMPLETED and state.round == 1
     assert (await kinds(board, "s")).count("run_finished") == 1
+
+
+async def test_a_blocking_threaded_tool_keeps_its_lease_alive(
+    board: TaskBoard, tmp_path: Path, clock: ManualClock
+) -> None:
+    """While a thread=True tool blocks past the lease, heartbeats renew it: no other worker takes the task."""
+    entered, gate = threading.Event(), threading.Event()
+    released: list[bool] = []
+
+    def factory(ctx: TaskContext) -> Agent:
+        tools = ToolRegistry()
+
+        @tools.tool(policy=ReplayPolicy.NEVER, thread=True)
+        def transfer() -> str:
+            """Block, as a synchronous client call does."""
+            entered.set()
+            released.append(gate.wait(10))
+            return "ok"
+
+        return Agent("blocker", ScriptedModel([ModelReply.call("transfer"), "done"]), tools)
+
+    await board.submit(TaskSpec(prompt="pay the invoice", task_id="p"))
+    events: list[WorkerEvent] = []
+    w1 = make_worker(board, factory, tmp_path, "w1", heartbeat=0.02, on_event=events.append)
+    first = asyncio.ensure_future(w1.run_once())
+    try:
+        assert await asyncio.to_thread(entered.wait, 10)
+        for _ in range(3):  # 24 s of lease time pass while the tool blocks: 2.4 leases
+            clock.advance(8)
+            await asyncio.sleep(0.2)  # ten heartbeats' worth of real time
+            assert await make_worker(board, factory, tmp_path, "w2").run_once() is None
+            assert not first.done()
+    finally:
+        gate.set()
+    assert await first == "p"
+    assert released == [True], "the tool was not still blocking while the lease was checked"
+    assert [e.kind for e in events if e.kind == "lease-lost"] == []
+    state = await board.state("p")
+    assert state.round == 1 and (await kinds(board, "p")).count("claimed") == 1
