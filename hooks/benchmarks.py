@@ -526,6 +526,16 @@ def render_replay(data: Mapping[str, Any], lang: str) -> str:
                 fmt(d.get("aim_seconds")),
             ]
         )
+        if d.get("normalise_and_diff_best_seconds") is not None:
+            rows.append(
+                [
+                    "normalise both + diff, best (s)"
+                    if lang == "en"
+                    else "规范化两份快照 + 比对，最好（秒）",
+                    fmt(d.get("normalise_and_diff_best_seconds")),
+                    fmt(d.get("aim_seconds")),
+                ]
+            )
         rows.append(
             [
                 t["diff_found"],

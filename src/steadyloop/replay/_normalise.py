@@ -21,7 +21,7 @@ Four rules, applied to a snapshot before it is compared:
 
 from __future__ import annotations
 
-import re
+import gc
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +29,6 @@ from typing import Any
 
 __all__ = ["JSONBool", "JSONFloat", "Normaliser", "normalise_text", "plain"]
 
-_SPACE = re.compile(r"\s+")
 _DATA_KEYS = frozenset({"state", "state_delta", "arguments", "response", "returns"})
 _TEXT_KEYS = frozenset({"text", "output"})
 _TIME_KEYS = frozenset({"time"})
@@ -100,7 +99,10 @@ def normalise_text(text: str) -> str:
         >>> normalise_text("  Ｃａｆé\n\tau  lait ")
         'Café au lait'
     """
-    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text)).strip()
+    if not text.isascii():  # NFKC leaves ASCII as it is
+        text = unicodedata.normalize("NFKC", text)
+    # str.split() splits on exactly the characters \s matches (str.isspace), and trims.
+    return " ".join(text.split())
 
 
 @dataclass
@@ -122,52 +124,108 @@ class Normaliser:
     tokens: dict[int, tuple[int, str]] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.aliases = {}
-        for i, generated in enumerate(self.ids, start=1):
-            self.aliases.setdefault(generated, f"<id:{i}>")
-        self.tokens = {}
-        for i, reading in enumerate(self.times, start=1):
-            self.tokens.setdefault(reading, (i, f"<t:{i}>"))
+        # Built back to front, so that a value handed out twice keeps its first position.
+        ids = list(enumerate(self.ids, start=1))
+        self.aliases = {generated: f"<id:{i}>" for i, generated in reversed(ids)}
+        times = list(enumerate(self.times, start=1))
+        self.tokens = {reading: (i, f"<t:{i}>") for i, reading in reversed(times)}
 
     def __call__(self, value: Any) -> Any:
         """Return a normalised copy of a snapshot (or of any part of one)."""
-        return self._value(value, False, "")
+        # Building the copy allocates millions of containers and no cycles; the cyclic
+        # collector would otherwise rescan them again and again (a third of the time).
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._doc(value, "")
+        finally:
+            if collecting:
+                gc.enable()
 
-    def _value(self, value: Any, data: bool, key: str) -> Any:
-        # Exact type checks first: snapshots are plain JSON, and this walk visits every
-        # node of two snapshots, so the common cases must be cheap.
+    # The two walks below visit every node of two snapshots, so they test exact types
+    # first (snapshots are plain JSON) and handle scalars inline rather than recursing.
+
+    def _doc(self, value: Any, key: str) -> Any:
+        """Normalise outside data: ids aliased, text folded, times tokenised."""
         kind = type(value)
         if kind is str:
             alias = self.aliases.get(value)
             if alias is not None:
                 return alias
-            if not data and key in _TEXT_KEYS:
-                return normalise_text(value)
+            return normalise_text(value) if key in _TEXT_KEYS else value
+        if kind is dict or (kind is not list and isinstance(value, Mapping)):
+            return self._doc_dict(value)
+        if kind is list or kind is tuple:
+            return self._doc_list(value, key)
+        return self._scalar(value, self._doc, key)
+
+    def _doc_dict(self, value: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`_doc` of an object, called directly for the many objects of lists."""
+        aliases, tokens = self.aliases, self.tokens
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            vkind = type(v)
+            if vkind is str:  # a time that is a string is data: only an alias applies
+                alias = aliases.get(v)
+                if alias is not None:
+                    out[k] = alias
+                else:
+                    out[k] = normalise_text(v) if k in _TEXT_KEYS else v
+            elif k in _TIME_KEYS:
+                hit = tokens.get(v) if vkind is int else None
+                out[k] = hit[1] if hit is not None else self._time(v)
+            elif vkind is int or v is None:
+                out[k] = v
+            elif k in _DATA_KEYS:
+                out[k] = self._data(v)
+            elif vkind is list:
+                out[k] = self._doc_list(v, k)
+            else:
+                out[k] = self._doc(v, k)
+        return out
+
+    def _doc_list(self, value: Sequence[Any], key: str) -> list[Any]:
+        """:meth:`_doc` of an array; ordered lists get their times checked."""
+        doc_dict = self._doc_dict
+        items = [doc_dict(v) if type(v) is dict else self._doc(v, key) for v in value]
+        if key in _ORDERED_LISTS:
+            self._check_order(value, items)
+        return items
+
+    def _data(self, value: Any) -> Any:
+        """Normalise inside data (state, arguments, responses): only ids are aliased."""
+        kind = type(value)
+        if kind is str:
+            return self.aliases.get(value, value)
+        if kind is int or value is None:
             return value
         if kind is dict or (kind is not list and isinstance(value, Mapping)):
+            aliases = self.aliases
             out: dict[str, Any] = {}
-            scalar_keys = _TIME_KEYS
             for k, v in value.items():
-                if not data and k in scalar_keys:
-                    out[k] = self._time(v)
-                    continue
                 vkind = type(v)
                 if vkind is int or v is None:
                     out[k] = v
+                elif vkind is str:
+                    out[k] = aliases.get(v, v)
+                elif vkind is bool:
+                    out[k] = _TRUE if v else _FALSE
                 else:
-                    out[k] = self._value(v, data or k in _DATA_KEYS, k)
+                    out[k] = self._data(v)
             return out
         if kind is list or kind is tuple:
-            items = [self._value(v, data, key) for v in value]
-            if not data and key in _ORDERED_LISTS:
-                self._check_order(value, items)
-            return items
-        if kind is bool:
+            return [self._data(v) for v in value]
+        return self._scalar(value, lambda v, _key: self._data(v), "")
+
+    @staticmethod
+    def _scalar(value: Any, walk: Any, key: str) -> Any:
+        """Booleans and floats as JSON sees them; a ``str`` subclass as a plain ``str``."""
+        if type(value) is bool:
             return _TRUE if value else _FALSE
-        if kind is float:
+        if type(value) is float:
             return JSONFloat(value)
         if isinstance(value, str):
-            return self._value(str(value), data, key)
+            return walk(str(value), key)
         return value
 
     def _time(self, value: Any) -> Any:
@@ -175,20 +233,20 @@ class Normaliser:
             hit = self.tokens.get(value)
             if hit is not None:
                 return hit[1]
-        return self._value(value, True, "")
+        return self._data(value)
 
     def _check_order(self, raw: Sequence[Any], items: list[Any]) -> None:
         """Put a time back to its raw value where it is earlier than the one before."""
         last = 0
+        tokens = self.tokens
         for i, item in enumerate(raw):
-            if not isinstance(item, Mapping):
+            if type(item) is not dict and not isinstance(item, Mapping):
                 continue
-            value = item.get("time")
-            hit = (
-                self.tokens.get(value)
-                if isinstance(value, int) and not isinstance(value, bool)
-                else None
-            )
+            value: Any = item.get("time")
+            kind = type(value)
+            if kind is not int and (kind is bool or not isinstance(value, int)):
+                continue
+            hit = tokens.get(value)
             if hit is None:
                 continue
             if hit[0] < last:
