@@ -6,8 +6,8 @@ import pytest
 from session_helpers import APP, all_records
 
 from steadyloop import ConflictError, CorruptionError, Journal, RecordFactory, StreamWrite
-from steadyloop.journal import open_journal
-from steadyloop.records import canonical_json
+from steadyloop.journal import ForwardingJournal, open_journal
+from steadyloop.records import StoredRecord, canonical_json
 from steadyloop.sessions import (
     KIND_CREATED,
     KIND_EVENT,
@@ -413,3 +413,32 @@ async def test_several_events_refused_whole(service: SessionService, journal: Jo
 
 def _with_state(session: Session, state: dict[str, object]) -> Session:
     return Session.from_dict({**session.to_dict(), "state": state})
+
+
+async def test_get_session_never_shows_half_of_a_concurrent_event(
+    journal: Journal, make: RecordFactory
+) -> None:
+    """An event committed while get_session reads is seen whole or not at all: events and user:/app: state agree."""
+    writer = SessionService(journal, APP, records=make)
+    session = await writer.create_session("ada", "s1")
+    pending = [_say(writer, "later", **{"user:tier": "gold", "app:mode": "busy"})]
+
+    class CommitsMidRead(ForwardingJournal):
+        async def _read(
+            self, namespace: str, stream: str, start: int, limit: int | None
+        ) -> list[StoredRecord]:
+            records = await super()._read(namespace, stream, start, limit)
+            if stream == session_stream("ada", "s1") and pending:
+                # Between this read and the next, another writer commits an event
+                # that changes the session, user: and app: streams in one batch.
+                await writer.append_event(session, pending.pop())
+            return records
+
+    reader = SessionService(CommitsMidRead(journal), APP, records=make)
+    seen = await reader.get_session("ada", "s1")
+    has_event = [e.text for e in seen.events] == ["later"]
+    assert has_event == (seen.state.get("user:tier") == "gold")
+    assert has_event == (seen.state.get("app:mode") == "busy")
+    assert not pending, "the concurrent event was never committed"
+    again = await reader.get_session("ada", "s1")
+    assert [e.text for e in again.events] == ["later"] and again.state["user:tier"] == "gold"

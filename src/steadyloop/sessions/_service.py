@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from steadyloop._errors import ConflictError, SessionError, SessionExists, SessionNotFound
 from steadyloop.journal import Journal, StreamWrite
-from steadyloop.records import JSONValue, RecordFactory, _make_unchecked
+from steadyloop.records import JSONValue, RecordFactory, StoredRecord, _make_unchecked
 from steadyloop.sessions._fold import fold_session
 from steadyloop.sessions._memory import MemoryHit, memory_records, rank, read_entries
 from steadyloop.sessions._model import Event, Part, Session, Summary, json_copy, key_scope
@@ -29,6 +29,10 @@ from steadyloop.sessions._streams import (
 from steadyloop.sessions._summaries import begin_record, check_next_summary, commit_record
 
 __all__ = ["SessionService"]
+
+
+_CONSISTENT_READS = 20
+"""Attempts of :meth:`SessionService.get_session` to read its streams consistently."""
 
 
 class SessionService:
@@ -145,25 +149,45 @@ class SessionService:
     async def get_session(self, user_id: str, session_id: str) -> Session:
         """Read a session: a fold over its stream and its user's and app's state.
 
+        The three streams are read so that an event's session, ``user:`` and ``app:``
+        changes (committed in one batch) are seen all together or not at all: the
+        ``user:`` and ``app:`` streams are read first, then the session, and the read
+        is extended until their heads have not moved meanwhile.
+
         Raises:
             SessionNotFound: If the user has no session with this id.
+            SessionError: If ``user:`` or ``app:`` state changed during every one of
+                many consecutive attempts (an implausible write rate).
             CorruptionError: If stored records cannot be explained; names where.
         """
+        journal, app = self.journal, self.app
         stream = session_stream(user_id, session_id)
-        records = await self.journal.read(self.app, stream)
-        if not records:
-            raise SessionNotFound(
-                f"user {user_id!r} has no session {session_id!r} in app {self.app!r}"
-            )
-        user_records = await self.journal.read(self.app, user_stream(user_id))
-        app_records = await self.journal.read(self.app, app_stream())
-        return fold_session(
-            self.app,
-            user_id,
-            session_id,
-            records,
-            user_records=user_records,
-            app_records=app_records,
+        shared = (user_stream(user_id), app_stream())
+        read: dict[str, list[StoredRecord]] = {name: [] for name in (*shared, stream)}
+        for _ in range(_CONSISTENT_READS):
+            for name in (*shared, stream):  # the session last, then check the others
+                got = read[name]
+                got.extend(await journal.read(app, name, start=len(got) + 1))
+            if not read[stream]:
+                raise SessionNotFound(
+                    f"user {user_id!r} has no session {session_id!r} in app {app!r}"
+                )
+            heads = [await journal.head(app, name) for name in shared]
+            if all(h == len(read[n]) for h, n in zip(heads, shared, strict=True)):
+                return fold_session(
+                    app,
+                    user_id,
+                    session_id,
+                    read[stream],
+                    user_records=read[shared[0]],
+                    app_records=read[shared[1]],
+                )
+            for h, name in zip(heads, shared, strict=True):
+                if h < len(read[name]):  # deleted and written again: start it over
+                    read[name] = []
+        raise SessionError(
+            f"the user: and app: state of session {session_id!r} kept changing during "
+            f"{_CONSISTENT_READS} reads; nothing consistent could be read"
         )
 
     async def list_sessions(self, user_id: str) -> list[str]:
