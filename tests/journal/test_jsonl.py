@@ -386,3 +386,37 @@ async def test_listing_namespaces_never_races_an_append(tmp_path: Path) -> None:
         }
     async with await JSONLJournal.open(tmp_path) as reopened:
         assert [r.kind for r in await reopened.read(NS, "s")] == ["first", "second", "third"]
+
+
+async def test_a_batch_whose_fsync_failed_is_never_reported_durable(tmp_path: Path) -> None:
+    """After a failed fsync the batch is cut out: its retry writes it anew, and power loss loses nothing acknowledged."""
+    layer = FaultyFiles()
+    make = _make()
+    second = [make("second"), make("second")]
+    async with await JSONLJournal.open(tmp_path, files=layer) as journal:
+        await journal.append(NS, StreamWrite("s", [make("first")]))
+        layer.fail_syncs(1)
+        with pytest.raises(BackendUnavailable, match="fsync failure"):
+            await journal.append(NS, StreamWrite("s", second), idempotency_key="k2")
+        assert [r.kind for r in await journal.read(NS, "s")] == ["first"]
+        retried = await journal.append(NS, StreamWrite("s", second), idempotency_key="k2")
+        assert not retried.duplicate and retried.positions == {"s": (2, 3)}
+        await journal.append(NS, StreamWrite("s", [make("third")]))
+    layer.power_loss()
+    async with await JSONLJournal.open(tmp_path) as journal:
+        kinds = [r.kind for r in await journal.read(NS, "s")]
+    assert kinds == ["first", "second", "second", "third"]
+
+
+async def test_a_failed_fsync_that_cannot_be_undone_stops_all_writes(tmp_path: Path) -> None:
+    """If cutting a failed batch back out fails too, the namespace refuses writes, naming why."""
+    layer = FaultyFiles()
+    make = _make()
+    async with await JSONLJournal.open(tmp_path, files=layer) as journal:
+        await journal.append(NS, StreamWrite("s", [make("first")]))
+        layer.fail_syncs(2)
+        with pytest.raises(BackendUnavailable, match="could not be cut back out"):
+            await journal.append(NS, StreamWrite("s", [make("second")]))
+        with pytest.raises(BackendUnavailable, match="Check the disk, then open the journal"):
+            await journal.append(NS, StreamWrite("s", [make("third")]))
+        await journal.append("other", StreamWrite("s", [make("elsewhere")]))

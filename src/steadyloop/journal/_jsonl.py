@@ -114,6 +114,7 @@ class JSONLJournal(Journal):
         self._fds: dict[str, int] = {}
         self._mutex: dict[str, asyncio.Lock] = {}
         self._broken: set[str] = set()
+        self._poisoned: dict[str, str] = {}
 
     @classmethod
     async def open(
@@ -290,6 +291,9 @@ class JSONLJournal(Journal):
 
     def _writable(self, namespace: str) -> tuple[_Namespace, int]:
         """Take the namespace's lock, load it, cut a torn tail; return state and fd."""
+        poisoned = self._poisoned.get(namespace)
+        if poisoned is not None:
+            raise BackendUnavailable(poisoned)
         if namespace not in self._locks:
             lock = FileLock(self._path(namespace)[: -len(".jsonl")] + ".lock")
             lock.acquire(f"{self.url} namespace {namespace!r}")
@@ -330,11 +334,35 @@ class JSONLJournal(Journal):
     def _write_lines(self, namespace: str, lines: list[dict[str, Any]]) -> _Namespace:
         state, fd = self._writable(namespace)
         payload = "".join(canonical_json(obj) + "\n" for obj in lines).encode("utf-8")
-        self.files.write(fd, payload)
-        self.files.sync(fd)
+        try:
+            self.files.write(fd, payload)
+            self.files.sync(fd)
+        except OSError as exc:
+            self._take_back(namespace, fd, state.file_length, exc)
+            raise
         state.file_length += len(payload)
         state.valid_length = state.file_length
         return state
+
+    def _take_back(self, namespace: str, fd: int, length: int, exc: OSError) -> None:
+        """Cut a batch whose write or ``fsync`` failed back out of the file, durably.
+
+        After a failed ``fsync`` the page cache may still show the batch while the
+        disk never gets it (Linux marks the pages clean), so it must not be read back
+        as written: a retry with its idempotency key would be told it is durable. If
+        even the cut cannot be made durable, the namespace refuses every later write
+        in this journal: what the disk holds is unknown.
+        """
+        try:
+            self.files.truncate(fd, length)
+            self.files.sync(fd)
+        except OSError as again:
+            self._poisoned[namespace] = (
+                f"{self.url} namespace {namespace!r}: a write failed ({exc}) and the "
+                f"batch could not be cut back out ({again}); the file may hold a batch "
+                "that is not durable. Check the disk, then open the journal again"
+            )
+            raise BackendUnavailable(self._poisoned[namespace]) from again
 
     def _append_sync(self, batch: PreparedBatch) -> AppendResult:
         ns = batch.namespace

@@ -10,6 +10,10 @@ that it can:
   later operation dies too;
 * **crash before an operation**: the N-th mutating operation (write, sync, truncate,
   directory sync) dies before it does anything;
+* **fail an fsync** as Linux does after a disk error: the call raises ``EIO`` and the
+  bytes it should have flushed are dropped from the disk's view while the page cache
+  still shows them, so a later successful ``fsync`` does not make them durable (the
+  file holds zeros there after power loss) unless they were written again;
 * **lose power**: every file goes back to its last synced bytes (optionally keeping a
   random head of what was written after, as a disk that flushed part of its cache
   would), and files whose directory entry was never synced disappear.
@@ -22,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 
@@ -58,6 +63,8 @@ class FaultyFiles(Files):
         self._paths: dict[int, str] = {}
         self._synced: dict[str, bytes] = {}
         self._entry_durable: dict[str, bool] = {}
+        self._failing_syncs = 0
+        self._dropped: dict[str, list[tuple[int, int]]] = {}
 
     # -- arming -----------------------------------------------------------------------
 
@@ -68,6 +75,10 @@ class FaultyFiles(Files):
     def crash_before(self, operation: int) -> None:
         """Die just before the ``operation``-th mutating operation (counting from 1)."""
         self._crash_before = operation
+
+    def fail_syncs(self, count: int = 1) -> None:
+        """Make the next ``count`` file syncs fail with ``EIO``, dropping what they held."""
+        self._failing_syncs = count
 
     def _tick(self) -> None:
         if self.crashed:
@@ -110,17 +121,36 @@ class FaultyFiles(Files):
         self.bytes_written += len(data)
 
     def sync(self, fd: int) -> None:
-        """Sync, and remember the file's bytes as durable."""
+        """Sync, and remember the file's bytes as durable (but for dropped ones).
+
+        Raises:
+            OSError: ``EIO``, when armed by :meth:`fail_syncs`.
+        """
         self._tick()
+        path = self._paths[fd]
+        current = super().read(path) or b""
+        if self._failing_syncs > 0:
+            self._failing_syncs -= 1
+            durable = len(self._synced.get(path, b""))
+            if len(current) > durable:
+                self._dropped.setdefault(path, []).append((durable, len(current)))
+            raise OSError(errno.EIO, "Input/output error (a simulated fsync failure)", path)
         super().sync(fd)
         self.syncs += 1
-        path = self._paths[fd]
-        self._synced[path] = super().read(path) or b""
+        for start, stop in self._dropped.get(path, ()):
+            end = min(stop, len(current))
+            if start < end:  # marked clean after the failure: never reached the disk
+                current = current[:start] + bytes(end - start) + current[end:]
+        self._synced[path] = current
 
     def truncate(self, fd: int, size: int) -> None:
         """Truncate (not durable until the next sync)."""
         self._tick()
         super().truncate(fd, size)
+        path = self._paths.get(fd)
+        if path in self._dropped:
+            kept = [(a, min(b, size)) for a, b in self._dropped[path] if a < size]
+            self._dropped[path] = kept
 
     def sync_directory(self, path: str) -> None:
         """Sync a directory: files created in it so far become durable entries."""
@@ -170,6 +200,8 @@ class FaultyFiles(Files):
                 fh.write(keep)
         self._synced.clear()
         self._entry_durable.clear()
+        self._dropped.clear()
+        self._failing_syncs = 0
         self.crashed = False
         self._cut_at = None
         self._crash_before = None
