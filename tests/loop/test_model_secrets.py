@@ -57,3 +57,43 @@ async def test_credentials_and_query_of_the_base_url_are_not_stored() -> None:
     assert "127.0.0.1:9/v1/chat/completions" in text
     for secret in ("hunter2", "tok-secret-123"):
         assert secret not in text
+
+
+async def test_a_base_url_query_is_sent_and_its_values_never_stored() -> None:
+    """The root's query reaches the server on the right path; a body quoting its value is redacted."""
+    seen: list[tuple[str, str]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.path, request.url.query.decode()))
+        return httpx.Response(401, text='{"error": "invalid api key: tok-secret-123"}')
+
+    journal = MemoryJournal()
+    model = OpenAIChatModel(
+        "gpt",
+        base_url="https://proxy.example/v1/?key=tok-secret-123",
+        transport=httpx.MockTransport(handler),
+        max_retries=0,
+    )
+    result = await run(Agent("a", model), journal, APP, "ada", "s1", "r1", "hi")
+    assert seen == [("/v1/chat/completions", "key=tok-secret-123")]
+    assert result.stop_reason is StopReason.ERROR and "HTTP 401" in result.detail
+    assert "tok-secret-123" not in await stored_text(journal) + result.detail
+
+
+async def test_a_reply_that_echoes_the_key_is_stored_without_it() -> None:
+    """A completion whose text or tool arguments quote the key is journaled with *** instead."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        message = {
+            "role": "assistant",
+            "content": f"headers seen: Authorization: Bearer {KEY}",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "t", "arguments": KEY}}
+            ],
+        }
+        return httpx.Response(200, json={"choices": [{"message": message}]})
+
+    model = OpenAIChatModel("gpt", api_key=KEY, transport=httpx.MockTransport(handler))
+    reply = await model.complete([], [])
+    assert reply.text == "headers seen: Authorization: Bearer ***"
+    assert reply.tool_calls[0].arguments == "***"

@@ -318,6 +318,19 @@ async def test_cancel_request_ends_a_suspended_run_without_deciding_its_intent()
         await resolve(journal, APP, "r1", str(stopped.open_intent), NotHappened())
 
 
+async def test_resolve_refuses_an_outcome_without_a_json_form_and_writes_nothing() -> None:
+    """A decision whose error or note cannot be encoded raises LoopError; the run stays suspended."""
+    journal, effects = MemoryJournal(), Effects()
+    await crash(journal, 6, "after", effects)
+    stopped = await resume(standard_agent(effects), journal, APP, "r1")
+    intent = str(stopped.open_intent)
+    before = await kinds(journal)
+    for outcome in (Happened(error="bad \ud800"), NotHappened(note="\udfff"), Happened(1.5e400)):
+        with pytest.raises(LoopError, match="no JSON form"):
+            await resolve(journal, APP, "r1", intent, outcome)
+    assert await kinds(journal) == before
+
+
 async def test_cancelling_the_task_writes_cancelled_and_leaves_the_intent_open() -> None:
     """A task cancelled mid safe effect ends CANCELLED and keeps that intent open, as unknown."""
     journal = MemoryJournal()

@@ -7,7 +7,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from steadyloop._errors import ModelError
 from steadyloop.loop._types import Message, ModelReply, ToolCall, ToolSpec
@@ -72,8 +72,9 @@ class OpenAIChatModel:
 
     The API key is read from ``api_key`` or the environment variable ``api_key_env``
     and sent only in the ``Authorization`` header; it never appears in a
-    :class:`ModelReply`, in an error message or in ``repr``, so it never reaches the
-    journal.
+    :class:`ModelReply` (a reply that echoes it gets ``***`` instead), in an error
+    message or in ``repr``, so it never reaches the journal. The same holds for user
+    info and query values in ``base_url``; its query is sent with every request.
 
     Args:
         model: The model name the API expects.
@@ -109,10 +110,15 @@ class OpenAIChatModel:
         self.temperature = temperature
         self._transport = transport
         parts = urlsplit(self.base_url)
+        # The request goes to <path>/chat/completions, keeping the root's query (some
+        # gateways take a key or a version there); the fragment is never sent.
+        endpoint = parts.path.rstrip("/") + "/chat/completions"
+        self._endpoint = urlunsplit((parts.scheme, parts.netloc, endpoint, parts.query, ""))
         # What error messages and repr show: no user info, no query, no fragment.
         netloc = parts.netloc.rpartition("@")[2]
         self._shown_url = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-        secrets = [parts.password, parts.query, parts.fragment, parts.username]
+        values = [v for _, v in parse_qsl(parts.query, keep_blank_values=True) if v]
+        secrets = [parts.password, parts.query, parts.fragment, parts.username, *values]
         self._secrets = sorted(
             {x for s in secrets if s for x in (s, unquote(s))}, key=len, reverse=True
         )
@@ -121,18 +127,22 @@ class OpenAIChatModel:
         key = "set" if self._api_key else "unset"
         return f"OpenAIChatModel(model={self.name!r}, base_url={self._shown_url!r}, api_key={key})"
 
-    def _redact(self, text: str) -> str:
-        """Remove the key, the URL's credentials, and anything like a bearer credential.
-
-        Applied to a whole text before it is cut short, so a cut cannot split a secret
-        out of reach.
-        """
+    def _strip_secrets(self, text: str) -> str:
+        """Replace the key and the base URL's credentials and query values by ``***``."""
         if self._api_key:
             text = text.replace(self._api_key, "***")
         text = text.replace(self.base_url, self._shown_url)
         for secret in self._secrets:
             text = text.replace(secret, "***")
-        return _BEARER.sub("[credential removed]", text)
+        return text
+
+    def _redact(self, text: str) -> str:
+        """Remove the secrets, and anything like a bearer credential, from an error text.
+
+        Applied to a whole text before it is cut short, so a cut cannot split a secret
+        out of reach.
+        """
+        return _BEARER.sub("[credential removed]", self._strip_secrets(text))
 
     @staticmethod
     def _message(m: Message) -> dict[str, Any]:
@@ -178,8 +188,8 @@ class OpenAIChatModel:
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         body = self.request_body(messages, tools)
-        url = f"{self.base_url}/chat/completions"
-        shown = f"{self._shown_url}/chat/completions"
+        url = self._endpoint
+        shown = f"{self._shown_url.rstrip('/')}/chat/completions"
         delay = self.backoff
         async with httpx.AsyncClient(timeout=self.timeout, transport=self._transport) as client:
             for attempt in range(self.max_retries + 1):
@@ -210,7 +220,7 @@ class OpenAIChatModel:
                 ToolCall(
                     id=str(c.get("id") or f"call-{i}"),
                     name=str(c["function"]["name"]),
-                    arguments=str(c["function"].get("arguments") or ""),
+                    arguments=self._strip_secrets(str(c["function"].get("arguments") or "")),
                 )
                 for i, c in enumerate(message.get("tool_calls") or ())
             )
@@ -222,6 +232,7 @@ class OpenAIChatModel:
             raise ModelError(
                 self._redact(f"{url}: not a chat completion ({type(exc).__name__}: {exc})")
             ) from None
-        return ModelReply(
-            text=None if content is None else str(content), tool_calls=calls, usage=usage
-        )
+        # A server that echoes the key (a debugging proxy, say) must not put it in the
+        # reply, which is journaled: the exact secrets are replaced, nothing else is.
+        text = None if content is None else self._strip_secrets(str(content))
+        return ModelReply(text=text, tool_calls=calls, usage=usage)

@@ -843,8 +843,9 @@ async def resolve(
         RunNotFound: No such run.
         RunFinished: The run has ended.
         RunBusy: A live driver holds the run.
-        LoopError: ``intent_id`` is not the open intent, or a model reply given as
-            :class:`Happened` is malformed.
+        LoopError: ``intent_id`` is not the open intent, a model reply given as
+            :class:`Happened` is malformed, or the outcome (value, error, reply or
+            note) has no JSON form.
     """
     records = records or RecordFactory()
     state = await _read_state(journal, app, run_id, None)
@@ -872,11 +873,11 @@ async def resolve(
     elif outcome.error is not None:
         payload.update(status="error", error=outcome.error, note=outcome.note)
     else:
-        try:
-            check_canonical(outcome.value)
-        except EncodingError as exc:
-            raise LoopError(f"the outcome value has no JSON form: {exc}") from None
         payload.update(status="ok", value=outcome.value, note=outcome.note)
+    try:
+        check_canonical(payload)
+    except EncodingError as exc:
+        raise LoopError(f"the outcome has no JSON form: {exc}") from None
     stream = run_stream(run_id)
     try:
         await journal.append(
