@@ -11,10 +11,10 @@ journal append, one sync)::
 
 Run records go to the run stream ``["run", run_id]``; events go to the session stream,
 in the same batch (:meth:`~steadyloop.sessions.SessionService.append_event` with
-``extra``). Records with no effect between them always share a batch, so a run costs
-one sync per external effect, plus none: the ``run.started``, ``run.claimed`` and the
-user's input event ride with the first intent, and the end record with the last
-result.
+``extra``). Records with no effect between them always share a batch, so a run of N
+external effects costs N + 1 syncs (one more to create a new session): the
+``run.started``, ``run.claimed`` and the user's input event ride with the first intent,
+each result with the next intent, and the end record with the last result.
 
 **One driver per run** (:class:`~steadyloop.RunBusy`). Two mechanisms together:
 
