@@ -15,6 +15,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from steadyloop._errors import TaskNotFound, TaskSpecError
 from steadyloop.audit import (
@@ -56,7 +57,7 @@ def _time(us: int) -> str:
 
 
 def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}")
+    err_console.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code)
 
 
@@ -151,7 +152,8 @@ async def _submit(store: str, app: str, specs: list[TaskSpec]) -> None:
         except TaskSpecError as exc:
             raise _fail(str(exc)) from None
     for r in results:
-        console.print(f"{r.task_id}  {'duplicate (already queued)' if r.duplicate else 'queued'}")
+        state = "duplicate (already queued)" if r.duplicate else "queued"
+        console.print(Text(f"{r.task_id}  {state}"))
 
 
 @audit_app.command("work")
@@ -218,7 +220,7 @@ async def _work(  # noqa: PLR0917 - called through run_async, positionally
                     f"[dim]{escape(event.worker)}[/dim] {escape(str(event.task_id))}: "
                     f"[bold]{event.kind}[/bold] {escape(event.detail)}"
                 )
-            progress.update(bar, description=f"{event.task_id} {event.kind}")
+            progress.update(bar, description=escape(f"{event.task_id} {event.kind}"))
 
         verifier = Verifier(SubprocessExecutor(allow_env=allow_env))
         crew = [
@@ -270,7 +272,7 @@ async def _status(store: str, app: str, as_json: bool) -> None:
             }
             console.print_json(json.dumps(line, ensure_ascii=False), indent=None)
         return
-    table = Table(title=f"tasks in {store}", title_justify="left")
+    table = Table(title=Text(f"tasks in {store}"), title_justify="left")
     for col in ("task", "status", "prio", "round", "audits", "claims", "owner", "detail"):
         table.add_column(col, overflow="fold")
     colours = {
@@ -283,13 +285,13 @@ async def _status(store: str, app: str, as_json: bool) -> None:
     }
     for t in tasks:
         table.add_row(
-            t.task_id,
+            Text(t.task_id),
             f"[{colours[t.status]}]{t.status.value}[/]",
             str(t.priority),
             str(t.round),
             str(t.audit_rounds),
             str(t.attempts),
-            t.owner or "",
+            Text(t.owner or ""),
             escape(t.detail),
         )
     console.print(table if tasks else "no tasks")
@@ -339,8 +341,10 @@ async def _show(store: str, app: str, task: str, as_json: bool) -> None:
             console.print_json(json.dumps(line, ensure_ascii=False), indent=None)
         return
     table = Table(
-        title=f"task {task}: {row.status.value} after {row.round} round(s), "
-        f"{row.audit_rounds} audit(s)",
+        title=Text(
+            f"task {task}: {row.status.value} after {row.round} round(s), "
+            f"{row.audit_rounds} audit(s)"
+        ),
         title_justify="left",
     )
     for col in ("seq", "time (UTC)", "event", "round", "what"):

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from steadyloop._errors import BackendUnavailable, SteadyloopError, UnknownBackend
 
@@ -34,8 +35,8 @@ def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     try:
         return asyncio.run(fn(*args))  # type: ignore[arg-type]
     except (UnknownBackend, BackendUnavailable) as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(EXIT_UNUSABLE) from None
     except SteadyloopError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(EXIT_PROBLEM) from None

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from steadyloop._errors import CorruptionError
 from steadyloop.cli._common import EXIT_PROBLEM, console, run_async
 from steadyloop.journal import Journal, JSONLJournal, open_journal, redact_url
-from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord
+from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
 
 __all__ = ["Finding", "diagnose", "journal_app"]
 
@@ -59,18 +61,17 @@ async def _show(url: str, stream: str | None, namespace: str | None, as_json: bo
                 if as_json:
                     for r in records:
                         line = {"namespace": ns, "stream": name, "seq": r.seq, **r.record.to_dict()}
-                        console.print_json(json.dumps(line, ensure_ascii=False), indent=None)
+                        typer.echo(canonical_json(line))
                     continue
-                table = Table(title=f"{ns} / {name}", title_justify="left", expand=False)
+                table = Table(title=Text(f"{ns} / {name}"), title_justify="left", expand=False)
                 for col in ("seq", "time (UTC)", "kind", "id", "payload"):
                     table.add_column(col, overflow="fold")
                 for r in records:
-                    table.add_row(
-                        str(r.seq), _time(r.record.time), r.kind, r.record.id, _short(r.payload)
-                    )
+                    cells = (str(r.seq), _time(r.record.time), r.kind, r.record.id)
+                    table.add_row(*map(Text, (*cells, _short(r.payload))))
                 console.print(table)
         if not shown and not as_json:
-            console.print(f"no records in {redact_url(url)}")
+            console.print(Text(f"no records in {redact_url(url)}"))
 
 
 @dataclass(frozen=True)
@@ -159,14 +160,15 @@ def doctor(url: Annotated[str, URL_ARG]) -> None:
     """Check a journal's integrity; exit 1 if it is corrupted, 2 if it cannot be opened."""
     findings = run_async(_doctor, url)
     if not findings:
-        console.print(f"[green]ok[/green]: {redact_url(url)} has no problems")
+        console.print(f"[green]ok[/green]: {escape(redact_url(url))} has no problems")
         return
-    table = Table(title=f"doctor: {redact_url(url)}", title_justify="left")
+    table = Table(title=Text(f"doctor: {redact_url(url)}"), title_justify="left")
     for col in ("severity", "what", "location", "detail"):
         table.add_column(col, overflow="fold")
     for f in findings:
         colour = "red" if f.severity == "error" else "yellow"
-        table.add_row(f"[{colour}]{f.severity}[/{colour}]", f.what, f.location, f.detail)
+        severity = Text(f.severity, style=colour)
+        table.add_row(severity, Text(f.what), Text(f.location), Text(f.detail))
     console.print(table)
     errors = sum(f.severity == "error" for f in findings)
     console.print(f"{errors} error(s), {len(findings) - errors} warning(s)")

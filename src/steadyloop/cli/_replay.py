@@ -14,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from steadyloop._errors import CaseError
 from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
@@ -47,7 +48,8 @@ def _load(paths: list[Path] | None) -> list[Case]:
     except CaseError as exc:
         for file, line, field, detail in exc.problems:
             where = f"{file}:{line}" if line else file
-            err_console.print(f"[red]invalid case[/red] {where}: field {field or '/'}: {detail}")
+            problem = f"{where}: field {field or '/'}: {detail}"
+            err_console.print(f"[red]invalid case[/red] {escape(problem)}")
         raise typer.Exit(EXIT_UNUSABLE) from None
 
 
@@ -90,7 +92,7 @@ def _table(report: Report) -> Table:
     table.add_column("case")
     for name in report.backends:
         label = f"{name} (ref)" if name == report.reference else name
-        table.add_column(label, justify="right")
+        table.add_column(Text(label), justify="right")
     table.add_column("status")
     for case in report.cases:
         cells = []
@@ -102,7 +104,7 @@ def _table(report: Report) -> Table:
                 cell += f" (+{allowed} allowed)"
             cells.append(cell)
         status = "[green]agree[/green]" if case.agrees else "[red]differ[/red]"
-        table.add_row(case.case.case_id, *cells, status)
+        table.add_row(Text(case.case.case_id), *cells, status)
     return table
 
 
@@ -154,7 +156,7 @@ def run_command(
         task = progress.add_task("", total=len(loaded) * len(selected))
 
         def advance(case_id: str, backend: str) -> None:
-            progress.update(task, advance=1, description=f"{case_id} on {backend}")
+            progress.update(task, advance=1, description=escape(f"{case_id} on {backend}"))
 
         report = run_async(
             lambda: replay(
@@ -164,27 +166,30 @@ def run_command(
     console.print(_table(report))
     for entry in report.unexpected[:20]:
         console.print(
-            f"[red]•[/red] {entry.case_id} [bold]{entry.backend}[/bold] vs {entry.reference} "
-            f"{entry.pointer}: {_short(entry.reference_value, entry.reference_present)} → "
-            f"{_short(entry.backend_value, entry.backend_present)}"
+            f"[red]•[/red] {escape(entry.case_id)} [bold]{escape(entry.backend)}[/bold] vs "
+            + escape(
+                f"{entry.reference} {entry.pointer}: "
+                f"{_short(entry.reference_value, entry.reference_present)} → "
+                f"{_short(entry.backend_value, entry.backend_present)}"
+            )
         )
     if len(report.unexpected) > 20:
         console.print(f"… and {len(report.unexpected) - 20} more (see the report)")
     counts = report.counts()
     console.print(
         f"{counts['cases_agreeing']}/{counts['cases']} cases agree on "
-        f"{', '.join(report.backends)} (reference {report.reference}); "
+        f"{escape(', '.join(report.backends))} (reference {escape(report.reference)}); "
         f"{counts['unexpected']} unexpected, {counts['allowed']} allowed difference(s), "
         f"{counts['tie_allowances']} tie allowance(s)"
     )
     if report.workdir is not None:
-        console.print(f"temporary stores kept in {report.workdir}")
+        console.print(Text(f"temporary stores kept in {report.workdir}"))
     if report_file is not None:
         try:
             report_file.write_text(report.to_json(timings=timings), encoding="utf-8")
         except OSError as exc:
             raise _unwritable(report_file, exc) from None
-        console.print(f"report written to {report_file}")
+        console.print(Text(f"report written to {report_file}"))
     if not report.ok:
         raise typer.Exit(EXIT_PROBLEM)
 
@@ -194,7 +199,8 @@ def check_command(cases: Annotated[list[Path] | None, CASES_ARG] = None) -> None
     """Check case files without running them (exit 2 if any is invalid)."""
     loaded = _load(cases)
     for case in loaded:
-        console.print(f"[green]ok[/green] {case.case_id}: {len(case.operations)} operation(s)")
+        count = len(case.operations)
+        console.print(f"[green]ok[/green] {escape(case.case_id)}: {count} operation(s)")
 
 
 @replay_app.command("list")
@@ -205,7 +211,7 @@ def list_command() -> None:
     table.add_column("ops", justify="right")
     table.add_column("description")
     for case in load_cases([bundled_cases()]):
-        table.add_row(case.case_id, str(len(case.operations)), case.description)
+        table.add_row(Text(case.case_id), str(len(case.operations)), Text(case.description))
     console.print(table)
 
 

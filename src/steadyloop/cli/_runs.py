@@ -16,7 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from steadyloop._errors import AgentLoadError, RunNotFound
 from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
@@ -58,7 +60,7 @@ def _agent(path: str) -> Agent:
     try:
         return load_agent(path)
     except AgentLoadError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(EXIT_UNUSABLE) from None
 
 
@@ -69,7 +71,7 @@ def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         try:
             return await fn(*args)
         except RunNotFound as exc:
-            err_console.print(f"[red]error:[/red] {exc}")
+            err_console.print(f"[red]error:[/red] {escape(str(exc))}")
             raise typer.Exit(EXIT_UNUSABLE) from None
 
     return run_async(guarded)
@@ -82,18 +84,21 @@ def _report(result: RunResult, as_json: bool) -> None:
     else:
         colour = "green" if result.stop_reason is StopReason.COMPLETED else "yellow"
         console.print(
-            f"run [bold]{result.run_id}[/bold]: [{colour}]{result.stop_reason.value}[/{colour}] "
+            f"run [bold]{escape(result.run_id)}[/bold]: "
+            f"[{colour}]{result.stop_reason.value}[/{colour}] "
             f"after {result.steps} step(s), {result.actions} action(s), "
             f"{result.parse_failures} parse failure(s)"
         )
         if result.output is not None:
-            console.print(result.output)
+            console.print(Text(result.output))
         if result.stop_reason is not StopReason.COMPLETED:
-            console.print(f"[dim]{result.detail}[/dim]")
+            console.print(Text(result.detail, style="dim"))
         if result.open_intent is not None:
             console.print(
-                f"decide with: steadyloop runs resolve {result.run_id} {result.open_intent} "
-                "--happened JSON | --not-happened"
+                Text(
+                    f"decide with: steadyloop runs resolve {result.run_id} {result.open_intent} "
+                    "--happened JSON | --not-happened"
+                )
             )
     if result.stop_reason is not StopReason.COMPLETED:
         raise typer.Exit(EXIT_PROBLEM)
@@ -165,23 +170,24 @@ def list_command(
             typer.echo(json.dumps(_summary(info), ensure_ascii=False))
         return
     if not runs:
-        console.print(f"no runs in {redact_url(journal or '') or 'the default journal'}")
+        console.print(Text(f"no runs in {redact_url(journal or '') or 'the default journal'}"))
         return
     table = Table(title="runs", title_justify="left")
     for col in ("app", "run", "status", "steps", "actions", "user", "session", "started (UTC)"):
         table.add_column(col, overflow="fold")
     for info in runs:
         s = _summary(info)
-        table.add_row(
+        cells = (
             info.app,
             info.run_id,
-            str(s["status"]),
-            str(s["steps"]),
-            str(s["actions"]),
-            str(s["user_id"]),
-            str(s["session_id"]),
+            s["status"],
+            s["steps"],
+            s["actions"],
+            s["user_id"],
+            s["session_id"],
             _time(info.records[0].record.time),
         )
+        table.add_row(*(Text(str(c)) for c in cells))
     console.print(table)
 
 
@@ -225,17 +231,22 @@ def show_command(
         return
     s = _summary(info)
     console.print(
-        f"run [bold]{run_id}[/bold] in app {app!r}: {s['status']} — agent {s['agent']!r}, "
-        f"user {s['user_id']!r}, session {s['session_id']!r}, {s['steps']} step(s), "
-        f"{s['actions']} action(s)"
+        Text.assemble(
+            "run ",
+            (run_id, "bold"),
+            f" in app {app!r}: {s['status']} — agent {s['agent']!r}, "
+            f"user {s['user_id']!r}, session {s['session_id']!r}, {s['steps']} step(s), "
+            f"{s['actions']} action(s)",
+        )
     )
     if s["open_intent"]:
-        console.print(f"open intent: {s['open_intent']} (may or may not have happened)")
-    table = Table(title=f"{app} / {info.records[0].stream}", title_justify="left")
+        console.print(Text(f"open intent: {s['open_intent']} (may or may not have happened)"))
+    table = Table(title=Text(f"{app} / {info.records[0].stream}"), title_justify="left")
     for col in ("seq", "time (UTC)", "kind", "payload"):
         table.add_column(col, overflow="fold")
     for r in info.records:
-        table.add_row(str(r.seq), _time(r.record.time), r.kind, _short(dict(r.payload), 100))
+        cells = (str(r.seq), _time(r.record.time), r.kind, _short(dict(r.payload), 100))
+        table.add_row(*map(Text, cells))
     console.print(table)
 
 
@@ -259,9 +270,9 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
 ) -> None:
     """Record your decision about an intent that has no result, then resume the run."""
     chosen = sum([happened is not None or error is not None, not_happened])
-    if chosen != 1:
+    if chosen != 1 or (happened is not None and error is not None):
         err_console.print(
-            "[red]error:[/red] give exactly one of --happened/--error or --not-happened"
+            "[red]error:[/red] give exactly one of --happened, --error or --not-happened"
         )
         raise typer.Exit(EXIT_UNUSABLE)
     outcome: Happened | NotHappened
@@ -271,7 +282,7 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
         try:
             value = None if happened is None else json.loads(happened)
         except ValueError as exc:
-            err_console.print(f"[red]error:[/red] --happened is not JSON: {exc}")
+            err_console.print(f"[red]error:[/red] --happened is not JSON: {escape(str(exc))}")
             raise typer.Exit(EXIT_UNUSABLE) from None
         outcome = Happened(value, error=error, note=note)
 
@@ -280,7 +291,7 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
             await resolve(j, app, run_id, intent_id, outcome)
 
     _call(go)
-    console.print(f"recorded; continue with: steadyloop resume {run_id} --agent MODULE:ATTR")
+    console.print(Text(f"recorded; continue with: steadyloop resume {run_id} --agent MODULE:ATTR"))
 
 
 @runs_app.command("cancel")
@@ -297,7 +308,7 @@ def cancel_command(
             await request_cancel(j, app, run_id, reason)
 
     _call(go)
-    console.print(f"cancel requested for run {run_id}")
+    console.print(Text(f"cancel requested for run {run_id}"))
 
 
 def register(app: typer.Typer) -> None:
