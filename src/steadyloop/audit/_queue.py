@@ -690,8 +690,16 @@ class SQLiteQueue(TaskQueue):
                 await self._call(conn.execute, "BEGIN IMMEDIATE")
             except sqlite3.DatabaseError as exc:
                 raise BackendUnavailable(f"{self.url}: cannot begin: {exc}") from exc
+            except asyncio.CancelledError:
+                # BEGIN goes on in the queue's thread and may still open a transaction:
+                # roll it back there, after it (one thread, in order), without waiting.
+                self._executor.submit(self._rollback_if_open, conn)
+                raise
             try:
                 yield ex
+            except asyncio.CancelledError:
+                self._executor.submit(self._rollback_if_open, conn)
+                raise
             except BaseException:
                 await self._call(conn.execute, "ROLLBACK")
                 raise
@@ -701,6 +709,12 @@ class SQLiteQueue(TaskQueue):
                 if conn.in_transaction:
                     await self._call(conn.execute, "ROLLBACK")
                 raise BackendUnavailable(f"{self.url}: commit failed: {exc}") from exc
+
+    @staticmethod
+    def _rollback_if_open(conn: sqlite3.Connection) -> None:
+        """Roll back a transaction a cancelled caller left open (runs in the thread)."""
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
 
     def _unique_violation(self, exc: BaseException) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
