@@ -109,3 +109,19 @@ def test_doctor_on_a_damaged_sqlite_file_names_it(tmp_path: Path) -> None:
     result = runner.invoke(app, ["journal", "doctor", f"sqlite://{bad}"])
     assert result.exit_code == 1
     assert str(bad) in result.output or str(bad) in (result.stderr or "")
+
+
+def test_inspecting_a_journal_that_does_not_exist_creates_nothing(tmp_path: Path) -> None:
+    """Inspection commands on a missing SQLite file exit 2, saying so, and create no file."""
+    url = f"sqlite://{tmp_path}/typo.db"
+    for args in (
+        ["journal", "show", url],
+        ["journal", "doctor", url],
+        ["runs", "list", "-j", url],
+        ["runs", "show", "r1", "-j", url],
+        ["runs", "cancel", "r1", "-j", url],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "no journal here" in result.output
+    assert list(tmp_path.iterdir()) == []

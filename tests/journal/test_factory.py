@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop import UnknownBackend
+from steadyloop import BackendUnavailable, UnknownBackend
 from steadyloop.journal import JSONLJournal, MemoryJournal, SQLiteJournal, open_journal, redact_url
 
 
@@ -118,3 +118,13 @@ def test_installed_packages_add_schemes_through_entry_points(tmp_path: Path) -> 
     assert lines[0] == "PlugJournal plug://shared"
     assert "does not load" in lines[1] and "plugjournal:Missing" in lines[1]
     assert "known schemes:" in lines[2] and "plug" in lines[2]
+
+
+async def test_create_false_refuses_a_missing_sqlite_file(tmp_path: Path) -> None:
+    """open_journal(create=False) raises BackendUnavailable for a missing file and opens an existing one."""
+    url = f"sqlite://{tmp_path}/j.db"
+    with pytest.raises(BackendUnavailable, match="no journal here"):
+        await open_journal(url, create=False)
+    assert not (tmp_path / "j.db").exists()
+    await (await open_journal(url)).close()
+    await (await open_journal(url, create=False)).close()

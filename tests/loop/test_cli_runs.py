@@ -151,6 +151,7 @@ def test_an_agent_module_that_raises_on_import_exits_2_in_a_real_process(tmp_pat
 def test_unknown_run_id_exits_2(tmp_path: Path) -> None:
     """Resuming or showing a run id that does not exist exits 2 naming it."""
     url = f"sqlite:///{tmp_path}/j.db"
+    assert cli("run", AGENT, "go", "-j", url, "--run-id", "other")[0] == 0
     for args in (("resume", "ghost", "--agent", AGENT), ("runs", "show", "ghost")):
         code, out = cli(*args, "-j", url)
         assert code == 2

@@ -50,7 +50,7 @@ def show(
 
 
 async def _show(url: str, stream: str | None, namespace: str | None, as_json: bool) -> None:
-    async with await open_journal(url) as journal:
+    async with await open_journal(url, create=False) as journal:
         namespaces = [namespace] if namespace else await journal.namespaces()
         shown = 0
         for ns in namespaces:
@@ -177,5 +177,5 @@ def doctor(url: Annotated[str, URL_ARG]) -> None:
 
 
 async def _doctor(url: str) -> list[Finding]:
-    async with await open_journal(url) as journal:
+    async with await open_journal(url, create=False) as journal:
         return await diagnose(journal)

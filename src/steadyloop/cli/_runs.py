@@ -144,7 +144,7 @@ def resume_command(  # noqa: PLR0917 - typer maps parameters to options
     loaded = _agent(agent)
 
     async def go() -> RunResult:
-        async with await open_journal(journal) as j:
+        async with await open_journal(journal, create=False) as j:
             return await resume(loaded, j, app, run_id, takeover=takeover)
 
     _report(_call(go), as_json)
@@ -161,7 +161,7 @@ def list_command(
     """List the runs of a journal with their status."""
 
     async def go() -> list[RunInfo]:
-        async with await open_journal(journal) as j:
+        async with await open_journal(journal, create=False) as j:
             return await list_runs(j, app)
 
     runs = _call(go)
@@ -221,7 +221,7 @@ def show_command(
     """Show a run's status and every record of its stream."""
 
     async def go() -> RunInfo:
-        async with await open_journal(journal) as j:
+        async with await open_journal(journal, create=False) as j:
             return await load_run(j, app, run_id)
 
     info = _call(go)
@@ -287,7 +287,7 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
         outcome = Happened(value, error=error, note=note)
 
     async def go() -> None:
-        async with await open_journal(journal) as j:
+        async with await open_journal(journal, create=False) as j:
             await resolve(j, app, run_id, intent_id, outcome)
 
     _call(go)
@@ -304,7 +304,7 @@ def cancel_command(
     """Ask a run to stop; it ends ``cancelled`` at its next write (or when resumed)."""
 
     async def go() -> None:
-        async with await open_journal(journal) as j:
+        async with await open_journal(journal, create=False) as j:
             await request_cancel(j, app, run_id, reason)
 
     _call(go)

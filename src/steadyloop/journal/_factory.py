@@ -82,7 +82,7 @@ def _local_path(url: str, scheme: str) -> str:
     return os.path.expanduser(path)
 
 
-async def open_journal(url: str | None = None, **options: Any) -> Journal:
+async def open_journal(url: str | None = None, *, create: bool = True, **options: Any) -> Journal:
     """Open the journal a URL names.
 
     Supported URLs: ``memory://`` (or ``memory://NAME``), ``jsonl:///DIR``,
@@ -93,11 +93,15 @@ async def open_journal(url: str | None = None, **options: Any) -> Journal:
 
     Args:
         url: The journal URL; :data:`DEFAULT_URL` when ``None``.
+        create: Whether a SQLite file that does not exist is created. Tools that only
+            inspect a journal pass ``False``, so that a mistyped path is an error
+            rather than a new, empty journal.
         **options: Passed to the backend (for example ``files=`` for JSONL).
 
     Raises:
         UnknownBackend: The scheme is unknown or the URL is malformed.
-        BackendUnavailable: The backend cannot be reached or its driver is missing.
+        BackendUnavailable: The backend cannot be reached or its driver is missing, or
+            (with ``create=False``) the SQLite file does not exist.
     """
     url = url or os.environ.get("STEADYLOOP_JOURNAL") or DEFAULT_URL
     if not isinstance(url, str) or ":" not in url:
@@ -127,6 +131,8 @@ async def open_journal(url: str | None = None, **options: Any) -> Journal:
         path = _local_path(url, scheme)
         if scheme == "sqlite" and "synchronous" in query:
             options.setdefault("synchronous", query["synchronous"])
+        if scheme == "sqlite" and not create:
+            options["create"] = False
         opener = cls.open
         return await opener(path, **options)
     opener = cls.open

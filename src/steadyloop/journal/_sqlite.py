@@ -138,13 +138,21 @@ class SQLiteJournal(PlanJournal):
         synchronous: SQLite's ``synchronous`` setting. ``"FULL"`` (the default) is the
             only setting that survives power loss; ``"NORMAL"`` survives a process kill
             only. Weakening it is explicit, never silent.
+        create: Whether a missing file is created; with ``False`` opening it raises
+            :class:`~steadyloop.BackendUnavailable` (for tools that only inspect).
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0, synchronous: str = "FULL"
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        synchronous: str = "FULL",
+        create: bool = True,
     ) -> None:
         super().__init__()
         self.path = str(path)
+        self.create = create
         self.url = f"sqlite:///{self.path}" if self.path.startswith("/") else f"sqlite:{self.path}"
         if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA", "OFF"}:
             raise ValueError(f"synchronous must be FULL, EXTRA, NORMAL or OFF, got {synchronous!r}")
@@ -180,6 +188,8 @@ class SQLiteJournal(PlanJournal):
             if not os.access(parent, os.W_OK):
                 raise BackendUnavailable(f"sqlite:{self.path}: directory {parent} is not writable")
             created = not os.path.exists(self.path)
+            if created and not self.create:
+                raise BackendUnavailable(f"{self.url}: no journal here: no such file")
         else:
             created = False
         try:
