@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
@@ -49,14 +48,14 @@ def _load(paths: list[Path] | None) -> list[Case]:
         for file, line, field, detail in exc.problems:
             where = f"{file}:{line}" if line else file
             problem = f"{where}: field {field or '/'}: {detail}"
-            err_console.print(f"[red]invalid case[/red] {escape(problem)}")
+            err_console.print(Text.assemble(("invalid case", "red"), " ", problem))
         raise typer.Exit(EXIT_UNUSABLE) from None
 
 
 def _unwritable(path: Path, exc: OSError) -> typer.Exit:
     reason = exc.strerror or str(exc)
     err_console.print(
-        f"[red]error:[/red] cannot write the report to {escape(str(path))}: {escape(reason)}",
+        Text.assemble(("error:", "red"), f" cannot write the report to {path}: {reason}"),
         soft_wrap=True,
     )
     return typer.Exit(EXIT_UNUSABLE)
@@ -75,7 +74,8 @@ def _check_writable(path: Path) -> None:
 
 
 def _split(values: list[str] | None) -> list[str] | None:
-    if not values:
+    """The backends named by ``--backends``: ``None`` without the option, else a list."""
+    if values is None:
         return None
     return [item.strip() for value in values for item in value.split(",") if item.strip()]
 
@@ -143,10 +143,20 @@ def run_command(
     loaded = _load(cases)
     if report_file is not None:
         _check_writable(report_file)
-    selected = _split(backends) or default_backends()
+    selected = _split(backends)
+    if selected is None:
+        selected = default_backends()
+    elif not selected:
+        err_console.print(
+            "[red]error:[/red] --backends names no backend; give at least one (memory, "
+            "sqlite, jsonl, postgres, redis, mysql or a journal URL), or leave the option "
+            "out for the default selection"
+        )
+        raise typer.Exit(EXIT_UNUSABLE)
     ids: Literal["sequential", "random"] = "random" if random_ids else "sequential"
     with Progress(
-        TextColumn("[bold]replay[/bold] {task.description}"),
+        TextColumn("[bold]replay[/bold]"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -156,7 +166,7 @@ def run_command(
         task = progress.add_task("", total=len(loaded) * len(selected))
 
         def advance(case_id: str, backend: str) -> None:
-            progress.update(task, advance=1, description=escape(f"{case_id} on {backend}"))
+            progress.update(task, advance=1, description=f"{case_id} on {backend}")
 
         report = run_async(
             lambda: replay(
@@ -164,23 +174,29 @@ def run_command(
             )
         )
     console.print(_table(report))
+    # Everything below that comes from data is a Text: printed as it is, never read as
+    # Rich markup ("[b]") or emoji codes (":smile:").
     for entry in report.unexpected[:20]:
         console.print(
-            f"[red]•[/red] {escape(entry.case_id)} [bold]{escape(entry.backend)}[/bold] vs "
-            + escape(
-                f"{entry.reference} {entry.pointer}: "
+            Text.assemble(
+                ("•", "red"),
+                f" {entry.case_id} ",
+                (entry.backend, "bold"),
+                f" vs {entry.reference} {entry.pointer}: "
                 f"{_short(entry.reference_value, entry.reference_present)} → "
-                f"{_short(entry.backend_value, entry.backend_present)}"
+                f"{_short(entry.backend_value, entry.backend_present)}",
             )
         )
     if len(report.unexpected) > 20:
-        console.print(f"… and {len(report.unexpected) - 20} more (see the report)")
+        console.print(Text(f"… and {len(report.unexpected) - 20} more (see the report)"))
     counts = report.counts()
     console.print(
-        f"{counts['cases_agreeing']}/{counts['cases']} cases agree on "
-        f"{escape(', '.join(report.backends))} (reference {escape(report.reference)}); "
-        f"{counts['unexpected']} unexpected, {counts['allowed']} allowed difference(s), "
-        f"{counts['tie_allowances']} tie allowance(s)"
+        Text(
+            f"{counts['cases_agreeing']}/{counts['cases']} cases agree on "
+            f"{', '.join(report.backends)} (reference {report.reference}); "
+            f"{counts['unexpected']} unexpected, {counts['allowed']} allowed difference(s), "
+            f"{counts['tie_allowances']} tie allowance(s)"
+        )
     )
     if report.workdir is not None:
         console.print(Text(f"temporary stores kept in {report.workdir}"))
@@ -200,7 +216,7 @@ def check_command(cases: Annotated[list[Path] | None, CASES_ARG] = None) -> None
     loaded = _load(cases)
     for case in loaded:
         count = len(case.operations)
-        console.print(f"[green]ok[/green] {escape(case.case_id)}: {count} operation(s)")
+        console.print(Text.assemble(("ok", "green"), f" {case.case_id}: {count} operation(s)"))
 
 
 @replay_app.command("list")

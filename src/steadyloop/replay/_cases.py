@@ -41,7 +41,8 @@ and every later line is one operation, run in order:
     Run a scripted agent loop in a session: ``script`` is the model's replies in
     order (a string is a final answer; ``{"tool": name, "arguments": {…}}`` calls a
     tool), ``tools`` maps each tool name to ``{"policy": "safe"|"never",
-    "returns": …}``.
+    "returns": …}``. The script counts from the run's own first model call, so a
+    session may hold several runs, one after another, each with its own script.
 ``resume_loop`` (``run``)
     Resume a run, typically after ``crash_after_write`` stopped it.
 

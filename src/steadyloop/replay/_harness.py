@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from steadyloop._errors import BackendUnavailable, SteadyloopError, UnknownBackend
+from steadyloop._errors import BackendUnavailable, ModelError, SteadyloopError, UnknownBackend
 from steadyloop.journal import (
     AppendResult,
     Files,
@@ -37,6 +37,7 @@ from steadyloop.journal import (
 )
 from steadyloop.loop import (
     Agent,
+    Message,
     ModelReply,
     ReplayPolicy,
     ScriptedModel,
@@ -162,9 +163,18 @@ class Backend:
 
     @classmethod
     def from_url(cls, url: str, name: str | None = None) -> Backend:
-        """A backend on an existing store named by a journal URL."""
+        """A backend on an existing store named by a journal URL.
+
+        A nameless ``memory://`` opens a new private store each time, which a case
+        that crashes and reopens could never reach again: it stands for a fresh named
+        in-memory store instead, the same one for every case run with this backend,
+        removed with :attr:`dispose`.
+        """
         scheme = url.split(":", 1)[0].lower()
         label = name or _SCHEME_NAMES.get(scheme, scheme)
+        if scheme == "memory" and not url[len("memory:") :].lstrip("/").split("?", 1)[0]:
+            # The same test open_journal makes for "no name given".
+            return _memory_store(label)
 
         async def opener() -> Journal:
             return await open_journal(url)
@@ -178,17 +188,22 @@ class Backend:
         return cls(label, opener, files_opener)
 
 
+def _memory_store(label: str) -> Backend:
+    """A backend on a new named in-memory store, forgotten on dispose."""
+    store = f"replay-{uuid.uuid4().hex}"
+
+    async def open_memory() -> Journal:
+        return await open_journal(f"memory://{store}")
+
+    async def forget() -> None:
+        MemoryJournal.forget(store)
+
+    return Backend(label, open_memory, None, forget)
+
+
 def _temporary(name: str, workdir: Path) -> Backend:
     if name == "memory":
-        store = f"replay-{uuid.uuid4().hex}"
-
-        async def open_memory() -> Journal:
-            return await open_journal(f"memory://{store}")
-
-        async def forget() -> None:
-            MemoryJournal.forget(store)
-
-        return Backend("memory", open_memory, None, forget)
+        return _memory_store("memory")
     if name == "sqlite":
         path = workdir / f"sqlite-{uuid.uuid4().hex[:8]}.db"
 
@@ -382,6 +397,8 @@ class _Runner:
         self.users: set[str] = set()
         self.runs: dict[str, RunLoop] = {}
         self.effects: dict[str, dict[str, int]] = {}
+        # Per run: the assistant turns its session held before it (earlier runs' turns).
+        self.offsets: dict[str, int] = {}
         self.injections: list[dict[str, Any]] = []
         self.journal: _Injector
         self.service: SessionService
@@ -584,7 +601,29 @@ class _Runner:
                     policy=ReplayPolicy(spec.policy),
                 )
             )
-        return Agent("replay", ScriptedModel(script), tools)
+        return Agent("replay", ScriptedModel(self._script(op.run, script)), tools)
+
+    def _script(
+        self, run_id: str, replies: list[ModelReply | str]
+    ) -> Callable[[int, Sequence[Message]], ModelReply | str]:
+        """The run's script, counted from its own first model call.
+
+        :class:`ScriptedModel` passes the number of assistant turns in the prompt; in a
+        session that earlier runs (or events) already answered, those come first. The
+        count at the run's first call is remembered, so a resumed run (a new model, in
+        the "new process") keeps counting where it was.
+        """
+        offsets = self.offsets
+
+        def reply(index: int, messages: Sequence[Message]) -> ModelReply | str:
+            at = index - offsets.setdefault(run_id, index)
+            if not 0 <= at < len(replies):
+                raise ModelError(
+                    f"scripted model 'scripted' has {len(replies)} replies; call {at} has none"
+                )
+            return replies[at]
+
+        return reply
 
 
 def _scripted_tool(effects: dict[str, int], name: str, returns: Any) -> Callable[..., Any]:

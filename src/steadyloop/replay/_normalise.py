@@ -17,11 +17,17 @@ Four rules, applied to a snapshot before it is compared:
    historical events, summaries), stays raw, so it differs.
 4. **Key order** does not matter: snapshots compare as JSON objects and are encoded
    with sorted keys.
+
+The rules go by field name, and only fields of records have those names: the keys of a
+snapshot's handle maps (session handles, users, query ids, checkpoint names, error
+lines, runs, and the tool names under a run's ``effects``) are names the case chose. A
+session whose handle is ``state`` or ``time`` is normalised like any other session.
 """
 
 from __future__ import annotations
 
 import gc
+import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +39,18 @@ _DATA_KEYS = frozenset({"state", "state_delta", "arguments", "response", "return
 _TEXT_KEYS = frozenset({"text", "output"})
 _TIME_KEYS = frozenset({"time"})
 _ORDERED_LISTS = frozenset({"events", "historical_events", "summaries"})
+
+# The snapshot's domains (see ``_snapshot.py``): each maps the case's names to records.
+_DOMAINS = frozenset({"sessions", "memory", "queries", "checkpoints", "errors", "loops"})
+
+# The Unicode White_Space characters. ``str.split()`` also splits on U+001C..U+001F
+# (``str.isspace`` counts them; White_Space does not), so text holding one of those
+# folds through this pattern instead.
+_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+_WHITE_SPACE_RUN = re.compile(f"[{_WHITE_SPACE}]+")
 
 
 class JSONBool:
@@ -95,13 +113,20 @@ def plain(value: Any) -> Any:
 def normalise_text(text: str) -> str:
     r"""Return ``text`` NFKC-normalised with whitespace runs folded to one space, trimmed.
 
+    Whitespace means the Unicode White_Space characters; control characters such as
+    the information separators U+001C..U+001F are kept, so a backend that turns one
+    into a space still differs.
+
     Example:
         >>> normalise_text("  Ｃａｆé\n\tau  lait ")
         'Café au lait'
     """
     if not text.isascii():  # NFKC leaves ASCII as it is
         text = unicodedata.normalize("NFKC", text)
-    # str.split() splits on exactly the characters \s matches (str.isspace), and trims.
+    if "\x1c" in text or "\x1d" in text or "\x1e" in text or "\x1f" in text:
+        # Information separators are not whitespace: str.split() would fold them.
+        return _WHITE_SPACE_RUN.sub(" ", text).strip(" ")
+    # Without those, str.split() splits on exactly the White_Space characters, and trims.
     return " ".join(text.split())
 
 
@@ -131,16 +156,49 @@ class Normaliser:
         self.tokens = {reading: (i, f"<t:{i}>") for i, reading in reversed(times)}
 
     def __call__(self, value: Any) -> Any:
-        """Return a normalised copy of a snapshot (or of any part of one)."""
+        """Return a normalised copy of a snapshot (or of any part of one).
+
+        An object whose keys are all snapshot domains (``sessions``, ``memory``,
+        ``queries``, ``checkpoints``, ``errors``, ``loops``) is a snapshot, or a case's
+        partial expectation: the keys of its handle maps are the case's names, and the
+        rules apply from the records under them on.
+        """
         # Building the copy allocates millions of containers and no cycles; the cyclic
         # collector would otherwise rescan them again and again (a third of the time).
         collecting = gc.isenabled()
         gc.disable()
         try:
+            if isinstance(value, Mapping) and value.keys() <= _DOMAINS:
+                return self._snapshot(value)
             return self._doc(value, "")
         finally:
             if collecting:
                 gc.enable()
+
+    def _snapshot(self, value: Mapping[str, Any]) -> dict[str, Any]:
+        """Normalise a snapshot (or a checkpoint): each handle's record as a record."""
+        out: dict[str, Any] = {}
+        for domain, handles in value.items():
+            if domain not in _DOMAINS or not isinstance(handles, Mapping):
+                out[domain] = self._doc(handles, domain)
+            elif domain == "checkpoints":  # each one holds sessions and memory again
+                out[domain] = {
+                    name: self._snapshot(body) if isinstance(body, Mapping) else self._doc(body, "")
+                    for name, body in handles.items()
+                }
+            elif domain == "loops":
+                out[domain] = {run: self._loop(body) for run, body in handles.items()}
+            else:
+                out[domain] = {handle: self._doc(body, "") for handle, body in handles.items()}
+        return out
+
+    def _loop(self, value: Any) -> Any:
+        """A run's record; the keys of its ``effects`` are tool names, not fields."""
+        out = self._doc(value, "")
+        effects = value.get("effects") if isinstance(value, Mapping) else None
+        if isinstance(effects, Mapping):
+            out["effects"] = {name: self._doc(count, "") for name, count in effects.items()}
+        return out
 
     # The two walks below visit every node of two snapshots, so they test exact types
     # first (snapshots are plain JSON) and handle scalars inline rather than recursing.
