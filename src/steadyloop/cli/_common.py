@@ -22,8 +22,8 @@ EXIT_PROBLEM = 1
 EXIT_UNUSABLE = 2
 """Exit code when the command could not run: bad input or an unreachable backend."""
 
-console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False)
+console = Console(highlight=False, soft_wrap=False, emoji=False)
+err_console = Console(stderr=True, highlight=False, emoji=False)
 
 
 def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
