@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import inspect
 import os
+import re
 import signal
 import tempfile
 import time
@@ -68,16 +69,60 @@ class _Capped:
             if len(self.tail) > keep:
                 del self.tail[: len(self.tail) - keep]
 
+    def _kept(self) -> tuple[bytes, bytes]:
+        """The head and tail kept, trimmed to whole characters where the middle was cut.
+
+        A character split by the cut is dropped whole (its bytes count as cut), so the
+        cut never shows up as replacement characters the output did not have.
+        """
+        head, tail = bytes(self.head), bytes(self.tail)
+        if self.total - len(head) - len(tail) <= 0:
+            return head, tail
+        return head[: _complete_prefix(head)], tail[_char_start(tail) :]
+
     @property
     def cut(self) -> int:
-        return self.total - len(self.head) - len(self.tail)
+        head, tail = self._kept()
+        return self.total - len(head) - len(tail)
 
     def text(self) -> str:
-        head = self.head.decode("utf-8", errors="replace")
-        tail = self.tail.decode("utf-8", errors="replace")
-        if self.cut <= 0:
-            return head + tail
-        return head + _cut_note(self.cut, self.total, len(self.head), len(self.tail)) + tail
+        head, tail = self._kept()
+        cut = self.total - len(head) - len(tail)
+        if cut <= 0:
+            # Nothing was cut: the halves are one stream, decoded together, so a
+            # character across the split comes out whole.
+            return (head + tail).decode("utf-8", errors="replace")
+        return (
+            head.decode("utf-8", errors="replace")
+            + _cut_note(cut, self.total, len(head), len(tail))
+            + tail.decode("utf-8", errors="replace")
+        )
+
+
+# The length of a UTF-8 character by the top five bits of its lead byte.
+_UTF8_LENGTH = {**dict.fromkeys(range(0b11000, 0b11100), 2), 0b11100: 3, 0b11101: 3, 0b11110: 4}
+
+
+def _complete_prefix(data: bytes) -> int:
+    """How many bytes of ``data`` remain once an incomplete last UTF-8 character is dropped."""
+    # A character is at most 4 bytes: look back at most 3 for the lead byte of the last.
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0xC0 != 0x80:  # not a continuation byte: an ASCII or a lead byte
+            need = _UTF8_LENGTH.get(byte >> 3, 1)
+            return len(data) - back if need > back else len(data)
+    return len(data)
+
+
+def _char_start(data: bytes) -> int:
+    """Where the first whole UTF-8 character of ``data`` starts.
+
+    At most 3 bytes are skipped: those continuing a character cut off before them.
+    """
+    n = 0
+    while n < min(3, len(data)) and data[n] & 0xC0 == 0x80:
+        n += 1
+    return n
 
 
 def _refusal(names: Sequence[str]) -> str:
@@ -92,6 +137,12 @@ def _refusal(names: Sequence[str]) -> str:
 
 def _cut_note(cut: int, total: int, head: int, tail: int) -> str:
     return f"\n[… {cut} bytes cut: kept the first {head} and the last {tail} of {total} bytes …]\n"
+
+
+CUT_NOTE = re.compile(
+    r"\n\[… (\d+) bytes cut: kept the first (\d+) and the last (\d+) of (\d+) bytes …\]\n"
+)
+"""Finds a note :func:`_cut_note` wrote (its groups: cut, head, tail, total)."""
 
 
 def cap_text(text: str, limit: int) -> tuple[str, int]:
@@ -302,7 +353,9 @@ class SubprocessExecutor:
                 )
             text = f"executable {argv[0]!r} not found (PATH={env.get('PATH', '')})"
             return CommandResult(argv, "missing", None, stderr=text, cwd=cwd)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
+            # ValueError: the OS cannot take the command as given (a NUL byte in an
+            # argument, a variable name holding "="); a result too, never a raise.
             return CommandResult(
                 argv, "error", None, stderr=f"{type(exc).__name__}: {exc}", cwd=cwd
             )
