@@ -343,6 +343,8 @@ class ModelJudge:
             raise TypeError("findings is not a list")
         out = []
         for item in items:
+            if not isinstance(item, Mapping):
+                raise TypeError(f"a finding is not an object: {item!r}")
             out.append(
                 Finding(
                     id="",

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from steadyloop._errors import CorruptionError, IllegalTransition, TaskSpecError
-from steadyloop.records import JSONValue, StoredRecord, canonical_json
+from steadyloop._errors import CorruptionError, EncodingError, IllegalTransition, TaskSpecError
+from steadyloop.records import JSONValue, StoredRecord, canonical_json, check_canonical
 
 __all__ = [
     "DEFAULT_AUDIT_ROUNDS",
@@ -187,7 +188,13 @@ class VerifySpec:
     def __post_init__(self) -> None:
         command: object = self.command
         if isinstance(command, str):
-            command = tuple(shlex.split(command))
+            try:
+                command = tuple(shlex.split(command))
+            except ValueError as exc:  # an unbalanced quote, a trailing backslash
+                raise TaskSpecError(
+                    f"the verify command line {command!r} cannot be split into words: {exc}",
+                    field="goal.verify.command",
+                ) from None
         if not isinstance(command, Sequence) or not command:
             raise TaskSpecError(
                 "the verify command must be a non-empty argv list or command line",
@@ -199,14 +206,21 @@ class VerifySpec:
                 f"{command!r}",
                 field="goal.verify.command",
             )
+        if any("\0" in a for a in command):
+            raise TaskSpecError(
+                f"the verify command must hold no NUL character, got {command!r}",
+                field="goal.verify.command",
+            )
         object.__setattr__(self, "command", tuple(command))
         if (
             isinstance(self.timeout, bool)
             or not isinstance(self.timeout, int | float)
+            or not math.isfinite(self.timeout)
             or not self.timeout > 0
         ):
             raise TaskSpecError(
-                f"the verify timeout must be a positive number of seconds, got {self.timeout!r}",
+                "the verify timeout must be a positive, finite number of seconds, got "
+                f"{self.timeout!r}",
                 field="goal.verify.timeout",
             )
         env: object = self.env
@@ -216,6 +230,14 @@ class VerifySpec:
             raise TaskSpecError(
                 f"the verify env must map names to strings, got {env!r}", field="goal.verify.env"
             )
+        for name, value in env.items():
+            # What the OS refuses in an environment: the command could not even start.
+            if not name or "=" in name or "\0" in name or "\0" in value:
+                raise TaskSpecError(
+                    f"the verify env cannot set {name!r} to {value!r}: a name must be "
+                    "non-empty and hold no '=' or NUL, a value no NUL",
+                    field="goal.verify.env",
+                )
         allow: object = self.allow_env
         if (
             isinstance(allow, str)
@@ -327,6 +349,39 @@ class GoalSpec:
         )
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+# The fields of a spec's JSON form, by the field they are in ("" for the spec itself).
+_SPEC_FIELDS: dict[str, frozenset[str]] = {
+    "": frozenset(
+        {
+            "task_id",
+            "prompt",
+            "priority",
+            "depends_on",
+            "idempotency_key",
+            "goal",
+            "max_audit_rounds",
+            "workdir",
+            "user_id",
+            "metadata",
+        }
+    ),
+    "goal": frozenset({"goal", "verify", "round_budget"}),
+    "goal.verify": frozenset({"command", "timeout", "env", "allow_env"}),
+}
+
+
+def _spec_field(pointer: str) -> str:
+    """The spec field a JSON Pointer into the spec's JSON form is in (``goal.verify.env``)."""
+    name = ""
+    for part in pointer.split("/")[1:]:
+        if part not in _SPEC_FIELDS.get(name, frozenset()):
+            break
+        name = f"{name}.{part}" if name else part
+    return name
+
+
 def _json_field(
     data: Mapping[str, Any], key: str, kind: type[Any], what: str, *, field_name: str, default: Any
 ) -> Any:
@@ -340,7 +395,7 @@ def _json_field(
 
 
 def _known(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(data) - allowed)
+    unknown = sorted((str(k) for k in set(data) - allowed), key=str)
     if unknown:
         raise TaskSpecError(
             f"unknown field {unknown[0]!r} in {where or 'the task spec'}; known fields: "
@@ -391,6 +446,12 @@ class TaskSpec:
             raise TaskSpecError(
                 f"priority must be an integer, got {self.priority!r}", field="priority"
             )
+        if not _INT64_MIN <= self.priority <= _INT64_MAX:
+            # The queue keeps it in a signed 64-bit column (SQLite INTEGER, BIGINT).
+            raise TaskSpecError(
+                f"priority must be between {_INT64_MIN} and {_INT64_MAX}, got {self.priority}",
+                field="priority",
+            )
         deps: object = self.depends_on
         if isinstance(deps, str) or not isinstance(deps, Sequence):
             raise TaskSpecError(
@@ -412,8 +473,13 @@ class TaskSpec:
         if self.goal is not None and not isinstance(self.goal, GoalSpec):
             raise TaskSpecError("goal must be a GoalSpec", field="goal")
         _positive_int(self.max_audit_rounds, "max_audit_rounds", "max_audit_rounds")
-        if self.workdir is not None and (not isinstance(self.workdir, str) or not self.workdir):
-            raise TaskSpecError("workdir must be a non-empty path", field="workdir")
+        if self.workdir is not None and (
+            not isinstance(self.workdir, str) or not self.workdir or "\0" in self.workdir
+        ):
+            raise TaskSpecError(
+                f"workdir must be a non-empty path without NUL, got {self.workdir!r}",
+                field="workdir",
+            )
         _name(self.user_id, "user_id")
         if not isinstance(self.metadata, Mapping):
             raise TaskSpecError(
@@ -424,6 +490,14 @@ class TaskSpec:
         except Exception as exc:
             raise TaskSpecError(f"metadata has no JSON form: {exc}", field="metadata") from None
         object.__setattr__(self, "metadata", dict(self.metadata))
+        try:
+            # The stored form must exist: a lone surrogate in the prompt, the goal or the
+            # command is refused here, not when the queue or the trail writes the spec.
+            check_canonical(self.to_json())
+        except EncodingError as exc:
+            raise TaskSpecError(
+                f"the task spec has no JSON form: {exc}", field=_spec_field(exc.path)
+            ) from None
 
     @property
     def round_budget(self) -> int | None:
@@ -510,7 +584,7 @@ def _name(value: object, field_name: str) -> str:
         raise TaskSpecError(
             f"{field_name} must be a non-empty string, got {value!r}", field=field_name
         )
-    if any(ord(c) < 32 for c in value) or len(value.encode("utf-8")) > 200:
+    if any(ord(c) < 32 for c in value) or len(value.encode("utf-8", "surrogatepass")) > 200:
         raise TaskSpecError(
             f"{field_name} {value!r} must have no control characters and at most 200 bytes",
             field=field_name,
@@ -641,7 +715,12 @@ class TaskState:
 
         Raises:
             IllegalTransition: It may not; the message says why and what is allowed.
+            TaskSpecError: A ``submitted`` payload's spec is invalid.
         """
+        return self._prepare(kind, payload)[0]
+
+    def _prepare(self, kind: str, payload: Mapping[str, Any]) -> tuple[TaskEvent, TaskSpec | None]:
+        """Check an event as :meth:`check` does; return it, and the spec it submits."""
         try:
             event = TaskEvent(kind)
         except ValueError:
@@ -660,11 +739,20 @@ class TaskState:
             have = "no open round" if self.phase is None else f"phase {self.phase!r}"
             raise self._refuse(event.short, f"it needs {want}, but the task has {have}")
         self._check_payload(event, payload)
-        return event
+        spec = None
+        if event is TaskEvent.SUBMITTED:
+            if not isinstance(payload.get("spec"), Mapping):
+                raise self._refuse(event.short, "the payload has no spec object")
+            spec = TaskSpec.from_json(payload["spec"])
+        return event, spec
 
     def _check_payload(self, event: TaskEvent, payload: Mapping[str, Any]) -> None:
         goal = self.spec is not None and self.spec.goal is not None
         if event is TaskEvent.ROUND_STARTED:
+            if not isinstance(payload.get("run_id"), str) or not payload["run_id"]:
+                raise self._refuse(
+                    event.short, f"the payload names no run (run_id: {payload.get('run_id')!r})"
+                )
             expected = self.round + 1
             if payload.get("round") != expected:
                 raise self._refuse(
@@ -705,8 +793,16 @@ class TaskState:
         elif event is TaskEvent.COMPLETED:
             if not _audit_passed(self.audit or {"findings": [{}]}):
                 raise self._refuse(event.short, "the round's audit did not pass")
+            if goal and not (self.verification or {}).get("passed"):
+                raise self._refuse(
+                    event.short,
+                    "a goal-mode task completes only when its round's verify command passed; "
+                    "this round's verification failed",
+                )
         elif event is TaskEvent.PUSHED_BACK:
             assert self.spec is not None
+            if not isinstance(payload.get("packet"), Mapping):
+                raise self._refuse(event.short, "the payload has no packet object")
             if _audit_passed(self.audit or {}):
                 raise self._refuse(event.short, "the round's audit passed; nothing to push back")
             if self.audit_rounds >= self.spec.max_audit_rounds:
@@ -742,17 +838,22 @@ class TaskState:
     def apply(self, kind: str, payload: Mapping[str, Any]) -> None:
         """Apply one trail record: the state machine.
 
+        Everything is checked before anything changes.
+
         Raises:
-            IllegalTransition: The event does not fit the state; the state is unchanged.
+            IllegalTransition: The event does not fit the state, or its payload lacks a
+                field the state needs; the state is unchanged.
+            TaskSpecError: A ``submitted`` payload's spec is invalid; the state is
+                unchanged.
         """
-        event = self.check(kind, payload)
+        event, spec = self._prepare(kind, payload)
         self.head += 1
         self.status = TRANSITIONS[event][1]
         phases = _PHASES.get(event)
         if phases is not None:
             self.phase = phases[1]
         if event is TaskEvent.SUBMITTED:
-            self.spec = TaskSpec.from_json(payload["spec"])
+            self.spec = spec
         elif event is TaskEvent.CLAIMED:
             self.claims += 1
             self.round_claims += 1
