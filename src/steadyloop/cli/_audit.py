@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import math
 import os
 import socket
 import sys
@@ -17,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import TaskNotFound, TaskSpecError
+from steadyloop._errors import SteadyloopError, TaskNotFound, TaskSpecError
 from steadyloop.audit import (
     DEFAULT_APP,
     GoalSpec,
@@ -33,6 +34,7 @@ from steadyloop.audit import (
 )
 from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
 from steadyloop.journal import DEFAULT_URL
+from steadyloop.journal._factory import _local_path
 from steadyloop.loop import load_agent
 
 __all__ = ["audit_app"]
@@ -59,6 +61,42 @@ def _time(us: int) -> str:
 def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code)
+
+
+def _existing_store(store: str) -> None:
+    """Refuse to read a SQLite store that does not exist (opening it would create it).
+
+    Raises:
+        typer.Exit: The store is a ``sqlite:`` file that does not exist (exit 2).
+    """
+    if store.split(":", 1)[0].lower() != "sqlite":
+        return
+    try:
+        path = _local_path(store, "sqlite")
+    except SteadyloopError:
+        return  # opening the store reports the malformed URL
+    if path != ":memory:" and not os.path.exists(path):
+        raise _fail(f"no task store exists at {path} (from {store}); nothing was created")
+
+
+def _positive_seconds(value: float) -> float:
+    if not (value > 0 and math.isfinite(value)):
+        raise typer.BadParameter(f"must be a positive number of seconds, got {value}")
+    return value
+
+
+# Options that build a spec from the command line; a spec file holds them itself.
+_SPEC_OPTIONS = {
+    "task_id": "--id",
+    "priority": "--priority",
+    "depends_on": "--depends-on",
+    "key": "--key",
+    "goal": "--goal",
+    "verify": "--verify",
+    "rounds": "--rounds",
+    "audit_rounds": "--audit-rounds",
+    "workdir": "--workdir",
+}
 
 
 def _load_specs(path: str) -> list[TaskSpec]:
@@ -90,6 +128,7 @@ def _load_specs(path: str) -> list[TaskSpec]:
 
 @audit_app.command("submit")
 def submit(  # noqa: PLR0917 - typer reads the parameters
+    ctx: typer.Context,
     prompt: Annotated[str | None, typer.Option("--prompt", "-p", help="What to do.")] = None,
     file: Annotated[
         str | None,
@@ -119,6 +158,19 @@ def submit(  # noqa: PLR0917 - typer reads the parameters
         if file is not None:
             if prompt is not None:
                 raise _fail("give --prompt or --file, not both")
+            # Given on the command line (not left at its default): the source's name
+            # is read, as typer carries its own copy of click's ParameterSource.
+            given = [
+                flag
+                for name, flag in _SPEC_OPTIONS.items()
+                if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
+            ]
+            if given:
+                raise _fail(
+                    f"{', '.join(given)} cannot be combined with --file: the spec file gives "
+                    "each task's fields (task_id, priority, depends_on, idempotency_key, goal, "
+                    "max_audit_rounds, workdir)"
+                )
             specs = _load_specs(file)
         else:
             goal_spec = None
@@ -160,7 +212,10 @@ async def _submit(store: str, app: str, specs: list[TaskSpec]) -> None:
 def work(  # noqa: PLR0917 - typer reads the parameters
     agent: Annotated[str, typer.Option("--agent", "-a", help="The agent, as module:attribute.")],
     workers: Annotated[int, typer.Option("--workers", "-n", min=1, help="Workers to run.")] = 1,
-    lease: Annotated[float, typer.Option(help="Seconds a claim lasts without a heartbeat.")] = 30.0,
+    lease: Annotated[
+        float,
+        typer.Option(help="Seconds a claim lasts without a heartbeat.", callback=_positive_seconds),
+    ] = 30.0,
     scratch: Annotated[
         str | None, typer.Option(help="Where scratch folders for tasks are made.")
     ] = None,
@@ -252,6 +307,7 @@ def status(
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
     """Show every task: status, priority, rounds, audits, claims, owner and why."""
+    _existing_store(store)
     run_async(_status, store, app, as_json)
 
 
@@ -325,6 +381,7 @@ def show(
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
     """Show a task's trail: every transition, in order."""
+    _existing_store(store)
     run_async(_show, store, app, task, as_json)
 
 
