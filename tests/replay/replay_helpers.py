@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -80,3 +83,18 @@ def vanishing_at(url: str, name: str, writes: int) -> Backend:
         return Vanishing(await open_journal(url), writes)
 
     return Backend(name, opener)
+
+
+def replay_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``steadyloop replay ARGS`` in a subprocess, with no server variables set."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("STEADYLOOP_")}
+    full.update(env or {})
+    full["COLUMNS"] = "200"
+    return subprocess.run(
+        [sys.executable, "-m", "steadyloop", "replay", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        check=False,
+        timeout=120,
+    )

@@ -4,36 +4,20 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from replay_helpers import replay_cli
 
 from steadyloop.replay import bundled_cases, report_schema
-
-
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("STEADYLOOP_")}
-    full.update(env or {})
-    full["COLUMNS"] = "200"
-    return subprocess.run(
-        [sys.executable, "-m", "steadyloop", "replay", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        check=False,
-        timeout=120,
-    )
 
 
 def test_exit_0_when_every_backend_agrees(tmp_path: Path) -> None:
     """The bundled suite on the embedded backends exits 0 and writes a schema-valid report."""
     report = tmp_path / "report.json"
-    out = _cli("run", "--backends", "memory,sqlite", "-b", "jsonl", "--report", str(report))
+    out = replay_cli("run", "--backends", "memory,sqlite", "-b", "jsonl", "--report", str(report))
     assert out.returncode == 0, out.stdout + out.stderr
     assert "single_turn" in out.stdout and "agree" in out.stdout
     data = json.loads(report.read_text(encoding="utf-8"))
@@ -49,7 +33,9 @@ def test_exit_1_on_an_unexpected_difference(tmp_path: Path) -> None:
     case = tmp_path / "wrong.jsonl"
     case.write_text("\n".join(source) + "\n", encoding="utf-8")
     report = tmp_path / "report.json"
-    out = _cli("run", str(case), "-b", "memory,sqlite", "--report", str(report), "--no-timings")
+    out = replay_cli(
+        "run", str(case), "-b", "memory,sqlite", "--report", str(report), "--no-timings"
+    )
     assert out.returncode == 1, out.stdout + out.stderr
     assert "/sessions/s1/events/1/parts/0/text" in out.stdout
     data = json.loads(report.read_text(encoding="utf-8"))
@@ -61,7 +47,7 @@ def test_exit_2_on_an_invalid_case(tmp_path: Path) -> None:
     """An invalid case exits 2 with its file, line and field, and no traceback."""
     case = tmp_path / "bad.jsonl"
     case.write_text('{"op": "case", "case_id": "x", "description": "d"}\n{"op": "nope"}\n')
-    out = _cli("run", str(case), "-b", "memory")
+    out = replay_cli("run", str(case), "-b", "memory")
     assert out.returncode == 2
     assert f"{case}:2" in out.stderr and "/op" in out.stderr
     assert "Traceback" not in out.stderr
@@ -69,25 +55,25 @@ def test_exit_2_on_an_invalid_case(tmp_path: Path) -> None:
 
 def test_exit_2_on_an_unreachable_or_unknown_backend() -> None:
     """An unreachable server, an unknown name or an unset server variable exits 2 before running."""
-    out = _cli("run", "-b", "memory,redis://127.0.0.1:1/0")
+    out = replay_cli("run", "-b", "memory,redis://127.0.0.1:1/0")
     assert out.returncode == 2, out.stdout + out.stderr
     assert "Traceback" not in out.stderr
-    out = _cli("run", "-b", "oracle")
+    out = replay_cli("run", "-b", "oracle")
     assert out.returncode == 2 and "unknown backend" in out.stderr
-    out = _cli("run", "-b", "postgres")
+    out = replay_cli("run", "-b", "postgres")
     assert out.returncode == 2 and "STEADYLOOP_POSTGRES_URL" in out.stderr
 
 
 def test_check_list_and_schema_commands() -> None:
     """The check command validates cases, list shows the suite, schema prints both schemas."""
-    assert _cli("check").returncode == 0
-    listed = _cli("list")
+    assert replay_cli("check").returncode == 0
+    listed = replay_cli("list")
     assert listed.returncode == 0 and "loop_crash_resume" in listed.stdout
     for which in ("case", "report"):
-        out = _cli("schema", which)
+        out = replay_cli("schema", which)
         assert out.returncode == 0
         jsonschema.Draft202012Validator.check_schema(json.loads(out.stdout))
-    assert _cli("schema", "nope").returncode == 2
+    assert replay_cli("schema", "nope").returncode == 2
 
 
 def test_exit_2_when_a_backend_is_lost_mid_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,7 +104,7 @@ def test_exit_2_when_a_backend_is_lost_mid_run(monkeypatch: pytest.MonkeyPatch) 
 def test_exit_2_on_an_unwritable_report_path(tmp_path: Path) -> None:
     """An unwritable --report path exits 2 with a one-line error before any case runs, and no traceback."""
     for target in (tmp_path / "missing" / "report.json", tmp_path):
-        out = _cli("run", "-b", "memory", "--report", str(target))
+        out = replay_cli("run", "-b", "memory", "--report", str(target))
         assert out.returncode == 2, out.stdout + out.stderr
         assert "Traceback" not in out.stderr
         assert "cannot write the report" in out.stderr

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from replay_helpers import replay_cli
 
 from steadyloop.journal import _memory
 from steadyloop.replay import (
@@ -229,19 +227,6 @@ async def test_nameless_memory_url_reaches_one_store_across_crashes(tmp_path: Pa
     assert named.dispose is None
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("STEADYLOOP_")}
-    env["COLUMNS"] = "200"
-    return subprocess.run(
-        [sys.executable, "-m", "steadyloop", "replay", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=120,
-    )
-
-
 @pytest.mark.parametrize("selection", ["", ",", " , "])
 def test_an_empty_backend_selection_exits_2(selection: str, tmp_path: Path) -> None:
     """An empty ``-b`` selection exits 2 with a clear message instead of running the defaults."""
@@ -255,7 +240,7 @@ def test_an_empty_backend_selection_exits_2(selection: str, tmp_path: Path) -> N
         ),
         encoding="utf-8",
     )
-    out = _cli("run", str(case), "-b", selection)
+    out = replay_cli("run", str(case), "-b", selection)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "names no backend" in out.stderr
     assert "agree" not in out.stdout
@@ -285,11 +270,11 @@ def test_cli_prints_case_data_verbatim(tmp_path: Path) -> None:
         ),
         encoding="utf-8",
     )
-    out = _cli("run", str(case), "-b", "memory")
+    out = replay_cli("run", str(case), "-b", "memory")
     assert out.returncode == 1, out.stdout + out.stderr
     assert '":smile: [b]x" → ":+1: [/b]"' in out.stdout
     bad = tmp_path / "bad.jsonl"
     bad.write_text(_case([{"op": "case", "case_id": "b", "description": "d"}, {"op": ":smile:"}]))
-    out = _cli("check", str(bad))
+    out = replay_cli("check", str(bad))
     assert out.returncode == 2
     assert "unknown op ':smile:'" in out.stderr
