@@ -310,7 +310,7 @@ class _Driver:
         """
         self.session = await self.service.get_session(self.state.user_id, self.state.session_id)
         ours = {e.id for e in self.pending_events}
-        taken = sorted(ours.intersection(e.id for e in self.session.events))
+        taken = sorted(ours.intersection(e.id for e in self.session.all_events))
         if taken:
             raise RunBusy(
                 f"run {self.state.run_id!r} is driven by another driver too: it wrote "
