@@ -134,22 +134,8 @@ def floor(directory: Path, n: int) -> list[float]:
     return samples
 
 
-async def step_run(db: Path, steps: int, synchronous: str = "FULL") -> tuple[float, int]:
-    """(seconds per step, appends) of one ``steps``-step run."""
-    journal = CountingJournal(await SQLiteJournal.open(db, synchronous=synchronous))
-    try:
-        t = time.perf_counter()
-        result = await run(bench_agent(steps), journal, APP, "u", "s", "r", "go")
-        elapsed = time.perf_counter() - t
-    finally:
-        await journal.close()
-    assert result.stop_reason.value == "completed", result
-    return elapsed / steps, journal.appends
-
-
-async def memory_step_run(steps: int) -> float:
-    """Seconds per step of one ``steps``-step run on the in-memory journal."""
-    journal = MemoryJournal()
+async def timed_run(journal: Journal, steps: int) -> float:
+    """Seconds per step of one ``steps``-step run on ``journal``, which it closes."""
     try:
         t = time.perf_counter()
         result = await run(bench_agent(steps), journal, APP, "u", "s", "r", "go")
@@ -158,6 +144,17 @@ async def memory_step_run(steps: int) -> float:
         await journal.close()
     assert result.stop_reason.value == "completed", result
     return elapsed / steps
+
+
+async def step_run(db: Path, steps: int, synchronous: str = "FULL") -> tuple[float, int]:
+    """(seconds per step, appends) of one ``steps``-step run."""
+    journal = CountingJournal(await SQLiteJournal.open(db, synchronous=synchronous))
+    return await timed_run(journal, steps), journal.appends
+
+
+async def memory_step_run(steps: int) -> float:
+    """Seconds per step of one ``steps``-step run on the in-memory journal."""
+    return await timed_run(MemoryJournal(), steps)
 
 
 def syncs_per_step(directory: Path, steps: int) -> float | None:

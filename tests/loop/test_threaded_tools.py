@@ -67,8 +67,8 @@ async def test_a_threaded_tool_leaves_the_event_loop_free(thread: bool) -> None:
         assert on_loop and ticks <= 3, (seen, ticks)
 
 
-async def test_a_threaded_tool_gets_its_context_and_async_tools_stay_on_the_loop() -> None:
-    """thread=True passes context and arguments through, and never moves an async tool."""
+async def test_thread_true_leaves_an_async_tool_on_the_loop_with_its_arguments() -> None:
+    """An async tool registered with thread=True runs on the loop, given its arguments and context."""
     tools = ToolRegistry()
     where: list[str] = []
 

@@ -269,6 +269,7 @@ class SubprocessExecutor:
         self.timeout = timeout
         self.max_output = max_output
         self.allow_env = tuple(allow_env)
+        self._allowed = frozenset({*DEFAULT_ENV_ALLOW, *self.allow_env})
         self.scratch_root = None if scratch_root is None else str(scratch_root)
         self._source_env = source_env
 
@@ -284,15 +285,13 @@ class SubprocessExecutor:
         if refused:
             raise ValueError(_refusal(refused))
         source = os.environ if self._source_env is None else self._source_env
-        allowed = {*DEFAULT_ENV_ALLOW, *self.allow_env}
-        out = {k: v for k, v in source.items() if k in allowed}
+        out = {k: v for k, v in source.items() if k in self._allowed}
         out.update(env or {})
         return out
 
     def refused(self, allow_env: Sequence[str]) -> list[str]:
         """The names of ``allow_env`` that this executor does not let commands inherit."""
-        allowed = {*DEFAULT_ENV_ALLOW, *self.allow_env}
-        return sorted({name for name in allow_env if name not in allowed})
+        return sorted({name for name in allow_env if name not in self._allowed})
 
     async def run(
         self,

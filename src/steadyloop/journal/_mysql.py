@@ -52,7 +52,7 @@ from steadyloop.journal._sql import (
     Row,
     migrate_plan,
 )
-from steadyloop.journal._sql_async import RetryPolicy, retry_transaction, run_async
+from steadyloop.journal._sql_async import pool_options, retry_transaction, run_async
 
 try:
     import asyncmy
@@ -162,19 +162,13 @@ class MySQLJournal(PlanJournal):
         if not self.database:
             raise UnknownBackend(f"{self.url}: the URL names no database (mysql://host/DB)")
         try:
-            self.pool_size = int(pool_size if pool_size is not None else own.get("pool_size", 10))
-            attempts = int(retries if retries is not None else own.get("retries", 10))
             port = parts.port or 3306
         except ValueError as exc:
             raise UnknownBackend(f"{self.url}: bad option: {exc}") from None
-        if self.pool_size < 1:
-            raise UnknownBackend(f"{self.url}: pool_size must be >= 1")
-        try:
-            self._dialect = MySQLDialect(prefix if prefix is not None else own.get("prefix"))
-        except ValueError as exc:
-            raise UnknownBackend(f"{self.url}: {exc}") from None
+        self._dialect, self.pool_size, self._policy = pool_options(
+            self.url, own, MySQLDialect, prefix=prefix, pool_size=pool_size, retries=retries
+        )
         self._dialect.location_name = f"mysql {self.url.split('?', 1)[0]}"
-        self._policy = RetryPolicy(attempts=max(1, attempts))
         self._connect_args: dict[str, Any] = {
             "host": parts.hostname or "127.0.0.1",
             "port": port,

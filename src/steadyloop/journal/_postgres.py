@@ -47,7 +47,7 @@ from steadyloop.journal._sql import (
     Row,
     migrate_plan,
 )
-from steadyloop.journal._sql_async import RetryPolicy, retry_transaction, run_async
+from steadyloop.journal._sql_async import pool_options, retry_transaction, run_async
 
 try:
     import psycopg
@@ -129,19 +129,10 @@ class PostgresJournal(PlanJournal):
         super().__init__()
         self._conninfo, own = _split_url(url)
         self.url = redact_url(url)
-        try:
-            self.pool_size = int(pool_size if pool_size is not None else own.get("pool_size", 10))
-            attempts = int(retries if retries is not None else own.get("retries", 10))
-        except ValueError as exc:
-            raise UnknownBackend(f"{self.url}: bad option: {exc}") from None
-        if self.pool_size < 1:
-            raise UnknownBackend(f"{self.url}: pool_size must be >= 1")
-        try:
-            self._dialect = PostgresDialect(prefix if prefix is not None else own.get("prefix"))
-        except ValueError as exc:
-            raise UnknownBackend(f"{self.url}: {exc}") from None
+        self._dialect, self.pool_size, self._policy = pool_options(
+            self.url, own, PostgresDialect, prefix=prefix, pool_size=pool_size, retries=retries
+        )
         self._dialect.location_name = f"postgresql {redact_url(self._conninfo)}"
-        self._policy = RetryPolicy(attempts=max(1, attempts))
         self._connect_timeout = connect_timeout
         self._pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] | None = None
         self.server_settings: dict[str, str] = {}

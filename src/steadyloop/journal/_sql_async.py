@@ -11,14 +11,57 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from steadyloop.journal._sql import Plan, Query, Row
+from steadyloop._errors import UnknownBackend
+from steadyloop.journal._sql import Dialect, Plan, Query, Row
 
-__all__ = ["RetryPolicy", "retry_transaction", "run_async"]
+__all__ = ["RetryPolicy", "pool_options", "retry_transaction", "run_async"]
 
 T = TypeVar("T")
+D = TypeVar("D", bound=Dialect)
+
+
+def pool_options(
+    url: str,
+    own: Mapping[str, str],
+    dialect: Callable[[str | None], D],
+    *,
+    prefix: str | None,
+    pool_size: int | None,
+    retries: int | None,
+) -> tuple[D, int, RetryPolicy]:
+    """Read the options every pooled server backend takes: ``prefix``, ``pool_size``, ``retries``.
+
+    Keyword arguments win over the URL's query parameters (``own``).
+
+    Args:
+        url: The URL as shown in errors (password redacted).
+        own: The URL's query parameters that Steadyloop reads itself.
+        dialect: Builds the dialect from a table prefix (``None``: the default).
+        prefix: The table prefix, if given as an argument.
+        pool_size: Most connections, if given as an argument (default 10).
+        retries: Most attempts of a refused transaction, if given (default 10).
+
+    Returns:
+        The dialect, the pool size and the retry policy.
+
+    Raises:
+        UnknownBackend: An option is malformed.
+    """
+    try:
+        size = int(pool_size if pool_size is not None else own.get("pool_size", 10))
+        attempts = int(retries if retries is not None else own.get("retries", 10))
+    except ValueError as exc:
+        raise UnknownBackend(f"{url}: bad option: {exc}") from None
+    if size < 1:
+        raise UnknownBackend(f"{url}: pool_size must be >= 1")
+    try:
+        built = dialect(prefix if prefix is not None else own.get("prefix"))
+    except ValueError as exc:
+        raise UnknownBackend(f"{url}: {exc}") from None
+    return built, size, RetryPolicy(attempts=max(1, attempts))
 
 
 async def run_async(plan: Plan, execute: Callable[[Query], Awaitable[list[Row]]]) -> Any:

@@ -359,21 +359,7 @@ def case_record_adapter() -> TypeAdapter[Any]:
 
     Its JSON Schema is the shipped ``case.schema.json``.
     """
-    union = Annotated[
-        CaseHeader
-        | CreateSession
-        | AppendEvent
-        | StoreMemory
-        | SearchMemory
-        | Summarize
-        | FailSummary
-        | InjectFailure
-        | Checkpoint
-        | RunLoop
-        | ResumeLoop,
-        Field(discriminator="op"),
-    ]
-    return TypeAdapter(union)
+    return TypeAdapter(Annotated[CaseHeader | Operation, Field(discriminator="op")])
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,15 @@ _TRUE = JSONBool(True)
 _FALSE = JSONBool(False)
 
 
+def _scalar(value: Any) -> Any:
+    """A boolean or a float as JSON sees it; any other scalar as it is."""
+    if type(value) is bool:
+        return _TRUE if value else _FALSE
+    if type(value) is float:
+        return JSONFloat(value)
+    return value
+
+
 def plain(value: Any) -> Any:
     """Return a normalised document as plain JSON values (booleans and floats unwrapped)."""
     if isinstance(value, JSONBool):
@@ -215,7 +224,9 @@ class Normaliser:
             return self._doc_dict(value)
         if kind is list or kind is tuple:
             return self._doc_list(value, key)
-        return self._scalar(value, self._doc, key)
+        if isinstance(value, str):  # a str subclass: as a plain str
+            return self._doc(str(value), key)
+        return _scalar(value)
 
     def _doc_dict(self, value: Mapping[str, Any]) -> dict[str, Any]:
         """:meth:`_doc` of an object, called directly for the many objects of lists."""
@@ -273,18 +284,9 @@ class Normaliser:
             return out
         if kind is list or kind is tuple:
             return [self._data(v) for v in value]
-        return self._scalar(value, lambda v, _key: self._data(v), "")
-
-    @staticmethod
-    def _scalar(value: Any, walk: Any, key: str) -> Any:
-        """Booleans and floats as JSON sees them; a ``str`` subclass as a plain ``str``."""
-        if type(value) is bool:
-            return _TRUE if value else _FALSE
-        if type(value) is float:
-            return JSONFloat(value)
-        if isinstance(value, str):
-            return walk(str(value), key)
-        return value
+        if isinstance(value, str):  # a str subclass: as a plain str
+            return self._data(str(value))
+        return _scalar(value)
 
     def _time(self, value: Any) -> Any:
         if isinstance(value, int) and not isinstance(value, bool):

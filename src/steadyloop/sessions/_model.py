@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from steadyloop._errors import EncodingError, SessionError
@@ -399,15 +399,7 @@ class Summary:
 
     def to_dict(self) -> dict[str, JSONValue]:
         """Return the summary as a JSON object."""
-        return {
-            "id": self.id,
-            "version": self.version,
-            "replaces": self.replaces,
-            "session_id": self.session_id,
-            "covers_through": self.covers_through,
-            "text": self.text,
-            "time": self.time,
-        }
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: object) -> Summary:

@@ -289,18 +289,22 @@ class _Matrix:
         recorder.where = (journal, self.app, run_id)
         agent = recorder.instrument(self.agent_factory())
         resolutions = 0
+
+        async def start() -> RunResult:
+            return await run(
+                agent,
+                journal,
+                self.app,
+                self.user_id,
+                session_id,
+                run_id,
+                self.input,
+                records=self.records(),
+            )
+
         try:
             if first:
-                result = await run(
-                    agent,
-                    journal,
-                    self.app,
-                    self.user_id,
-                    session_id,
-                    run_id,
-                    self.input,
-                    records=self.records(),
-                )
+                result = await start()
             else:
                 try:
                     result = await resume(agent, journal, self.app, run_id, records=self.records())
@@ -309,16 +313,7 @@ class _Matrix:
                     assert ended is not None
                     return ended, journal.appends, resolutions
                 except RunNotFound:  # the crash came before the run's first record
-                    result = await run(
-                        agent,
-                        journal,
-                        self.app,
-                        self.user_id,
-                        session_id,
-                        run_id,
-                        self.input,
-                        records=self.records(),
-                    )
+                    result = await start()
             while result.stop_reason is StopReason.RESUME_STATE_UNKNOWN:
                 assert result.open_intent is not None
                 resolutions += 1
