@@ -51,12 +51,14 @@ from steadyloop.loop._state import (
     RUN_ENDED,
     RUN_RECORD_KINDS,
     RUN_STARTED,
+    RUN_STOPPED,
     RUN_SUSPENDED,
     Owner,
     RunState,
     parse_run_stream,
     run_stream,
 )
+from steadyloop.loop._stop import SignalStop
 from steadyloop.loop._tools import Tool, ToolContext, ToolRegistry
 from steadyloop.loop._types import (
     Budgets,
@@ -81,6 +83,7 @@ __all__ = [
     "RUN_ENDED",
     "RUN_RECORD_KINDS",
     "RUN_STARTED",
+    "RUN_STOPPED",
     "RUN_SUSPENDED",
     "TOOL_AUTHOR",
     "USER_AUTHOR",
@@ -102,6 +105,7 @@ __all__ = [
     "RunResult",
     "RunState",
     "ScriptedModel",
+    "SignalStop",
     "StopReason",
     "Tool",
     "ToolCall",
