@@ -352,6 +352,9 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
     note: Annotated[str, typer.Option(help="Why you decided so.")] = "",
     journal: Annotated[str | None, JOURNAL_OPT] = None,
     app: Annotated[str, APP_OPT] = "default",
+    takeover: Annotated[
+        bool, typer.Option(help="Take over from a claimant on another host known to be gone.")
+    ] = False,
 ) -> None:
     """Record your decision about an intent that has no result, then resume the run."""
     chosen = sum([happened is not None or error is not None, not_happened])
@@ -373,7 +376,7 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
 
     async def go() -> None:
         async with await open_journal(journal, create=False) as j:
-            await resolve(j, app, run_id, intent_id, outcome)
+            await resolve(j, app, run_id, intent_id, outcome, takeover=takeover)
 
     _call(go)
     console.print(Text(f"recorded; continue with: steadyloop resume {run_id} --agent MODULE:ATTR"))
