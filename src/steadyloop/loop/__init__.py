@@ -26,6 +26,7 @@ Example:
 """
 
 from steadyloop.loop._agent import Agent, DecisionParser, ToolCallParser, load_agent
+from steadyloop.loop._check import Mismatch, check_session_copies
 from steadyloop.loop._messages import (
     LOOP_AUTHOR,
     TOOL_AUTHOR,
@@ -94,6 +95,7 @@ __all__ = [
     "FinalAnswer",
     "Happened",
     "Message",
+    "Mismatch",
     "ModelClient",
     "ModelReply",
     "NotHappened",
@@ -114,6 +116,7 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "ToolSpec",
+    "check_session_copies",
     "event_messages",
     "list_runs",
     "load_agent",
