@@ -22,8 +22,7 @@ Every tool's effects are counted outside the journal, in an
 happened more than once, with the policy the tool was declared under. A repeated
 ``NEVER`` tool fails the case; a repeated ``SAFE`` one is expected (that is what
 ``SAFE`` allows) and is reported, so an irreversible tool wrongly declared ``SAFE``
-shows up ([CrashMatrixReport.assert_no_repeats][steadyloop.testing.CrashMatrixReport.assert_no_repeats]
-makes it fail).
+shows up (``CrashMatrixReport.assert_no_repeats`` makes it fail).
 
 Use it on your own agent and backend::
 
