@@ -257,8 +257,7 @@ class JSONLJournal(Journal):
             if check is None:
                 if state.version >= 2:
                     raise CorruptionError(
-                        f"batch {obj['batch']} has no check (a version 2 file checks every "
-                        "batch)",
+                        f"batch {obj['batch']} has no check (a version 2 file checks every batch)",
                         location=where,
                     )
                 state.unchecked += 1

@@ -61,8 +61,7 @@ async def check_session_copies(journal: Journal, info: RunInfo) -> list[Mismatch
         return [
             Mismatch(
                 f"{where_run}#1",
-                f"the run's session {state.session_id!r} of user {state.user_id!r} "
-                "does not exist",
+                f"the run's session {state.session_id!r} of user {state.user_id!r} does not exist",
             )
         ]
     events: dict[str, Event] = {e.id: e for e in session.all_events}
