@@ -39,6 +39,7 @@ liveness check makes resume after a crash immediate instead of waiting out a lea
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -72,6 +73,7 @@ from steadyloop.loop._state import (
     RUN_CANCEL_REQUESTED,
     RUN_CLAIMED,
     RUN_ENDED,
+    RUN_SNAPSHOT,
     RUN_STARTED,
     RUN_STOPPED,
     RUN_SUSPENDED,
@@ -116,6 +118,11 @@ __all__ = [
 
 _LIVE: set[str] = set()
 """Tokens of the drivers running in this process right now."""
+
+SNAPSHOT_EVERY = 1000
+"""Run records between snapshots: resume folds at most about this many (and the session)."""
+
+_log = logging.getLogger("steadyloop.loop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +257,9 @@ class _Driver:
     async def _flush(self, last: Record | None = None, *, is_intent: bool = False) -> None:
         """Write the queued records (and ``last``) and events as one atomic batch.
 
-        ``last`` is folded into the state only once it is durable.
+        ``last`` is folded into the state only once it is durable. When enough run
+        records have gone by since the last snapshot, a ``run.snapshot`` of the state
+        rides along, before ``last``.
 
         Raises:
             _CancelSeen: A cancel request landed first and ``last`` is an intent.
@@ -259,12 +268,12 @@ class _Driver:
                 builds it anew.
             RunBusy: Another driver wrote to the run.
         """
-        records = [*self.pending, *([last] if last is not None else [])]
-        if not records and not self.pending_events:
+        if not self.pending and last is None and not self.pending_events:
             return
         while True:
             durable = self.state.head - len(self.pending)
-            write = StreamWrite(self.stream, records, expected_next=durable + 1)
+            after = [*self._snapshot_due(), *([last] if last is not None else [])]
+            write = StreamWrite(self.stream, [*self.pending, *after], expected_next=durable + 1)
             try:
                 await self._append(write)
                 break
@@ -279,10 +288,17 @@ class _Driver:
                     raise _CancelSeen() from None
         self.pending.clear()
         self.pending_events.clear()
-        if last is not None:
+        for rec in after:
             self.state.apply(
-                last.kind, last.payload, parse=self.parse, where=self.stream, time=last.time
+                rec.kind, rec.payload, parse=self.parse, where=self.stream, time=rec.time
             )
+
+    def _snapshot_due(self) -> list[Record]:
+        """A snapshot of the state as it stands (queued records applied), if one is due."""
+        state = self.state
+        if state.head - state.last_snapshot < SNAPSHOT_EVERY or not state.started:
+            return []
+        return [self._record(RUN_SNAPSHOT, state.snapshot())]
 
     async def _append(self, write: StreamWrite) -> None:
         if self.pending_events:
@@ -797,10 +813,38 @@ async def run(  # noqa: PLR0917 - the positional order is the documented API
 
 
 async def _read_state(journal: Journal, app: str, run_id: str, parse: ParseHook | None) -> RunState:
-    records = await journal.read(app, run_stream(run_id))
-    if not records:
+    """The run's state: from its latest snapshot and the records after it, if it can.
+
+    Only the last ``SNAPSHOT_EVERY`` records or so are read to find the snapshot. A
+    run longer than that without a usable snapshot (written before snapshots, or with
+    a damaged one) is folded whole, and a warning says so.
+    """
+    stream = run_stream(run_id)
+    head = await journal.head(app, stream)
+    if head == 0:
         raise RunNotFound(f"no run {run_id!r} in app {app!r} of {journal.url}")
-    return RunState.fold(app, run_id, records, parse)
+    window = SNAPSHOT_EVERY + 16  # a snapshot rides in a batch of a few records
+    if head > window:
+        tail = await journal.read(app, stream, start=head - window + 1)
+        why = f"no snapshot among its last {window} records"
+        for i in range(len(tail) - 1, -1, -1):
+            rec = tail[i]
+            if rec.kind != RUN_SNAPSHOT:
+                continue
+            try:
+                state = RunState.from_snapshot(app, run_id, rec.payload, rec.seq)
+            except ValueError as exc:
+                why = f"the snapshot at seq {rec.seq} is damaged ({exc})"
+                break
+            for later in tail[i + 1 :]:
+                state.apply(later.kind, later.payload, parse=parse, where=f"{stream}#{later.seq}")
+            return state
+        _log.warning("run %r of app %r: %s; folding the whole run", run_id, app, why)
+    records = await journal.read(app, stream)
+    state = RunState.fold(app, run_id, records, parse)
+    if head > window:
+        state.folded_from = f"the whole run ({why})"
+    return state
 
 
 async def resume(
