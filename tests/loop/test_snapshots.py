@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from pathlib import Path
 
@@ -47,7 +48,7 @@ async def test_snapshots_ride_in_batches_and_resume_starts_from_the_latest(every
     await crashed(journal, 40, 70)
     records = (await load_run(journal, APP, "r")).records
     snaps = [r.seq for r in records if r.kind == RUN_SNAPSHOT]
-    assert len(snaps) >= 10 and all(b - a >= every for a, b in zip(snaps, snaps[1:]))
+    assert len(snaps) >= 10 and all(b - a >= every for a, b in itertools.pairwise(snaps))
     state = await _read_state(journal, APP, "r", None)
     assert state.folded_from == f"the snapshot at seq {snaps[-1]} and the records after it"
     full = (await load_run(journal, APP, "r")).state
