@@ -536,9 +536,13 @@ class _Driver:
     def _recordable(
         self, intent: Mapping[str, Any], result: dict[str, JSONValue]
     ) -> list[Event] | None:
-        """The session events for ``result``, or None if it cannot be recorded (why in _why)."""
+        """The session events for ``result``, or None if it cannot be recorded (why in _why).
+
+        ``result`` has a JSON form already: the reply or the tool's value was checked
+        where it came in, and every error text is made safe (``_safe``); the journal
+        encodes it once more when it is written.
+        """
         try:
-            check_canonical(result)
             return self._events_for(intent, {"intent_id": intent["intent_id"], **result})
         except Exception as exc:  # anything the session or the encoder refuses
             self._why = _describe(exc)
