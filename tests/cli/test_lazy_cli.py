@@ -9,7 +9,7 @@ import sys
 import pytest
 import typer.main
 
-from steadyloop.cli import _COMMANDS, app, load_command
+from steadyloop.cli import _COMMANDS, _load_command, app
 
 PROBE = """
 import json, sys
@@ -52,7 +52,7 @@ def test_a_run_command_does_not_import_the_audit_loop_or_replay() -> None:
 @pytest.mark.parametrize("name", list(_COMMANDS))
 def test_the_listed_help_is_the_commands_own(name: str) -> None:
     """The one-line help shown by --help is the first line of the command's own help."""
-    command = load_command(name)
+    command = _load_command(name)
     own = (command.help or "").strip().splitlines()[0]
     assert _COMMANDS[name][2] == own
 

@@ -57,8 +57,8 @@ importing them; a test holds it equal to the command's own.
 """
 
 
-def load_command(name: str) -> Any:
-    """Import the click command of one top-level command (see :data:`_COMMANDS`)."""
+def _load_command(name: str) -> Any:
+    """Import the click command of one top-level command (see ``_COMMANDS``)."""
     module_name, attr, _ = _COMMANDS[name]
     obj = getattr(importlib.import_module(module_name), attr)
     if not isinstance(obj, typer.Typer):  # a command function
@@ -75,7 +75,7 @@ def load_command(name: str) -> Any:
 class _LazyGroup(TyperGroup):
     """The root group: its commands are imported when first looked up.
 
-    Only the root's own help lists them from :data:`_COMMANDS` without importing.
+    Only the root's own help lists them from ``_COMMANDS`` without importing.
     """
 
     _listing = False
@@ -89,7 +89,7 @@ class _LazyGroup(TyperGroup):
             return command
         if self._listing:
             return TyperCommand(name=cmd_name, help=_COMMANDS[cmd_name][2])
-        command = load_command(cmd_name)
+        command = _load_command(cmd_name)
         self.add_command(command, cmd_name)
         return command
 
