@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from loop_helpers import APP, Effects, counting_agent, standard_agent
 
+from steadyloop.cli._journal import diagnose
 from steadyloop.journal import Journal, MemoryJournal, StreamWrite, open_journal
 from steadyloop.loop import (
     RUN_SNAPSHOT,
@@ -83,6 +84,8 @@ async def test_a_damaged_snapshot_falls_back_to_the_full_fold_and_says_so(
     assert "is damaged" in state.folded_from and "folding the whole run" in caplog.text
     (problem,) = (await load_run(journal, APP, "r")).state.snapshot_problems
     assert problem.endswith("the snapshot does not match the fold of the records before it")
+    findings = await diagnose(journal)
+    assert [f.what for f in findings if f.severity == "error"] == ["snapshot-mismatch"]
     result = await resume(agent(40), journal, APP, "r")
     assert result.output == "sent 40"
 
