@@ -39,6 +39,7 @@ liveness check makes resume after a crash immediate instead of waiting out a lea
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import uuid
@@ -298,7 +299,8 @@ class _Driver:
         state = self.state
         if state.head - state.last_snapshot < SNAPSHOT_EVERY or not state.started:
             return []
-        return [self._record(RUN_SNAPSHOT, state.snapshot())]
+        # A copy, not the state's own lists and dicts, which the driver changes later.
+        return [self._record(RUN_SNAPSHOT, json.loads(canonical_json(state.snapshot())))]
 
     async def _append(self, write: StreamWrite) -> None:
         if self.pending_events:
