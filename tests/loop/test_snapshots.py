@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loop_helpers import APP, Effects, counting_agent, standard_agent
@@ -15,6 +16,7 @@ from steadyloop.loop import (
     RUN_SNAPSHOT,
     Agent,
     ReplayPolicy,
+    RunState,
     StopReason,
     load_run,
     resume,
@@ -115,3 +117,24 @@ async def test_the_crash_matrix_passes_with_crashes_around_snapshot_writes(
     async with await open_journal(url) as journal:
         info = await load_run(journal, "crash-matrix", "baseline")
     assert sum(r.kind == RUN_SNAPSHOT for r in info.records) >= 4
+
+
+async def test_resumes_in_the_crash_matrix_start_from_snapshots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A longer run, snapshots every 3 records: most resumes fold from one, all cases pass."""
+    monkeypatch.setattr(run_module, "SNAPSHOT_EVERY", 3)
+    used: list[int] = []
+    original = RunState.from_snapshot
+
+    def spy(*args: Any, **kwargs: Any) -> RunState:
+        state = original(*args, **kwargs)
+        used.append(state.head)
+        return state
+
+    monkeypatch.setattr(RunState, "from_snapshot", spy)
+    report = await crash_matrix(
+        lambda: counting_agent(8), lambda: open_journal("memory://snap-matrix"), second_crash="none"
+    )
+    report.assert_ok()
+    assert report.boundaries >= 10 and len(used) >= report.boundaries
