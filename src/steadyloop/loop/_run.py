@@ -516,10 +516,7 @@ class _Driver:
                 if policy is ReplayPolicy.NEVER:
                     # Given up, not finished: its thread may still act. Its intent stays
                     # open, exactly as after a crash, and a person decides.
-                    rec = self._suspension(payload, _safe(str(exc)))
-                    await self._flush(rec)
-                    detail = str(rec.payload["detail"])
-                    return state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None, rec.time)
+                    return await self._suspend(payload, _safe(str(exc)))
                 result = {"status": "error", "error": _describe(exc)}
             except EncodingError as exc:
                 result = {
@@ -609,36 +606,29 @@ class _Driver:
                 f"intent {iid!r} was unknown; it was left unresolved"
             )
             return await self._end(StopReason.CANCELLED, detail, None)
-        detail = (
-            f"the never-repeat {what} of intent {iid!r} may or may not have happened; "
-            "decide with resolve(), then resume"
-        )
         if state.suspended == iid:
             self.pending.clear()  # already recorded: write nothing more
             self.pending_events.clear()
-            return state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None)
-        rec = self._suspension(intent, detail)
-        await self._flush(rec)
-        return state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None, rec.time)
+            return state.result(StopReason.RESUME_STATE_UNKNOWN, _unknown(intent), None)
+        return await self._suspend(intent)
 
-    def _suspension(self, intent: Mapping[str, Any], why: str) -> Record:
+    def _suspension(self, intent: Mapping[str, Any], why: str = "") -> Record:
         """A ``run.suspended`` record for a never-repeat intent without a result."""
-        iid = str(intent["intent_id"])
-        what = f"tool {intent.get('tool')!r}" if intent.get("what") == "tool" else "model call"
-        detail = (
-            why
-            if why.startswith("the never-repeat")
-            else f"{why}; the never-repeat {what} of intent {iid!r} may or may not have "
-            "happened; decide with resolve(), then resume"
-        )
         return self._record(
             RUN_SUSPENDED,
             {
                 "stop_reason": StopReason.RESUME_STATE_UNKNOWN.value,
-                "intent_id": iid,
-                "detail": detail,
+                "intent_id": str(intent["intent_id"]),
+                "detail": _unknown(intent, why),
             },
         )
+
+    async def _suspend(self, intent: Mapping[str, Any], why: str = "") -> RunResult:
+        """Write a ``run.suspended`` (with what is queued): the run waits for a decision."""
+        rec = self._suspension(intent, why)
+        await self._flush(rec)
+        detail = str(rec.payload["detail"])
+        return self.state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None, rec.time)
 
     async def _end(self, reason: StopReason, detail: str, output: str | None) -> RunResult:
         state = self.state
@@ -706,6 +696,16 @@ class _Driver:
             await self._end(StopReason.CANCELLED, "the task driving the run was cancelled", None)
         except Exception:
             pass
+
+
+def _unknown(intent: Mapping[str, Any], why: str = "") -> str:
+    """Why a run waits for a decision on a never-repeat intent (after ``why``, if given)."""
+    what = f"tool {intent.get('tool')!r}" if intent.get("what") == "tool" else "model call"
+    text = (
+        f"the never-repeat {what} of intent {intent['intent_id']!r} may or may not have "
+        "happened; decide with resolve(), then resume"
+    )
+    return f"{why}; {text}" if why else text
 
 
 def _safe(text: str) -> str:
