@@ -28,6 +28,9 @@ Everything is measured in one run, on one disk (``--dir``, a temp dir by default
   database (a workflow of two ``@DBOS.step`` calls per loop; run in a child process,
   since DBOS is process-global). Install them with ``uv sync --group bench``; without
   them the rows say so.
+* ``concurrent``: 32 runs of ``--steps // 4`` steps at once in one process, on one
+  SQLite FULL journal and on the memory journal: durable effects per second, and the
+  ratio (each append still syncs on its own: group commit is not built yet).
 * ``start-up``: ``steadyloop --help`` against a minimal two-command typer app's
   ``--help``, alternating, median of ``--startup-repeats`` runs each.
 
@@ -353,6 +356,36 @@ def startup(directory: Path, repeats: int) -> dict[str, float]:
     return {"steadyloop_help_s": ours_s, "typer_help_s": typer_s, "ratio": ours_s / typer_s}
 
 
+async def concurrent_effects_per_s(journal: Journal, runs: int, steps: int) -> float:
+    """Durable effects per second of ``runs`` concurrent runs on ``journal`` (closed after)."""
+    try:
+        t = time.perf_counter()
+        results = await asyncio.gather(
+            *(
+                run(bench_agent(steps), journal, APP, "u", f"s{i}", f"c{i}", "go")
+                for i in range(runs)
+            )
+        )
+        elapsed = time.perf_counter() - t
+    finally:
+        await journal.close()
+    assert all(r.stop_reason.value == "completed" for r in results)
+    return runs * (2 * steps + 1) / elapsed
+
+
+async def concurrent(directory: Path, runs: int, steps: int) -> dict[str, float]:
+    db = directory / "concurrent.db"
+    sqlite = await concurrent_effects_per_s(await SQLiteJournal.open(db), runs, steps)
+    memory = await concurrent_effects_per_s(MemoryJournal(), runs, steps)
+    return {
+        "runs": runs,
+        "steps_per_run": steps,
+        "sqlite_full_effects_per_s": sqlite,
+        "memory_effects_per_s": memory,
+        "ratio": sqlite / memory,
+    }
+
+
 def _stats(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
@@ -420,6 +453,7 @@ async def main_async(
         "fsync_syscalls_per_step": syscalls,
         "resume_ms": resumes,
         "peers": peers,
+        "concurrent": await concurrent(directory, 32, max(1, steps // 4)),
         "startup": startup(directory, startup_repeats),
     }
 
@@ -461,6 +495,14 @@ def main() -> None:
                 else f"{peer['per_unit_us']:.0f} us = {peer['x_floor_median']:.2f} x floor",
             )
         )
+    cc = data["concurrent"]
+    rows.append(
+        (
+            f"{cc['runs']} concurrent runs: effects/s sqlite FULL / memory",
+            f"{cc['sqlite_full_effects_per_s']:.0f} / {cc['memory_effects_per_s']:.0f}"
+            f" = {cc['ratio']:.2f}",
+        )
+    )
     su = data["startup"]
     rows.append(
         (
