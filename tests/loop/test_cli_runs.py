@@ -201,3 +201,39 @@ def test_a_corrupted_journal_is_reported_with_file_and_line(tmp_path: Path) -> N
     assert f"{path}:5" in out and "Traceback" not in out
     # Nothing was lost or written by the failed attempts.
     assert path.read_bytes() == b"".join(lines)
+
+
+def test_runs_resolve_takes_over_from_another_host_only_with_takeover(tmp_path: Path) -> None:
+    """A run claimed on another host: resolve says --takeover, and works with it."""
+    from steadyloop.journal import StreamWrite
+    from steadyloop.loop import Owner, load_run, run_stream
+    from steadyloop.records import RecordFactory
+
+    url = f"sqlite:///{tmp_path}/j.db"
+
+    async def crash_and_claim() -> None:
+        async with await open_journal(url) as journal:
+            with pytest.raises(SimulatedCrash):
+                await run(
+                    standard_agent(Effects()),
+                    CrashingJournal(journal, 7, "before"),  # type: ignore[arg-type]
+                    APP,
+                    "ada",
+                    "s1",
+                    "r1",
+                    "go",
+                )
+        async with await open_journal(url) as journal:
+            head = (await load_run(journal, APP, "r1")).state.head
+            other = Owner(host="elsewhere", boot=None, pid=1, pid_start=None, token="x")
+            rec = RecordFactory()("run.claimed", {"owner": other.to_json()})
+            await journal.append(APP, StreamWrite(run_stream("r1"), [rec], head + 1))
+
+    asyncio.run(crash_and_claim())
+    args = ["runs", "resolve", "r1", "r1/5", "--happened", '"sent"', "-j", url, "--app", APP]
+    code, out = cli(*args)
+    assert code == 1 and "take the run over (--takeover)" in out, out
+    code, out = cli(*args, "--takeover")
+    assert code == 0, out
+    code, out = cli("resume", "r1", "--agent", AGENT, "-j", url, "--app", APP, "--takeover")
+    assert code == 0 and "completed" in out, out
