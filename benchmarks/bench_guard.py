@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
-from bench_loop import CountingJournal, floor
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
+from bench_loop import CountingJournal, floor
 from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.loop import ReplayPolicy
 
@@ -39,6 +39,8 @@ EFFECTS_PER_RUN = 3
 
 
 class Order(TypedDict, total=False):
+    """The graph's state."""
+
     order: str
     price: str
     receipt: str

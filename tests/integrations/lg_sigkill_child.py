@@ -75,7 +75,9 @@ def truth(value: Any, sink: EffectSink) -> dict[str, Any]:
     return {"happened": False, "note": "not in the sink"}
 
 
-def attempt(store: str, guard: str, sink: str, thread: str, durability: str, pause: float) -> int:
+def attempt(
+    *, store: str, guard: str, sink: str, thread: str, durability: str, pause: float
+) -> int:
     effects = EffectSink(sink)
     if store.startswith("sqlite:"):
         saver: Any = SqliteSaver(sqlite3.connect(store[len("sqlite:") :], check_same_thread=False))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -55,10 +56,8 @@ def drive(
         proc.stdin.flush()
         pid = json.loads(proc.stdout.readline())["pid"]
         time.sleep(rng.uniform(0.0, window))
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         status = json.loads(proc.stdout.readline())["status"]
         if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
             kills += 1
@@ -69,7 +68,13 @@ def drive(
 
 
 def kill_until(
-    tmp_path: Path, store_for: object, guard_url: str, target: int, seed: int, max_delay: float
+    tmp_path: Path,
+    store_for: object,
+    guard_url: str,
+    *,
+    target: int,
+    seed: int,
+    max_delay: float,
 ) -> tuple[int, Counter[str], int]:
     rng = random.Random(seed)
     sink = tmp_path / "effects.log"
@@ -95,7 +100,9 @@ def kill_until(
 
 def check(counts: Counter[str], threads: int) -> None:
     for n in range(threads):
-        assert counts[f"charge/order-{n}"] == 1, f"order-{n} charged {counts[f'charge/order-{n}']} times"
+        assert counts[f"charge/order-{n}"] == 1, (
+            f"order-{n} charged {counts[f'charge/order-{n}']} times"
+        )
         assert counts[f"lookup/order-{n}"] >= 1
         assert counts[f"notify/order-{n}"] >= 1
 
@@ -105,7 +112,12 @@ def test_sigkills_on_sqlite_never_charge_twice(tmp_path: Path) -> None:
     """Fifty real SIGKILLs of a guarded graph on SQLite charge every order exactly once."""
     guard = f"sqlite:///{tmp_path / 'guard.db'}"
     kills, counts, threads = kill_until(
-        tmp_path, lambda t: f"sqlite:{tmp_path / 'checkpoints.db'}", guard, 50, 14, 0.15
+        tmp_path,
+        lambda t: f"sqlite:{tmp_path / 'checkpoints.db'}",
+        guard,
+        target=50,
+        seed=14,
+        max_delay=0.15,
     )
     print(f"{kills} kills over {threads} threads; effects: {sum(counts.values())}")
     assert kills >= 50
@@ -126,7 +138,9 @@ async def test_sigkills_on_postgres_never_charge_twice(tmp_path: Path) -> None:
     store = with_options(base, options=f"-csearch_path={schema}")
     try:
         async with server_store("postgres") as (guard_url, _):
-            kills, counts, threads = kill_until(tmp_path, lambda t: store, guard_url, 20, 15, 0.35)
+            kills, counts, threads = kill_until(
+                tmp_path, lambda t: store, guard_url, target=20, seed=15, max_delay=0.35
+            )
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))

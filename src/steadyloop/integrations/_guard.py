@@ -218,6 +218,41 @@ class EffectRecords:
                 result = dict(rec.record.payload)
         return (stored[-1].seq if stored else 0), intent, result
 
+    @staticmethod
+    def _judge(
+        key: Sequence[str | int],
+        tool: str,
+        policy: ReplayPolicy,
+        arguments: JSONValue,
+        *,
+        intent: dict[str, Any] | None,
+        result: dict[str, Any] | None,
+    ) -> Recorded | Unknown | None:
+        """What the records say of this call: done, unknown, or None (it must run)."""
+        if intent is None:
+            return None
+        same = canonical_json(intent.get("arguments")) == canonical_json(arguments)
+        status = None if result is None else result.get("status")
+        if result is not None and status in DONE and same:
+            if status == "ok":
+                return Recorded(intent["intent_id"], result.get("value"))
+            if policy is ReplayPolicy.NEVER:
+                return Recorded(intent["intent_id"], error=str(result.get("error")))
+            return None
+        if policy is ReplayPolicy.NEVER and (status is None or status in DONE):
+            reason = "no_result" if status is None else "arguments_changed"
+            return Unknown(
+                intent["intent_id"], tool, tuple(key), intent.get("arguments"), arguments, reason
+            )
+        return None
+
+    async def find(
+        self, key: Sequence[str | int], tool: str, policy: ReplayPolicy, arguments: JSONValue
+    ) -> Recorded | Unknown | None:
+        """Look an effect up without writing: done, unknown, or None (it would run)."""
+        _, intent, result = await self._fold(self.stream(key))
+        return self._judge(key, tool, policy, arguments, intent=intent, result=result)
+
     async def begin(
         self,
         key: Sequence[str | int],
@@ -245,35 +280,20 @@ class EffectRecords:
         check_canonical(arguments)
         stream = self.stream(key)
         head, intent, result = await self._fold(stream)
-        writes: list[dict[str, JSONValue]] = []
-        attempt = 1
-        if intent is not None and again:
-            attempt = int(intent.get("attempt", 0)) + 1
-            if result is None:
-                writes.append({"intent_id": intent["intent_id"], "status": "interrupted"})
-        elif intent is not None:
-            attempt = int(intent.get("attempt", 0)) + 1
-            same = canonical_json(intent.get("arguments")) == canonical_json(arguments)
-            status = None if result is None else result.get("status")
-            if status in DONE and same:
-                if status == "ok":
-                    return Recorded(intent["intent_id"], result.get("value") if result else None)
-                if policy is ReplayPolicy.NEVER:
-                    return Recorded(
-                        intent["intent_id"], error=str(result.get("error") if result else "")
-                    )
-            elif policy is ReplayPolicy.NEVER and (status is None or status in DONE):
-                return Unknown(
-                    intent["intent_id"],
-                    tool,
-                    tuple(key),
-                    intent.get("arguments"),
-                    arguments,
-                    "no_result" if status is None else "arguments_changed",
+        if not again:
+            found = self._judge(key, tool, policy, arguments, intent=intent, result=result)
+            if found is not None:
+                return found
+        batch = []
+        if intent is not None and result is None:
+            # An effect that may not have finished (SAFE, or decided not to have
+            # happened): say so, then run it again under a new intent.
+            batch.append(
+                self.records(
+                    RESULT_KIND, {"intent_id": intent["intent_id"], "status": "interrupted"}
                 )
-            elif status is None:
-                # A SAFE effect that may not have finished: say so, then run it again.
-                writes.append({"intent_id": intent["intent_id"], "status": "interrupted"})
+            )
+        attempt = 1 if intent is None else int(intent.get("attempt", 0)) + 1
         intent_id = f"{stream}#{attempt}"
         payload: dict[str, JSONValue] = {
             "intent_id": intent_id,
@@ -284,7 +304,6 @@ class EffectRecords:
             "attempt": attempt,
             "key": list(key),
         }
-        batch = [self.records(RESULT_KIND, w) for w in writes]
         batch.append(self.records(INTENT_KIND, payload))
         try:
             await self.journal.append(self.namespace, [StreamWrite(stream, batch, head + 1)])

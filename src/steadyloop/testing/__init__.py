@@ -31,6 +31,7 @@ from steadyloop.testing._effects import EffectSink, Repeat, abandon
 from steadyloop.testing._faults import FaultyFiles, SimulatedCrash
 
 if TYPE_CHECKING:
+    from steadyloop.testing._agents_crash import AgentProcess, agents_crash_matrix
     from steadyloop.testing._conformance import (
         ADVERSARIAL_PAYLOADS,
         JournalConformance,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADVERSARIAL_PAYLOADS",
+    "AgentProcess",
     "CrashCase",
     "CrashMatrixReport",
     "CrashPoint",
@@ -55,6 +57,7 @@ __all__ = [
     "Repeat",
     "SimulatedCrash",
     "abandon",
+    "agents_crash_matrix",
     "crash_matrix",
     "langgraph_crash_matrix",
 ]
@@ -63,6 +66,8 @@ _LAZY = {
     "ADVERSARIAL_PAYLOADS": "steadyloop.testing._conformance",
     "JournalConformance": "steadyloop.testing._conformance",
     "JournalFactory": "steadyloop.testing._conformance",
+    "AgentProcess": "steadyloop.testing._agents_crash",
+    "agents_crash_matrix": "steadyloop.testing._agents_crash",
     "GraphProcess": "steadyloop.testing._langgraph_crash",
     "langgraph_crash_matrix": "steadyloop.testing._langgraph_crash",
 }

@@ -15,21 +15,31 @@ makes it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
 
 from steadyloop.journal import AppendResult, ForwardingJournal, Journal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.testing._effects import EffectSink, Repeat
 from steadyloop.testing._faults import SimulatedCrash
 
-__all__ = ["CrashPoint", "FrameworkCrashReport", "ProcessDeath", "ProcessJournal"]
+__all__ = [
+    "CrashPoint",
+    "FrameworkCrashReport",
+    "Life",
+    "ProcessDeath",
+    "ProcessJournal",
+    "crash_every_boundary",
+]
 
 T = TypeVar("T")
+P = TypeVar("P")
 Side = Literal["before", "after"]
 
 
@@ -235,11 +245,98 @@ class FrameworkCrashReport:
             )
 
 
-def compare_effects(
-    reference: Counter[str], sink: EffectSink
-) -> tuple[tuple[Repeat, ...], tuple[str, ...]]:
-    """The repeated and the lost actions of a crashed run, against the reference counts."""
-    counts: Counter[str] = Counter(str(e["action"]) for e in sink.effects())
-    repeated = tuple(sink.repeats())
-    lost = tuple(sorted(a for a in reference if counts[a] == 0))
-    return repeated, lost
+@dataclass(frozen=True)
+class Life(Generic[P]):
+    """How a crash kit starts, drives and ends a simulated process of one runtime.
+
+    Attributes:
+        start: A new process on the store in a folder, dying as the death says.
+        finish: Drive the run to its end in a process (``True``: give the input, a
+            new run; ``False``: continue after a crash); return the unknown effects
+            it decided.
+        state: The final state of the run, as comparable JSON.
+        sink: Where the process counts its effects.
+        end: End a process: close what a live one holds, or free only what the
+            kernel frees of a dead one (``True`` if it died).
+    """
+
+    start: Callable[[Path, ProcessDeath], P]
+    finish: Callable[[P, bool], int]
+    state: Callable[[P], Any]
+    sink: Callable[[P], EffectSink]
+    end: Callable[[P, bool], None]
+
+
+def crash_every_boundary(
+    life: Life[P],
+    *,
+    framework: str,
+    mode: str,
+    guarded: bool,
+    workdir: Path,
+    sides: Sequence[Side] = ("before", "after"),
+    max_restarts: int = 5,
+) -> FrameworkCrashReport:
+    """Run once uninterrupted, then die before and after every write boundary and resume.
+
+    Each crash point runs in a folder of its own under ``workdir`` (a fresh store);
+    after the crash, new processes continue the run until it ends. See
+    [FrameworkCrashReport][steadyloop.testing.FrameworkCrashReport] for what is compared.
+    """
+    ref = workdir / "reference"
+    ref.mkdir(parents=True)
+    death = ProcessDeath()
+    process = life.start(ref, death)
+    life.finish(process, True)
+    reference_state = life.state(process)
+    reference = Counter(str(e["action"]) for e in life.sink(process).effects())
+    boundaries = tuple(death.boundaries)
+    life.end(process, False)
+
+    points: list[CrashPoint] = []
+    for k, label in enumerate(boundaries, start=1):
+        for side in sides:
+            folder = workdir / f"{k:03d}-{side}"
+            folder.mkdir()
+            death = ProcessDeath(k, side)
+            process = life.start(folder, death)
+            with contextlib.suppress(SimulatedCrash, Exception):
+                life.finish(process, True)
+            life.end(process, death.dead)
+            interrupts = restarts = 0
+            error: str | None = None
+            final: Any = None
+            while final is None and error is None:
+                restarts += 1
+                death = ProcessDeath()
+                process = life.start(folder, death)
+                try:
+                    interrupts += life.finish(process, False)
+                    final = life.state(process)
+                except Exception as exc:  # the run did not finish: say why
+                    if restarts >= max_restarts:
+                        error = f"{type(exc).__name__}: {exc}"
+                finally:
+                    life.end(process, death.dead)
+            counts: Counter[str] = Counter(str(e["action"]) for e in life.sink(process).effects())
+            points.append(
+                CrashPoint(
+                    boundary=k,
+                    side=side,
+                    label=label,
+                    repeated=tuple(life.sink(process).repeats()),
+                    lost=tuple(sorted(a for a in reference if counts[a] == 0)),
+                    final_equal=final == reference_state,
+                    interrupts=interrupts,
+                    restarts=restarts,
+                    error=error,
+                )
+            )
+    return FrameworkCrashReport(
+        framework=framework,
+        mode=mode,
+        guarded=guarded,
+        boundaries=boundaries,
+        effects=dict(reference),
+        points=tuple(points),
+    )

@@ -40,9 +40,7 @@ Examples:
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
@@ -50,14 +48,13 @@ from typing import Any, Literal, TypeVar, cast
 from steadyloop.integrations._guard import current_intent, decision_from
 from steadyloop.loop import ReplayPolicy
 from steadyloop.testing._death import (
-    CrashPoint,
     FrameworkCrashReport,
+    Life,
     ProcessDeath,
     ProcessJournal,
-    compare_effects,
+    crash_every_boundary,
 )
 from steadyloop.testing._effects import EffectSink
-from steadyloop.testing._faults import SimulatedCrash
 
 try:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -74,7 +71,7 @@ __all__ = ["GraphProcess", "langgraph_crash_matrix"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Durability = Literal["sync", "async", "exit"]
-MAX_RESTARTS = 20
+MAX_DECISIONS = 20
 
 
 class GraphProcess:
@@ -219,88 +216,46 @@ def langgraph_crash_matrix(
         graph = build(process).compile(checkpointer=_DyingSaver(checkpointer(folder), death))
         return graph, process
 
-    def bury(process: GraphProcess) -> None:
-        """Free what the kernel frees of a dead process: the guard's thread (nothing is closed)."""
-        if process.guard is not None:
-            process.guard._bridge.stop()
-
-    def finish(graph: Any, process: GraphProcess, first: bool) -> int:
+    def finish(running: tuple[Any, GraphProcess], first: bool) -> int:
         """Drive the thread to its end in this process; return the interrupts decided."""
+        graph, process = running
         decided = 0
         snapshot = graph.get_state(config)
         command: Any = graph_input if first or not snapshot.created_at else None
-        for _ in range(MAX_RESTARTS):
+        for _ in range(MAX_DECISIONS):
             graph.invoke(command, config, durability=durability)
             snapshot = graph.get_state(config)
             pending = [i for task in snapshot.tasks for i in task.interrupts]
             if not pending:
                 return decided
-            resume: dict[str, Any] = {}
-            for item in pending:
-                resume[item.id] = _truth(item.value, process.sink)
             decided += len(pending)
-            command = Command(resume=resume)
-        raise RuntimeError(f"the graph was still interrupted after {MAX_RESTARTS} decisions")
-
-    ref_dir = workdir / "reference"
-    ref_dir.mkdir(parents=True)
-    death = ProcessDeath()
-    graph, process = start(ref_dir, death)
-    finish(graph, process, first=True)
-    reference_state = _plain(graph.get_state(config).values)
-    reference = Counter(str(e["action"]) for e in process.sink.effects())
-    boundaries = tuple(death.boundaries)
-    if process.guard is not None:
-        process.guard.close()
-
-    points: list[CrashPoint] = []
-    for k, label in enumerate(boundaries, start=1):
-        for side in sides:
-            folder = workdir / f"{k:03d}-{side}"
-            folder.mkdir()
-            death = ProcessDeath(k, side)
-            graph, process = start(folder, death)
-            with contextlib.suppress(SimulatedCrash, Exception):
-                finish(graph, process, first=True)
-            bury(process)
-            interrupts = restarts = 0
-            error = None
-            final: Any = None
-            while True:
-                restarts += 1
-                death = ProcessDeath()
-                graph, process = start(folder, death)
-                try:
-                    interrupts += finish(graph, process, first=False)
-                    final = _plain(graph.get_state(config).values)
-                    break
-                except Exception as exc:  # the run did not finish: say why
-                    error = f"{type(exc).__name__}: {exc}"
-                    break
-                finally:
-                    if process.guard is not None and not death.dead:
-                        process.guard.close()
-            repeated, lost = compare_effects(reference, process.sink)
-            points.append(
-                CrashPoint(
-                    boundary=k,
-                    side=side,
-                    label=label,
-                    repeated=repeated,
-                    lost=lost,
-                    final_equal=final == reference_state,
-                    interrupts=interrupts,
-                    restarts=restarts,
-                    error=error,
-                )
+            command = Command(
+                resume={item.id: _truth(item.value, process.sink) for item in pending}
             )
-    return FrameworkCrashReport(
+        raise RuntimeError(f"the graph was still interrupted after {MAX_DECISIONS} decisions")
+
+    def end(running: tuple[Any, GraphProcess], dead: bool) -> None:
+        guard = running[1].guard
+        if guard is not None:
+            if dead:  # the kernel ends its threads; nothing is closed
+                guard._bridge.stop()
+            else:
+                guard.close()
+
+    life: Life[tuple[Any, GraphProcess]] = Life(
+        start=start,
+        finish=finish,
+        state=lambda running: _plain(running[0].get_state(config).values),
+        sink=lambda running: running[1].sink,
+        end=end,
+    )
+    return crash_every_boundary(
+        life,
         framework="langgraph",
         mode=durability,
         guarded=guarded,
-        boundaries=boundaries,
-        effects=dict(reference),
-        points=tuple(points),
+        workdir=workdir,
+        sides=sides,
     )
 
 
