@@ -162,6 +162,27 @@ class AgentsGuard:
         finally:
             _SCOPE.reset(token)
 
+    async def continue_run(
+        self, agent: Agent[Any], input: str | list[Any], *, session: Session, **kwargs: Any
+    ) -> RunResult | None:
+        """Continue a run that died, the SDK's way: run the agent again over the session's history.
+
+        Args:
+            agent: The agent.
+            input: What the dead run was given: passed again only if the session
+                never saved it (the process died before the SDK's first save).
+            session: The run's session.
+            **kwargs: Passed on to ``Runner.run``.
+
+        Returns:
+            The run's result; None if the session's last item is already the agent's
+            answer (the run ended before it died; read the answer from the session).
+        """
+        history = await session.get_items(limit=sys.maxsize)
+        if history and _is_answer(history[-1]):
+            return None
+        return await self.run(agent, input if not history else [], session=session, **kwargs)
+
     def function_tool(
         self,
         policy: ReplayPolicy = ReplayPolicy.NEVER,
@@ -320,6 +341,12 @@ class AgentsGuard:
                 f"recorded and its intent stays open: {exc}"
             ) from None
         await self._bridge.run_async(self.records.finish(begun, value=cast(JSONValue, value)))
+
+
+def _is_answer(item: Any) -> bool:
+    """Whether a session item is an assistant message (the end of a run)."""
+    raw = item if isinstance(item, dict) else getattr(item, "model_dump", dict)()
+    return raw.get("role") == "assistant" and raw.get("type", "message") == "message"
 
 
 def _arguments(tool: str, raw: str) -> JSONValue:

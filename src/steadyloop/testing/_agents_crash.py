@@ -181,16 +181,21 @@ def agents_crash_matrix(
     async def drive(running: Running, first: bool) -> int:
         agent, store, process, final = running
         guard = process.guard
-        history = await store.get_items()
-        if not first and history and _conversation(history[-1:])[0][0] == "assistant":
-            # The run ended (its answer is saved) before the caller saw it: done.
-            final.append(_conversation(history[-1:])[0][1][0])
-            return 0
-        given: Any = agent_input if first or not history else []
-        if guard is None:
-            result = await Runner.run(agent, given, session=store)
+        if guard is not None:
+            if first:
+                found: Any = await guard.run(agent, agent_input, session=store)
+            else:
+                found = await guard.continue_run(agent, agent_input, session=store)
         else:
-            result = await guard.run(agent, given, session=store)
+            history = await store.get_items()
+            found = None
+            if first or not history or _conversation(history[-1:])[0][0] != "assistant":
+                given: Any = agent_input if first or not history else []
+                found = await Runner.run(agent, given, session=store)
+        if found is None:  # the run had ended before the crash: its answer is saved
+            final.append(_conversation((await store.get_items())[-1:])[0][1][0])
+            return 0
+        result = found
         decided = 0
         for _ in range(MAX_DECISIONS):
             if not result.interruptions:
