@@ -14,10 +14,10 @@ ids). What stays is the *position* of the effect in the thread:
 name, occurrence)``
 
 where the occurrence counts the calls of that effect within one execution of the node
-(the first call is 0). Steps number a thread's history monotonically, so the same
-position is the same effect. Forking a thread from an earlier checkpoint (time travel)
-meets the records of the first branch; give a fork its own thread id to do its
-effects again.
+(the first call is 0; a node retried by its ``RetryPolicy`` counts from 0 again). Steps
+number a thread's history monotonically, so the same position is the same effect.
+Replaying or forking a thread from an earlier checkpoint (time travel) numbers its
+steps anew: its effects are new effects, as LangGraph means a replay to be.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from steadyloop.testing._death import (
 from steadyloop.testing._effects import EffectSink
 
 try:
-    from agents import Agent, FunctionTool, Runner, function_tool
+    from agents import Agent, FunctionTool, RunConfig, Runner, function_tool
     from agents.memory.session import SessionABC
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
@@ -61,6 +61,8 @@ from steadyloop.integrations._openai_agents import AgentsGuard
 __all__ = ["AgentProcess", "agents_crash_matrix"]
 
 MAX_DECISIONS = 20
+QUIET = RunConfig(tracing_disabled=True)
+"""The kit's runs export no traces (they would need an API key, and say so on stderr)."""
 
 
 class AgentProcess:
@@ -183,15 +185,17 @@ def agents_crash_matrix(
         guard = process.guard
         if guard is not None:
             if first:
-                found: Any = await guard.run(agent, agent_input, session=store)
+                found: Any = await guard.run(agent, agent_input, session=store, run_config=QUIET)
             else:
-                found = await guard.continue_run(agent, agent_input, session=store)
+                found = await guard.continue_run(
+                    agent, agent_input, session=store, run_config=QUIET
+                )
         else:
             history = await store.get_items()
             found = None
             if first or not history or _conversation(history[-1:])[0][0] != "assistant":
                 given: Any = agent_input if first or not history else []
-                found = await Runner.run(agent, given, session=store)
+                found = await Runner.run(agent, given, session=store, run_config=QUIET)
         if found is None:  # the run had ended before the crash: its answer is saved
             final.append(_conversation((await store.get_items())[-1:])[0][1][0])
             return 0
@@ -212,7 +216,7 @@ def agents_crash_matrix(
                     )
                 await guard.decide(state, item, _truth(unknown.intent_id, process.sink))
                 decided += 1
-            result = await guard.run(agent, state, session=store)
+            result = await guard.run(agent, state, session=store, run_config=QUIET)
         raise RuntimeError(f"the run was still interrupted after {MAX_DECISIONS} decisions")
 
     def state(running: Running) -> Any:
