@@ -1,4 +1,14 @@
-"""What the LangGraph guard costs: durable writes and time per guarded effect, in one run.
+"""What the guards prevent and what they cost: crash matrices and time per guarded effect.
+
+**Crash matrices.** The LangGraph shop graph (``durability="sync"`` and ``"async"``) and
+the OpenAI Agents SDK shop agent (a scripted model issuing fresh call ids), each crashed
+before and after every write of its framework's store, with and without the guard
+(``steadyloop.testing.langgraph_crash_matrix`` / ``agents_crash_matrix``). ``rows``
+has one row per framework, mode and crash point of the framework's store: effects
+repeated without the guard and with it (all, and `NEVER` ones); ``guard_points`` sums
+the crash points the guard's own writes add.
+
+**Cost.**
 
 Runs the three-node shop graph (``lookup → charge → done``, one effect per node) on
 LangGraph's ``SqliteSaver`` many times, without the guard and with it (its journal on
@@ -10,7 +20,7 @@ write+fsync floor measured in the same run:
 * ``guard_us_per_effect``: (guarded − unguarded) time per graph run, per effect, and
   that as a multiple of one write+fsync.
 
-Writes ``benchmarks/results/guard.json`` and prints a table.
+Writes ``benchmarks/results/guard.json`` and prints both.
 Run: ``uv run python benchmarks/bench_guard.py [--runs N]``.
 """
 
@@ -33,6 +43,11 @@ from langgraph.graph import END, START, StateGraph
 from bench_loop import CountingJournal, floor
 from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.loop import ReplayPolicy
+
+# The crash matrices run the very graph and agent the tests check.
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "integrations"))
+from lg_graphs import shop, sqlite_saver  # noqa: E402
+from oa_agents import shop_agent, sqlite_session  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "guard.json"
 EFFECTS_PER_RUN = 3
@@ -109,6 +124,60 @@ def stats(samples: list[float]) -> dict[str, float]:
     }
 
 
+def matrices(folder: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Run every crash matrix; return (rows per framework crash point, guard-point sums)."""
+    from steadyloop.testing import agents_crash_matrix, langgraph_crash_matrix
+
+    kits: list[tuple[str, str, Any]] = [
+        (
+            "langgraph",
+            mode,
+            lambda w, g, mode=mode: langgraph_crash_matrix(
+                shop, sqlite_saver, {"order": "o-1"}, workdir=w, durability=mode, guarded=g
+            ),
+        )
+        for mode in ("sync", "async")
+    ]
+    kits.append(
+        (
+            "openai-agents",
+            "session",
+            lambda w, g: agents_crash_matrix(
+                shop_agent, sqlite_session, "buy o-1", workdir=w, guarded=g
+            ),
+        )
+    )
+    rows: dict[str, dict[str, Any]] = {}
+    guard_points: dict[str, dict[str, Any]] = {}
+    for framework, mode, kit in kits:
+        reports = {g: kit(folder / f"{framework}-{mode}-{g}", g) for g in (False, True)}
+        for guarded, report in reports.items():
+            seen = 0
+            for point in report.points:
+                never = sum(r.count - 1 for r in point.repeated if r.policy == "never")
+                every = sum(r.count - 1 for r in point.repeated)
+                if point.label.startswith("guard."):
+                    sums = guard_points.setdefault(
+                        f"{framework} {mode}",
+                        {"points": 0, "never_repeated": 0, "repeated": 0, "interrupts": 0},
+                    )
+                    sums["points"] += 1
+                    sums["never_repeated"] += never
+                    sums["repeated"] += every
+                    sums["interrupts"] += point.interrupts
+                    continue
+                if point.side == "before":
+                    seen += 1
+                name = f"{framework} {mode} · write {seen} {point.side}"
+                row = rows.setdefault(name, {})
+                tag = "with_guard" if guarded else "without_guard"
+                row[f"write_{tag}"] = point.label
+                row[f"repeated_{tag}"] = every
+                row[f"never_repeated_{tag}"] = never
+                row[f"final_state_ok_{tag}"] = point.final_equal
+    return rows, guard_points
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
@@ -120,6 +189,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        data["rows"], data["guard_points"] = matrices(folder)
         fl = stats(floor(folder, 300))
         data["floor_fsync"] = fl
         for durability in ("sync", "async"):
@@ -135,6 +205,15 @@ def main() -> None:
             row["guard_us_per_effect"] = extra / EFFECTS_PER_RUN
             row["guard_per_effect_x_floor"] = extra / EFFECTS_PER_RUN / fl["median_us"]
             data[durability] = row
+    for name, row in data["rows"].items():
+        print(
+            f"{name:38} {row['write_without_guard']:10} "
+            f"repeated without guard {row['repeated_without_guard']} "
+            f"(never {row['never_repeated_without_guard']}), with guard "
+            f"{row['repeated_with_guard']} (never {row['never_repeated_with_guard']})"
+        )
+    for name, sums in data["guard_points"].items():
+        print(f"{name}: guard's own crash points {sums}")
     print(f"floor write+fsync: {data['floor_fsync']['median_us']:.0f} us median")
     for durability in ("sync", "async"):
         row = data[durability]
