@@ -4,9 +4,9 @@
 the OpenAI Agents SDK shop agent (a scripted model issuing fresh call ids), each crashed
 before and after every write of its framework's store, with and without the guard
 (``steadyloop.testing.langgraph_crash_matrix`` / ``agents_crash_matrix``). ``rows``
-has one row per framework, mode and crash point of the framework's store: effects
-repeated without the guard and with it (all, and `NEVER` ones); ``guard_points`` sums
-the crash points the guard's own writes add.
+``matrix`` has one row per framework, mode and crash point of the framework's store:
+effects repeated without the guard and with it (all, and `NEVER` ones);
+``guard_points`` sums the crash points the guard's own writes add.
 
 **Cost.**
 
@@ -46,8 +46,8 @@ from steadyloop.loop import ReplayPolicy
 
 # The crash matrices run the very graph and agent the tests check.
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "integrations"))
-from lg_graphs import shop, sqlite_saver  # noqa: E402
-from oa_agents import shop_agent, sqlite_session  # noqa: E402
+from lg_graphs import shop, sqlite_saver
+from oa_agents import shop_agent, sqlite_session
 
 RESULTS = Path(__file__).parent / "results" / "guard.json"
 EFFECTS_PER_RUN = 3
@@ -124,8 +124,8 @@ def stats(samples: list[float]) -> dict[str, float]:
     }
 
 
-def matrices(folder: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
-    """Run every crash matrix; return (rows per framework crash point, guard-point sums)."""
+def matrices(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run every crash matrix; return (a row per framework crash point, guard-point sums)."""
     from steadyloop.testing import agents_crash_matrix, langgraph_crash_matrix
 
     kits: list[tuple[str, str, Any]] = [
@@ -147,35 +147,44 @@ def matrices(folder: Path) -> tuple[dict[str, dict[str, Any]], dict[str, dict[st
             ),
         )
     )
-    rows: dict[str, dict[str, Any]] = {}
-    guard_points: dict[str, dict[str, Any]] = {}
+    matrix: list[dict[str, Any]] = []
+    guard_points: list[dict[str, Any]] = []
     for framework, mode, kit in kits:
-        reports = {g: kit(folder / f"{framework}-{mode}-{g}", g) for g in (False, True)}
-        for guarded, report in reports.items():
-            seen = 0
+        rows: dict[tuple[int, str], dict[str, Any]] = {}
+        sums = {
+            "framework": framework,
+            "mode": mode,
+            "points": 0,
+            "never_repeated": 0,
+            "repeated": 0,
+            "interrupts": 0,
+        }
+        for guarded in (False, True):
+            report = kit(folder / f"{framework}-{mode}-{guarded}", guarded)
+            write = 0
             for point in report.points:
                 never = sum(r.count - 1 for r in point.repeated if r.policy == "never")
                 every = sum(r.count - 1 for r in point.repeated)
                 if point.label.startswith("guard."):
-                    sums = guard_points.setdefault(
-                        f"{framework} {mode}",
-                        {"points": 0, "never_repeated": 0, "repeated": 0, "interrupts": 0},
-                    )
                     sums["points"] += 1
                     sums["never_repeated"] += never
                     sums["repeated"] += every
                     sums["interrupts"] += point.interrupts
                     continue
                 if point.side == "before":
-                    seen += 1
-                name = f"{framework} {mode} · write {seen} {point.side}"
-                row = rows.setdefault(name, {})
+                    write += 1
+                row = rows.setdefault(
+                    (write, point.side),
+                    {"framework": framework, "mode": mode, "write": write, "side": point.side},
+                )
                 tag = "with_guard" if guarded else "without_guard"
-                row[f"write_{tag}"] = point.label
+                row[f"label_{tag}"] = point.label
                 row[f"repeated_{tag}"] = every
                 row[f"never_repeated_{tag}"] = never
                 row[f"final_state_ok_{tag}"] = point.final_equal
-    return rows, guard_points
+        matrix.extend(rows[k] for k in sorted(rows, key=lambda k: (k[0], k[1] == "after")))
+        guard_points.append(sums)
+    return matrix, guard_points
 
 
 def main() -> None:
@@ -189,7 +198,7 @@ def main() -> None:
     }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        data["rows"], data["guard_points"] = matrices(folder)
+        data["matrix"], data["guard_points"] = matrices(folder)
         fl = stats(floor(folder, 300))
         data["floor_fsync"] = fl
         for durability in ("sync", "async"):
@@ -205,15 +214,15 @@ def main() -> None:
             row["guard_us_per_effect"] = extra / EFFECTS_PER_RUN
             row["guard_per_effect_x_floor"] = extra / EFFECTS_PER_RUN / fl["median_us"]
             data[durability] = row
-    for name, row in data["rows"].items():
+    for row in data["matrix"]:
         print(
-            f"{name:38} {row['write_without_guard']:10} "
-            f"repeated without guard {row['repeated_without_guard']} "
-            f"(never {row['never_repeated_without_guard']}), with guard "
-            f"{row['repeated_with_guard']} (never {row['never_repeated_with_guard']})"
+            f"{row['framework']:13} {row['mode']:7} write {row['write']} "
+            f"({row['label_without_guard']}) {row['side']:6}  repeated without guard "
+            f"{row['repeated_without_guard']} (never {row['never_repeated_without_guard']}), "
+            f"with guard {row['repeated_with_guard']} (never {row['never_repeated_with_guard']})"
         )
-    for name, sums in data["guard_points"].items():
-        print(f"{name}: guard's own crash points {sums}")
+    for sums in data["guard_points"]:
+        print(f"the guard's own writes: {sums}")
     print(f"floor write+fsync: {data['floor_fsync']['median_us']:.0f} us median")
     for durability in ("sync", "async"):
         row = data[durability]

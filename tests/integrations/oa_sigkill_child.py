@@ -81,7 +81,7 @@ async def attempt(
                 break
             state = result.to_state()
             for item in result.interruptions:
-                unknown = g.unknown(item)
+                unknown = await g.unknown(item)
                 assert unknown is not None, item
                 done = any(e.get("intent_id") == unknown.intent_id for e in effects.effects())
                 outcome = Happened(value=f"done:charge/{thread}") if done else NotHappened()

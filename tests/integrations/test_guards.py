@@ -286,7 +286,7 @@ def test_agents_decision_in_another_process(tmp_path: Path) -> None:
             result = await g.continue_run(build(g), "buy", session=session)
             assert result is not None
             assert [i.tool_name for i in result.interruptions] == ["charge"]
-            unknown = g.unknown(result.interruptions[0])
+            unknown = await g.unknown(result.interruptions[0])
             assert unknown is not None and unknown.reason == "no_result"
             return json.dumps(result.to_state().to_json())
 

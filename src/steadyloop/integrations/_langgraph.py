@@ -77,7 +77,7 @@ class LangGraphGuard:
 
     Examples:
         ```python
-        guard = LangGraphGuard("sqlite:///effects.db")
+        guard = LangGraphGuard("sqlite:effects.db")
 
         @guard.effect(policy=ReplayPolicy.NEVER)
         def charge(order: str, cents: int) -> dict:

@@ -94,7 +94,7 @@ class AgentsGuard:
 
     Examples:
         ```python
-        guard = AgentsGuard("sqlite:///effects.db")
+        guard = AgentsGuard("sqlite:effects.db")
 
         @guard.function_tool(policy=ReplayPolicy.NEVER)
         def refund(order: str, cents: int) -> str:
@@ -247,15 +247,15 @@ class AgentsGuard:
 
         return decorate
 
-    def unknown(self, item: ToolApprovalItem) -> Unknown | None:
+    async def unknown(self, item: ToolApprovalItem) -> Unknown | None:
         """The unknown effect an approval item stands for, or None if it is not one of ours."""
         call_id = getattr(item.raw_item, "call_id", None)
         if not isinstance(call_id, str):
             return None
-        key = self._bridge.run(self._pending(call_id))
+        key = await self._bridge.run_async(self._pending(call_id))
         if key is None:
             return None
-        found = self._bridge.run(
+        found = await self._bridge.run_async(
             self.records.find(key, str(item.tool_name), ReplayPolicy.NEVER, _raw_args(item))
         )
         return found if isinstance(found, Unknown) else None

@@ -209,7 +209,7 @@ def agents_crash_matrix(
                 raise RuntimeError("an unguarded run stopped for approval")
             state = result.to_state()
             for item in result.interruptions:
-                unknown = guard.unknown(item)
+                unknown = await guard.unknown(item)
                 if unknown is None:
                     raise RuntimeError(
                         f"the run stopped for an approval the kit cannot give: {item}"
