@@ -37,7 +37,11 @@ if TYPE_CHECKING:
         JournalConformance,
         JournalFactory,
     )
-    from steadyloop.testing._langgraph_crash import GraphProcess, langgraph_crash_matrix
+    from steadyloop.testing._langgraph_crash import (
+        GraphProcess,
+        ProcessCheckpointer,
+        langgraph_crash_matrix,
+    )
 
 __all__ = [
     "ADVERSARIAL_PAYLOADS",
@@ -52,6 +56,7 @@ __all__ = [
     "GraphProcess",
     "JournalConformance",
     "JournalFactory",
+    "ProcessCheckpointer",
     "ProcessDeath",
     "ProcessJournal",
     "Repeat",
@@ -69,6 +74,7 @@ _LAZY = {
     "AgentProcess": "steadyloop.testing._agents_crash",
     "agents_crash_matrix": "steadyloop.testing._agents_crash",
     "GraphProcess": "steadyloop.testing._langgraph_crash",
+    "ProcessCheckpointer": "steadyloop.testing._langgraph_crash",
     "langgraph_crash_matrix": "steadyloop.testing._langgraph_crash",
 }
 """What is imported on first use: the pytest suite, and the kits that need a framework."""

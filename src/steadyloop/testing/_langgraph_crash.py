@@ -67,7 +67,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from steadyloop.integrations._langgraph import LangGraphGuard
 
-__all__ = ["GraphProcess", "langgraph_crash_matrix"]
+__all__ = ["GraphProcess", "ProcessCheckpointer", "langgraph_crash_matrix"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 Durability = Literal["sync", "async", "exit"]
@@ -109,8 +109,14 @@ class GraphProcess:
         return decorate
 
 
-class _DyingSaver(BaseCheckpointSaver[Any]):
-    """A checkpointer of a simulated process: each write a boundary, nothing after death."""
+class ProcessCheckpointer(BaseCheckpointSaver[Any]):
+    """A LangGraph checkpointer of a simulated process: each write a boundary, nothing after death.
+
+    Args:
+        inner: The checkpointer that stores the checkpoints.
+        death: The process it belongs to: every ``put``/``put_writes`` (and async
+            twin) passes its write boundaries, named ``"put"``/``"put_writes"``.
+    """
 
     def __init__(self, inner: BaseCheckpointSaver[Any], death: ProcessDeath) -> None:
         super().__init__(serde=inner.serde)
@@ -213,7 +219,7 @@ def langgraph_crash_matrix(
                 url_for(folder), wrap=lambda j: ProcessJournal(j, death, "guard.append")
             )
         process = GraphProcess(death, EffectSink(folder / "effects.log"), guard)
-        graph = build(process).compile(checkpointer=_DyingSaver(checkpointer(folder), death))
+        graph = build(process).compile(checkpointer=ProcessCheckpointer(checkpointer(folder), death))
         return graph, process
 
     def finish(running: tuple[Any, GraphProcess], first: bool) -> int:
