@@ -19,6 +19,7 @@ from steadyloop._errors import EffectBusy, EffectFailed, GuardError
 from steadyloop.integrations._guard import (
     Begun,
     EffectRecords,
+    Guard,
     Recorded,
     Unknown,
     current_intent,
@@ -30,6 +31,7 @@ __all__ = [
     "EffectBusy",
     "EffectFailed",
     "EffectRecords",
+    "Guard",
     "GuardError",
     "Recorded",
     "Unknown",

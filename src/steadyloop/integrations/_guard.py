@@ -35,10 +35,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from steadyloop._errors import ConflictError, EffectBusy, GuardError
 from steadyloop.journal import Journal, StreamWrite, open_journal
@@ -55,6 +55,7 @@ from steadyloop.records import (
 __all__ = [
     "Begun",
     "EffectRecords",
+    "Guard",
     "Recorded",
     "Unknown",
     "current_intent",
@@ -422,7 +423,7 @@ class Bridge:
             self.loop.close()
 
 
-async def open_records(
+async def _open_records(
     url: str,
     namespace: str,
     wrap: Callable[[Journal], Journal] | None,
@@ -435,4 +436,47 @@ async def open_records(
     return EffectRecords(journal, namespace, records)
 
 
-Opener = Callable[[], Awaitable[EffectRecords]]
+class Guard:
+    """What every guard shares: its journal, opened by URL on a loop of its own.
+
+    Args:
+        url: The journal the intents and results go to (any Steadyloop backend).
+        namespace: The journal namespace for them.
+        wrap: Wraps the opened journal (test kits use it to model a crash).
+        records: Where record ids and times come from.
+
+    Attributes:
+        records: The guard's [EffectRecords][steadyloop.integrations.EffectRecords].
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str,
+        wrap: Callable[[Journal], Journal] | None = None,
+        records: RecordFactory | None = None,
+    ) -> None:
+        self._bridge = Bridge()
+        try:
+            self.records: EffectRecords = self._bridge.run(
+                _open_records(url, namespace, wrap, records)
+            )
+        except BaseException:
+            self._bridge.stop()
+            raise
+
+    def close(self) -> None:
+        """Close the journal and stop the guard's thread."""
+        self._bridge.run(self.records.journal.close())
+        self._bridge.stop()
+
+    def abandon(self) -> None:
+        """Stop the guard's thread without closing its journal, as a killed process would."""
+        self._bridge.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

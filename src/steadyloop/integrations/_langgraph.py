@@ -26,18 +26,16 @@ import functools
 import inspect
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, ParamSpec, TypeVar, cast
 
 from steadyloop._errors import EffectFailed, GuardError
 from steadyloop.integrations._guard import (
     _CURRENT,
     Begun,
-    Bridge,
-    EffectRecords,
+    Guard,
     Recorded,
     decision_from,
-    open_records,
 )
 from steadyloop.journal import Journal
 from steadyloop.loop import ReplayPolicy
@@ -65,7 +63,7 @@ _KEPT_EXECUTIONS = 4096
 """How many node executions' call counters are kept (the oldest are dropped)."""
 
 
-class LangGraphGuard:
+class LangGraphGuard(Guard):
     """Guards effects called inside LangGraph nodes with a Steadyloop journal.
 
     Args:
@@ -96,27 +94,9 @@ class LangGraphGuard:
         wrap: Callable[[Journal], Journal] | None = None,
         records: RecordFactory | None = None,
     ) -> None:
-        self._bridge = Bridge()
-        try:
-            self.records: EffectRecords = self._bridge.run(
-                open_records(url, namespace, wrap, records)
-            )
-        except BaseException:
-            self._bridge.stop()
-            raise
+        super().__init__(url, namespace=namespace, wrap=wrap, records=records)
         self._lock = threading.Lock()
         self._calls: OrderedDict[int, tuple[object, Counter[tuple[int, str]]]] = OrderedDict()
-
-    def close(self) -> None:
-        """Close the journal and stop the guard's thread."""
-        self._bridge.run(self.records.journal.close())
-        self._bridge.stop()
-
-    def __enter__(self) -> LangGraphGuard:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def effect(
         self, policy: ReplayPolicy = ReplayPolicy.NEVER, *, name: str | None = None
@@ -155,29 +135,22 @@ class LangGraphGuard:
 
                 @functools.wraps(fn)
                 async def guarded_async(*args: P.args, **kwargs: P.kwargs) -> Any:
-                    key = self._key(tool)
-                    args_json = arguments(args, kwargs)
-                    found = await self._bridge.run_async(
-                        self.records.begin(key, tool, policy, args_json)
-                    )
-                    while not isinstance(found, Begun):
-                        if isinstance(found, Recorded):
-                            return _replayed(tool, found)
-                        decided = await self._bridge.run_async(
-                            self.records.decide(found, decision_from(interrupt(found.to_json())))
-                        )
-                        if decided is not None:
-                            return _replayed(tool, decided)
-                        found = await self._bridge.run_async(
-                            self.records.begin(key, tool, policy, args_json, again=True)
-                        )
+                    steps = self._steps(tool, policy, arguments(args, kwargs))
+                    sent: Any = None
+                    while True:
+                        try:
+                            step = steps.send(sent)
+                        except StopIteration as done:
+                            found = done.value
+                            break
+                        sent = await self._bridge.run_async(step)
+                    if isinstance(found, Recorded):
+                        return _replayed(tool, found)
                     token = _CURRENT.set(found.intent_id)
                     try:
                         value = await fn(*args, **kwargs)
                     except Exception as exc:
-                        await self._bridge.run_async(
-                            self.records.finish(found, error=f"{type(exc).__name__}: {exc}")
-                        )
+                        await self._bridge.run_async(self.records.finish(found, error=_error(exc)))
                         raise
                     finally:
                         _CURRENT.reset(token)
@@ -190,27 +163,22 @@ class LangGraphGuard:
 
             @functools.wraps(fn)
             def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-                key = self._key(tool)
-                args_json = arguments(args, kwargs)
-                found = self._bridge.run(self.records.begin(key, tool, policy, args_json))
-                while not isinstance(found, Begun):
-                    if isinstance(found, Recorded):
-                        return cast(R, _replayed(tool, found))
-                    decided = self._bridge.run(
-                        self.records.decide(found, decision_from(interrupt(found.to_json())))
-                    )
-                    if decided is not None:
-                        return cast(R, _replayed(tool, decided))
-                    found = self._bridge.run(
-                        self.records.begin(key, tool, policy, args_json, again=True)
-                    )
+                steps = self._steps(tool, policy, arguments(args, kwargs))
+                sent: Any = None
+                while True:
+                    try:
+                        step = steps.send(sent)
+                    except StopIteration as done:
+                        found = done.value
+                        break
+                    sent = self._bridge.run(step)
+                if isinstance(found, Recorded):
+                    return cast(R, _replayed(tool, found))
                 token = _CURRENT.set(found.intent_id)
                 try:
                     value = fn(*args, **kwargs)
                 except Exception as exc:
-                    self._bridge.run(
-                        self.records.finish(found, error=f"{type(exc).__name__}: {exc}")
-                    )
+                    self._bridge.run(self.records.finish(found, error=_error(exc)))
                     raise
                 finally:
                     _CURRENT.reset(token)
@@ -220,6 +188,26 @@ class LangGraphGuard:
             return guarded
 
         return decorate
+
+    def _steps(
+        self, tool: str, policy: ReplayPolicy, arguments: JSONValue
+    ) -> Generator[Coroutine[Any, Any, Any], Any, Recorded | Begun]:
+        """The guard's part before an effect, for a sync or an async caller to drive.
+
+        Each coroutine it yields runs on the guard's loop, and what it returns is sent
+        back. It ends with the recorded outcome, or with a new intent: run the effect.
+        An unknown `NEVER` effect stops the graph here (``interrupt``) until a decision.
+        """
+        key = self._key(tool)
+        found = yield self.records.begin(key, tool, policy, arguments)
+        while not isinstance(found, Begun):
+            if isinstance(found, Recorded):
+                return found
+            decided = yield self.records.decide(found, decision_from(interrupt(found.to_json())))
+            if decided is not None:
+                return cast(Recorded, decided)
+            found = yield self.records.begin(key, tool, policy, arguments, again=True)
+        return found
 
     def _key(self, tool: str) -> tuple[str | int, ...]:
         """The position of this call in its thread (see the module docstring)."""
@@ -258,6 +246,11 @@ class LangGraphGuard:
             counts[(attempt, tool)] += 1
         path = canonical_json([str(p) for p in meta.get("langgraph_path", ())])
         return (str(thread), namespace, int(meta["langgraph_step"]), path, tool, occurrence)
+
+
+def _error(exc: Exception) -> str:
+    """How a failed effect's error is recorded."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _replayed(tool: str, found: Recorded) -> Any:

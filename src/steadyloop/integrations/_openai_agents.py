@@ -41,10 +41,9 @@ from steadyloop._errors import EffectFailed, GuardError
 from steadyloop.integrations._guard import (
     _CURRENT,
     Begun,
-    Bridge,
+    Guard,
     Recorded,
     Unknown,
-    open_records,
 )
 from steadyloop.journal import Journal, StreamWrite
 from steadyloop.loop import Happened, NotHappened, ReplayPolicy
@@ -83,7 +82,7 @@ _SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
 )
 
 
-class AgentsGuard:
+class AgentsGuard(Guard):
     """Guards function tools of OpenAI Agents SDK agents with a Steadyloop journal.
 
     Args:
@@ -120,23 +119,7 @@ class AgentsGuard:
         wrap: Callable[[Journal], Journal] | None = None,
         records: RecordFactory | None = None,
     ) -> None:
-        self._bridge = Bridge()
-        try:
-            self.records = self._bridge.run(open_records(url, namespace, wrap, records))
-        except BaseException:
-            self._bridge.stop()
-            raise
-
-    def close(self) -> None:
-        """Close the journal and stop the guard's thread."""
-        self._bridge.run(self.records.journal.close())
-        self._bridge.stop()
-
-    def __enter__(self) -> AgentsGuard:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        super().__init__(url, namespace=namespace, wrap=wrap, records=records)
 
     async def run(
         self,

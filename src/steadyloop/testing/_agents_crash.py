@@ -227,7 +227,7 @@ def agents_crash_matrix(
         guard = running[2].guard
         if guard is not None:
             if dead:  # the kernel ends its threads; nothing is closed
-                guard._bridge.stop()
+                guard.abandon()
             else:
                 guard.close()
 

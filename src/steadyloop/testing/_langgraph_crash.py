@@ -219,7 +219,9 @@ def langgraph_crash_matrix(
                 url_for(folder), wrap=lambda j: ProcessJournal(j, death, "guard.append")
             )
         process = GraphProcess(death, EffectSink(folder / "effects.log"), guard)
-        graph = build(process).compile(checkpointer=ProcessCheckpointer(checkpointer(folder), death))
+        graph = build(process).compile(
+            checkpointer=ProcessCheckpointer(checkpointer(folder), death)
+        )
         return graph, process
 
     def finish(running: tuple[Any, GraphProcess], first: bool) -> int:
@@ -244,7 +246,7 @@ def langgraph_crash_matrix(
         guard = running[1].guard
         if guard is not None:
             if dead:  # the kernel ends its threads; nothing is closed
-                guard._bridge.stop()
+                guard.abandon()
             else:
                 guard.close()
 
