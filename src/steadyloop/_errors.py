@@ -15,7 +15,10 @@ __all__ = [
     "CaseError",
     "ConflictError",
     "CorruptionError",
+    "EffectBusy",
+    "EffectFailed",
     "EncodingError",
+    "GuardError",
     "IdempotencyKeyReused",
     "IllegalTransition",
     "InvalidBatch",
@@ -205,6 +208,18 @@ class ModelError(LoopError):
 
 class AgentLoadError(LoopError, ImportError):
     """An agent given as ``module:attribute`` could not be imported or is not an agent."""
+
+
+class GuardError(SteadyloopError):
+    """A guard for another runtime's tools was misused or given a malformed decision."""
+
+
+class EffectBusy(GuardError):
+    """Another live execution of the same guarded effect wrote its intent first."""
+
+
+class EffectFailed(GuardError):
+    """A guarded `NEVER` effect already ran and failed; its recorded error is raised again."""
 
 
 class AuditError(SteadyloopError):

@@ -27,38 +27,64 @@ from steadyloop.testing._crash_matrix import (
     CrashMatrixReport,
     crash_matrix,
 )
+from steadyloop.testing._death import CrashPoint, FrameworkCrashReport, ProcessDeath, ProcessJournal
 from steadyloop.testing._effects import EffectSink, Repeat, abandon
 from steadyloop.testing._faults import FaultyFiles, SimulatedCrash
 
 if TYPE_CHECKING:
+    from steadyloop.testing._agents_crash import AgentProcess, agents_crash_matrix
     from steadyloop.testing._conformance import (
         ADVERSARIAL_PAYLOADS,
         JournalConformance,
         JournalFactory,
     )
+    from steadyloop.testing._langgraph_crash import (
+        GraphProcess,
+        ProcessCheckpointer,
+        langgraph_crash_matrix,
+    )
 
 __all__ = [
     "ADVERSARIAL_PAYLOADS",
+    "AgentProcess",
     "CrashCase",
     "CrashMatrixReport",
+    "CrashPoint",
     "CrashingJournal",
     "EffectSink",
     "FaultyFiles",
+    "FrameworkCrashReport",
+    "GraphProcess",
     "JournalConformance",
     "JournalFactory",
+    "ProcessCheckpointer",
+    "ProcessDeath",
+    "ProcessJournal",
     "Repeat",
     "SimulatedCrash",
     "abandon",
+    "agents_crash_matrix",
     "crash_matrix",
+    "langgraph_crash_matrix",
 ]
 
-_NEEDS_PYTEST = {"ADVERSARIAL_PAYLOADS", "JournalConformance", "JournalFactory"}
+_LAZY = {
+    "ADVERSARIAL_PAYLOADS": "steadyloop.testing._conformance",
+    "JournalConformance": "steadyloop.testing._conformance",
+    "JournalFactory": "steadyloop.testing._conformance",
+    "AgentProcess": "steadyloop.testing._agents_crash",
+    "agents_crash_matrix": "steadyloop.testing._agents_crash",
+    "GraphProcess": "steadyloop.testing._langgraph_crash",
+    "ProcessCheckpointer": "steadyloop.testing._langgraph_crash",
+    "langgraph_crash_matrix": "steadyloop.testing._langgraph_crash",
+}
+"""What is imported on first use: the pytest suite, and the kits that need a framework."""
 
 
 def __getattr__(name: str) -> Any:
-    """Import the pytest-based conformance suite on first use."""
-    if name in _NEEDS_PYTEST:
-        module = importlib.import_module("steadyloop.testing._conformance")
+    """Import the pytest-based suite and the framework kits on first use."""
+    if name in _LAZY:
+        module = importlib.import_module(_LAZY[name])
         value = getattr(module, name)
         globals()[name] = value
         return value

@@ -1,0 +1,40 @@
+"""Intent before effect for agents built on other runtimes: LangGraph, the OpenAI Agents SDK.
+
+A guard wraps an agent's tool (or a node's effect) with a replay policy, as
+Steadyloop's own loop does: before the effect an intent is durable in a Steadyloop
+journal, after it its result. When the runtime executes the effect again after a
+crash, the guard finds its record: a recorded result is returned without acting
+again; a `SAFE` effect whose result is missing runs again; a `NEVER` one stops the
+agent through the runtime's own human-in-the-loop mechanism until the caller says
+what really happened.
+
+* [steadyloop.integrations.langgraph][] — `LangGraphGuard` (extra ``langgraph``).
+* [steadyloop.integrations.openai_agents][] — `AgentsGuard` (extra ``openai-agents``).
+
+The records are the loop's own (`effect.intent`, `effect.result`), so
+`steadyloop journal show` and `journal doctor` read them like any run.
+"""
+
+from steadyloop._errors import EffectBusy, EffectFailed, GuardError
+from steadyloop.integrations._guard import (
+    Begun,
+    EffectRecords,
+    Guard,
+    Recorded,
+    Unknown,
+    current_intent,
+    decision_from,
+)
+
+__all__ = [
+    "Begun",
+    "EffectBusy",
+    "EffectFailed",
+    "EffectRecords",
+    "Guard",
+    "GuardError",
+    "Recorded",
+    "Unknown",
+    "current_intent",
+    "decision_from",
+]

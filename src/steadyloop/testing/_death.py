@@ -1,0 +1,342 @@
+"""Process death for crash kits of other runtimes, and the report they share.
+
+A crash kit for a runtime that writes from background tasks (LangGraph with
+``durability="async"``, an SDK that saves its session as it goes) cannot crash by
+raising an exception where the write happens: the runtime may catch it, or go on in
+another task. It needs what a kill does (the crash model of
+[abandon][steadyloop.testing.abandon]): from the moment of death, *nothing* of that
+process reaches any store or the outside world. A [ProcessDeath][steadyloop.testing.ProcessDeath]
+is shared by everything the simulated process touches: its framework store, its
+Steadyloop journal and its effect sink. Each write boundary passes through it; at the
+planned one it dies, and from then on every write, read and effect of that process
+raises [SimulatedCrash][steadyloop.testing.SimulatedCrash], whichever thread or task
+makes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar
+
+from steadyloop.journal import AppendResult, ForwardingJournal, Journal
+from steadyloop.journal._protocol import PreparedBatch
+from steadyloop.testing._effects import EffectSink, Repeat
+from steadyloop.testing._faults import SimulatedCrash
+
+__all__ = [
+    "CrashPoint",
+    "FrameworkCrashReport",
+    "Life",
+    "ProcessDeath",
+    "ProcessJournal",
+    "crash_every_boundary",
+]
+
+T = TypeVar("T")
+P = TypeVar("P")
+Side = Literal["before", "after"]
+
+
+class ProcessDeath:
+    """The life of one simulated process: its write boundaries, and its death.
+
+    Args:
+        crash_at: The 1-based write boundary to die at; None never dies.
+        side: ``"before"`` the write reaches its store, or ``"after"`` it is durable.
+
+    Attributes:
+        boundaries: The labels of the write boundaries passed so far, in order.
+        dead: Whether the process has died.
+    """
+
+    def __init__(self, crash_at: int | None = None, side: Side = "before") -> None:
+        self.crash_at = crash_at
+        self.side = side
+        self.boundaries: list[str] = []
+        self.dead = False
+        self._lock = threading.Lock()
+
+    def check(self) -> None:
+        """Raise [SimulatedCrash][steadyloop.testing.SimulatedCrash] if the process has died."""
+        if self.dead:
+            raise SimulatedCrash("the process already died")
+
+    def _enter(self, label: str) -> bool:
+        with self._lock:
+            self.check()
+            self.boundaries.append(label)
+            hit = self.crash_at is not None and len(self.boundaries) == self.crash_at
+            if hit and self.side == "before":
+                self.dead = True
+                raise SimulatedCrash(f"crash before write {len(self.boundaries)} ({label})")
+            return hit
+
+    def _leave(self, hit: bool, label: str) -> None:
+        with self._lock:
+            if hit:
+                self.dead = True
+                raise SimulatedCrash(f"crash after write {self.crash_at} ({label})")
+            self.check()
+
+    def write(self, label: str, write: Callable[[], T]) -> T:
+        """Pass a write boundary: do ``write`` unless the process dies before or after it."""
+        hit = self._enter(label)
+        result = write()
+        self._leave(hit, label)
+        return result
+
+    async def awrite(self, label: str, write: Callable[[], Awaitable[T]]) -> T:
+        """The same as [write][steadyloop.testing.ProcessDeath.write], for a coroutine."""
+        hit = self._enter(label)
+        result = await write()
+        self._leave(hit, label)
+        return result
+
+    def effect(self, sink: EffectSink, tool: str, policy: str, action: str, **details: Any) -> None:
+        """Record an effect in ``sink``, unless the process has died (then it never happens)."""
+        with self._lock:
+            self.check()
+            sink.record(tool, policy, action, **details)
+
+
+class ProcessJournal(ForwardingJournal):
+    """A Steadyloop journal of a simulated process: each append a write boundary.
+
+    Args:
+        inner: The journal that stores the records.
+        death: The process it belongs to.
+        label: How its write boundaries are named in reports.
+    """
+
+    def __init__(self, inner: Journal, death: ProcessDeath, label: str = "journal.append") -> None:
+        super().__init__(inner)
+        self.death = death
+        self.label = label
+
+    def check(self) -> None:
+        """A dead process reads and writes nothing."""
+        self.death.check()
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        return await self.death.awrite(
+            self.label, lambda: super(ProcessJournal, self)._append(batch)
+        )
+
+    async def _close(self) -> None:
+        """A dead process closes nothing."""
+        if not self.death.dead:
+            await super()._close()
+
+
+@dataclass(frozen=True, slots=True)
+class CrashPoint:
+    """What one crash did.
+
+    Attributes:
+        boundary: The 1-based write boundary the process died at.
+        side: ``"before"`` or ``"after"`` that write.
+        label: What the write was (for example ``"put"``, ``"put_writes"``,
+            ``"guard.append"``).
+        repeated: Actions whose effect happened more than once, with their policy.
+        lost: Actions of the uninterrupted run whose effect never happened.
+        final_equal: Whether the final state equals the uninterrupted run's.
+        interrupts: Unknown effects surfaced through the runtime and decided.
+        restarts: Processes started after the crash until the run finished.
+        error: Why the run did not finish, if it did not.
+    """
+
+    boundary: int
+    side: Side
+    label: str
+    repeated: tuple[Repeat, ...]
+    lost: tuple[str, ...]
+    final_equal: bool
+    interrupts: int = 0
+    restarts: int = 0
+    error: str | None = None
+
+    @property
+    def repeated_never(self) -> tuple[Repeat, ...]:
+        """The repeats of `NEVER` effects: the bug a guard exists to prevent."""
+        return tuple(r for r in self.repeated if r.policy == "never")
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the point as JSON."""
+        return {
+            "boundary": self.boundary,
+            "side": self.side,
+            "label": self.label,
+            "repeated": [
+                {"tool": r.tool, "policy": r.policy, "action": r.action, "count": r.count}
+                for r in self.repeated
+            ],
+            "lost": list(self.lost),
+            "final_equal": self.final_equal,
+            "interrupts": self.interrupts,
+            "restarts": self.restarts,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class FrameworkCrashReport:
+    """A crash kit's findings for one runtime, configuration and guard setting.
+
+    Attributes:
+        framework: The runtime (``"langgraph"``, ``"openai-agents"``).
+        mode: Its durability setting (``"sync"``, ``"async"``, …).
+        guarded: Whether the effects ran under a Steadyloop guard.
+        boundaries: The write boundaries of the uninterrupted run, in order.
+        effects: How often each action's effect happened in the uninterrupted run.
+        points: One entry per crash.
+    """
+
+    framework: str
+    mode: str
+    guarded: bool
+    boundaries: tuple[str, ...]
+    effects: dict[str, int]
+    points: tuple[CrashPoint, ...] = field(default=())
+
+    def repeated_points(self, policy: str | None = None) -> list[CrashPoint]:
+        """The crash points at which some effect (of ``policy``, if given) happened twice."""
+        return [
+            p for p in self.points if any(policy is None or r.policy == policy for r in p.repeated)
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        """Counts over the points: crashes, repeats, losses, wrong final states."""
+        return {
+            "framework": self.framework,
+            "mode": self.mode,
+            "guarded": self.guarded,
+            "crash_points": len(self.points),
+            "points_with_repeats": len(self.repeated_points()),
+            "points_with_never_repeats": len(self.repeated_points("never")),
+            "repeated_effects": sum(r.count - 1 for p in self.points for r in p.repeated),
+            "points_with_losses": sum(1 for p in self.points if p.lost),
+            "wrong_final_state": sum(1 for p in self.points if not p.final_equal),
+            "interrupts": sum(p.interrupts for p in self.points),
+            "unfinished": sum(1 for p in self.points if p.error),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the whole report as JSON."""
+        return {
+            **self.summary(),
+            "boundaries": list(self.boundaries),
+            "effects": self.effects,
+            "points": [p.to_json() for p in self.points],
+        }
+
+    def assert_guarded(self) -> None:
+        """Fail unless no `NEVER` effect repeated, none was lost, and every run finished right."""
+        bad = [p for p in self.points if p.repeated_never or p.lost or not p.final_equal or p.error]
+        if bad:
+            raise AssertionError(
+                f"{len(bad)} of {len(self.points)} crash points went wrong:\n"
+                + "\n".join(json.dumps(p.to_json(), sort_keys=True) for p in bad)
+            )
+
+
+@dataclass(frozen=True)
+class Life(Generic[P]):
+    """How a crash kit starts, drives and ends a simulated process of one runtime.
+
+    Attributes:
+        start: A new process on the store in a folder, dying as the death says.
+        finish: Drive the run to its end in a process (``True``: give the input, a
+            new run; ``False``: continue after a crash); return the unknown effects
+            it decided.
+        state: The final state of the run, as comparable JSON.
+        sink: Where the process counts its effects.
+        end: End a process: close what a live one holds, or free only what the
+            kernel frees of a dead one (``True`` if it died).
+    """
+
+    start: Callable[[Path, ProcessDeath], P]
+    finish: Callable[[P, bool], int]
+    state: Callable[[P], Any]
+    sink: Callable[[P], EffectSink]
+    end: Callable[[P, bool], None]
+
+
+def crash_every_boundary(
+    life: Life[P],
+    *,
+    framework: str,
+    mode: str,
+    guarded: bool,
+    workdir: Path,
+    sides: Sequence[Side] = ("before", "after"),
+    max_restarts: int = 5,
+) -> FrameworkCrashReport:
+    """Run once uninterrupted, then die before and after every write boundary and resume.
+
+    Each crash point runs in a folder of its own under ``workdir`` (a fresh store);
+    after the crash, new processes continue the run until it ends. See
+    [FrameworkCrashReport][steadyloop.testing.FrameworkCrashReport] for what is compared.
+    """
+    ref = workdir / "reference"
+    ref.mkdir(parents=True)
+    death = ProcessDeath()
+    process = life.start(ref, death)
+    life.finish(process, True)
+    reference_state = life.state(process)
+    reference = Counter(str(e["action"]) for e in life.sink(process).effects())
+    boundaries = tuple(death.boundaries)
+    life.end(process, False)
+
+    points: list[CrashPoint] = []
+    for k, label in enumerate(boundaries, start=1):
+        for side in sides:
+            folder = workdir / f"{k:03d}-{side}"
+            folder.mkdir()
+            death = ProcessDeath(k, side)
+            process = life.start(folder, death)
+            with contextlib.suppress(SimulatedCrash, Exception):
+                life.finish(process, True)
+            life.end(process, death.dead)
+            interrupts = restarts = 0
+            error: str | None = None
+            final: Any = None
+            while final is None and error is None:
+                restarts += 1
+                death = ProcessDeath()
+                process = life.start(folder, death)
+                try:
+                    interrupts += life.finish(process, False)
+                    final = life.state(process)
+                except Exception as exc:  # the run did not finish: say why
+                    if restarts >= max_restarts:
+                        error = f"{type(exc).__name__}: {exc}"
+                finally:
+                    life.end(process, death.dead)
+            counts: Counter[str] = Counter(str(e["action"]) for e in life.sink(process).effects())
+            points.append(
+                CrashPoint(
+                    boundary=k,
+                    side=side,
+                    label=label,
+                    repeated=tuple(life.sink(process).repeats()),
+                    lost=tuple(sorted(a for a in reference if counts[a] == 0)),
+                    final_equal=final == reference_state,
+                    interrupts=interrupts,
+                    restarts=restarts,
+                    error=error,
+                )
+            )
+    return FrameworkCrashReport(
+        framework=framework,
+        mode=mode,
+        guarded=guarded,
+        boundaries=boundaries,
+        effects=dict(reference),
+        points=tuple(points),
+    )

@@ -1,0 +1,100 @@
+"""Real SIGKILLs of guarded agents: a forked zygote per framework, and the kill loop.
+
+A zygote (``lg_sigkill_child.py``, ``oa_sigkill_child.py``) imports its framework once
+and forks a child per attempt, so a kill costs milliseconds, not an interpreter start.
+Each attempt drives one order towards its end; the loop SIGKILLs it at a random moment
+until an attempt finishes by itself, and the fsynced effect sink says what happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from steadyloop.testing import EffectSink
+
+
+@contextmanager
+def zygote(child: Path) -> Iterator[subprocess.Popen[str]]:
+    """Start a zygote; close it afterwards."""
+    proc = subprocess.Popen(
+        [sys.executable, str(child)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield proc
+    finally:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
+def drive(
+    proc: subprocess.Popen[str], cmd: dict[str, object], rng: random.Random, max_delay: float
+) -> tuple[int, int]:
+    """Run attempts of one order, each SIGKILLed at a random moment, until one finishes.
+
+    The kill lands uniformly within a window that widens after each kill in a row.
+
+    Returns:
+        The kills, and the exit code of the attempt that finished.
+    """
+    assert proc.stdin is not None and proc.stdout is not None
+    kills = 0
+    window = max_delay
+    for _ in range(200):
+        proc.stdin.write(json.dumps(cmd) + "\n")
+        proc.stdin.flush()
+        pid = json.loads(proc.stdout.readline())["pid"]
+        time.sleep(rng.uniform(0.0, window))
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        status = json.loads(proc.stdout.readline())["status"]
+        if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL:
+            kills += 1
+            window *= 1.3  # a slow machine still lets an attempt finish in the end
+            continue
+        return kills, os.WEXITSTATUS(status)
+    raise AssertionError("the order never finished")
+
+
+def kill_until(
+    child: Path,
+    command: Callable[[str, int], dict[str, object]],
+    sink: Path,
+    *,
+    target: int,
+    seed: int,
+    max_delay: float,
+) -> tuple[int, Counter[str], int]:
+    """Kill attempts until ``target`` kills landed; return (kills, effect counts, orders)."""
+    rng = random.Random(seed)
+    kills = orders = 0
+    with zygote(child) as proc:
+        while kills < target:
+            order = f"order-{orders}"
+            k, code = drive(proc, command(order, orders), rng, max_delay)
+            orders += 1
+            assert code == 0, f"{order} ended with exit code {code}"
+            kills += k
+    counts = Counter(str(e["action"]) for e in EffectSink(sink).effects())
+    return kills, counts, orders
+
+
+def check_each_order_charged_once(counts: Counter[str], orders: int) -> None:
+    """Every order was charged exactly once, and looked up and notified at least once."""
+    for n in range(orders):
+        charged = counts[f"charge/order-{n}"]
+        assert charged == 1, f"order-{n} charged {charged} times"
+        assert counts[f"lookup/order-{n}"] >= 1
+        assert counts[f"notify/order-{n}"] >= 1
