@@ -56,7 +56,8 @@ def test_package_page_documents_each_export_once(lang: str, package: str) -> Non
     assert not repeated, f"{package}.md renders {repeated} more than once"
     missing = sorted(set(module.__all__) - set(members))
     extra = sorted(set(members) - set(module.__all__))
-    assert not missing, f"steadyloop.{package} exports {missing}, which {package}.md omits"
+    blocks = " ".join(f"`::: steadyloop.{package}.{name}`" for name in missing)
+    assert not missing, f"steadyloop.{package} exports {missing}; add {blocks} to {package}.md"
     assert not extra, f"{package}.md renders {extra}, which steadyloop.{package} does not export"
 
 
@@ -74,6 +75,8 @@ def test_journal_page_puts_the_contract_before_backend_helpers(lang: str) -> Non
 def test_errors_page_documents_every_error(lang: str) -> None:
     """The errors page renders every class of ``steadyloop._errors.__all__``, once each."""
     names = [p.removeprefix("steadyloop.") for p in _documented(lang, "errors")]
+    missing = sorted(set(steadyloop._errors.__all__) - set(names))
+    assert not missing, f"add `::: steadyloop.<Error>` blocks to errors.md for {missing}"
     assert sorted(names) == sorted(steadyloop._errors.__all__)
 
 
@@ -87,7 +90,10 @@ def test_index_lists_every_export_with_a_link_to_its_entry(lang: str) -> None:
     ]
     names = [m["name"] for m in rows]
     expected = sorted(n for n in steadyloop.__all__ if n != "__version__")
-    assert sorted(names) == expected, "the index and steadyloop.__all__ disagree"
+    assert sorted(names) == expected, (
+        f"index.md lacks {sorted(set(expected) - set(names))} and has extra "
+        f"{sorted(set(names) - set(expected))} compared with steadyloop.__all__"
+    )
     rendered = _all_documented(lang)
     for m in rows:
         assert m["target"] in rendered, f"{m['name']} links to {m['target']}, which no page renders"
