@@ -87,7 +87,7 @@ PACKAGES: dict[str, Package] = {
             Group(
                 "for-backend-authors",
                 "For backend authors",
-                "给后端作者",
+                "供后端作者参考",
                 "Building blocks for a new backend or a wrapper around one. See [Write a backend](../../how-to/write-a-backend.md).",
                 "编写新后端或包装现有后端时用得上的构件。见[编写后端并运行一致性测试](../../how-to/write-a-backend.md)。",
                 [
@@ -425,7 +425,7 @@ PACKAGES: dict[str, Package] = {
             Group(
                 "queues",
                 "Queues, for backend authors",
-                "队列（给后端作者）",
+                "队列（供后端作者参考）",
                 "The board keeps its tasks in a queue; these are the queue protocol and its two implementations.",
                 "看板把任务放在队列里；下面是队列协议及其两种实现。",
                 [
