@@ -75,8 +75,8 @@ SERVER_MODULES = [
 
 
 def _normalise(text: str) -> str:
-    """Docstring reST and page Markdown in one form: roles dropped, one kind of quote."""
-    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text)
+    """Docstring and page Markdown in one form: cross-references as their title, one quote."""
+    text = re.sub(r"\[([^\]]+)\]\[[\w.]+\]", r"\1", text)
     text = text.replace("``", "`").replace("`", "")
     return re.sub(r"\s+", " ", text).strip()
 
