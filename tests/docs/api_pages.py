@@ -565,6 +565,43 @@ PACKAGES: dict[str, Package] = {
             ),
         ],
     ),
+    "integrations": Package(
+        intro_en="Guards that put intent before effect into the tools of agents built on other runtimes, without changing the runtime: [`LangGraphGuard`][steadyloop.integrations.langgraph.LangGraphGuard] for LangGraph (extra `langgraph`) and [`AgentsGuard`][steadyloop.integrations.openai_agents.AgentsGuard] for the OpenAI Agents SDK (extra `openai-agents`). See [Guard the tools of an existing agent](../../how-to/guard-existing-agents.md).",
+        intro_zh="给基于其他运行时构建的智能体的工具加上“先写意图，再做副作用”的防护，而不改动运行时本身：LangGraph 用 [`LangGraphGuard`][steadyloop.integrations.langgraph.LangGraphGuard]（extra `langgraph`），OpenAI Agents SDK 用 [`AgentsGuard`][steadyloop.integrations.openai_agents.AgentsGuard]（extra `openai-agents`）。见[为现有智能体的工具加上防护](../../how-to/guard-existing-agents.md)。",
+        groups=[
+            Group(
+                "guards",
+                "The guards",
+                "防护",
+                "",
+                "",
+                ["langgraph.LangGraphGuard", "openai_agents.AgentsGuard", "Guard"],
+            ),
+            Group(
+                "records",
+                "The records of guarded effects",
+                "受防护副作用的记录",
+                "What every guard writes and reads, for a guard of your own.",
+                "每种防护写入和读取的内容，供你编写自己的防护时使用。",
+                [
+                    "EffectRecords",
+                    "Begun",
+                    "Recorded",
+                    "Unknown",
+                    "decision_from",
+                    "current_intent",
+                ],
+            ),
+            Group(
+                "errors",
+                "Errors",
+                "错误",
+                "",
+                "",
+                ["GuardError", "EffectBusy", "EffectFailed"],
+            ),
+        ],
+    ),
     "testing": Package(
         intro_en="Public test kits for your own backends and agents: the journal conformance suite, the fault-injecting file layer and the crash matrix. See [Write a backend](../../how-to/write-a-backend.md).",
         intro_zh="给你自己的后端和智能体用的公开测试套件：日志一致性测试、可注入故障的文件层，以及崩溃矩阵。见[编写后端并运行一致性测试](../../how-to/write-a-backend.md)。",
@@ -617,6 +654,7 @@ PACKAGES: dict[str, Package] = {
                     "AgentProcess",
                     "langgraph_crash_matrix",
                     "GraphProcess",
+                    "ProcessCheckpointer",
                     "ProcessDeath",
                     "ProcessJournal",
                     "CrashPoint",
@@ -698,9 +736,9 @@ SUMMARIES_ZH = {
     "StoreNotFound": "只为查看而打开（`create=False`）时，URL 处没有存储，什么也没有创建。",
     "TaskCancelled": "有人要求取消一个正在运行的任务（`audit cancel`）。",
     "ToolTimeout": "工具调用超过了工具的 `timeout`，已被放弃。",
-    "EffectBusy": "同一个受保护副作用的另一次执行正在进行，并且先写下了意图。",
-    "EffectFailed": "一个受保护的 `NEVER` 副作用已经执行过并且失败了，再次抛出记录下来的错误。",
-    "GuardError": "给其他运行时的工具用的保护层被误用，或者收到了格式错误的裁定。",
+    "EffectBusy": "同一个受防护副作用的另一次执行正在进行，并且先写下了意图。",
+    "EffectFailed": "一个受防护的 `NEVER` 副作用已经执行过并且失败了，再次抛出记录下来的错误。",
+    "GuardError": "给其他运行时的工具加的防护被误用，或者收到了格式错误的裁定。",
     "MissingExtra": "某个后端或存储需要的可选依赖（extra）没有安装。",
 }
 
@@ -737,6 +775,10 @@ PAGE_SUMMARIES = {  # the index's first table: page -> (English, Chinese)
         "Replay cases across backends, normalise snapshots, diff and report",
         "在多个后端上回放用例、规范化快照、比对并出报告",
     ),
+    "integrations": (
+        "Guards for the tools of LangGraph and OpenAI Agents SDK agents",
+        "为 LangGraph 和 OpenAI Agents SDK 智能体的工具加上的防护",
+    ),
     "testing": (
         "Conformance suite, fault injection and the crash matrix for your own backends",
         "给你自己的后端用的一致性测试、故障注入和崩溃矩阵",
@@ -757,7 +799,15 @@ def groups(package: str) -> list[Group]:
     spec = PACKAGES[package]
     exports = list(importlib.import_module(f"steadyloop.{package}").__all__)
     placed = [
-        g.__class__(g.id, g.en, g.zh, g.intro_en, g.intro_zh, [n for n in g.names if n in exports])
+        g.__class__(
+            g.id,
+            g.en,
+            g.zh,
+            g.intro_en,
+            g.intro_zh,
+            # A dotted name is an export of a public submodule ("langgraph.LangGraphGuard").
+            [n for n in g.names if n in exports or "." in n],
+        )
         for g in spec.groups
     ]
     named = {n for g in placed for n in g.names}

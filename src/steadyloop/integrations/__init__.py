@@ -8,8 +8,10 @@ again; a `SAFE` effect whose result is missing runs again; a `NEVER` one stops t
 agent through the runtime's own human-in-the-loop mechanism until the caller says
 what really happened.
 
-* [steadyloop.integrations.langgraph][] — `LangGraphGuard` (extra ``langgraph``).
-* [steadyloop.integrations.openai_agents][] — `AgentsGuard` (extra ``openai-agents``).
+* [LangGraphGuard][steadyloop.integrations.langgraph.LangGraphGuard], in
+  `steadyloop.integrations.langgraph` (extra ``langgraph``);
+* [AgentsGuard][steadyloop.integrations.openai_agents.AgentsGuard], in
+  `steadyloop.integrations.openai_agents` (extra ``openai-agents``).
 
 The records are the loop's own (`effect.intent`, `effect.result`), so
 `steadyloop journal show` and `journal doctor` read them like any run.
