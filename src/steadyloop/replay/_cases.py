@@ -264,7 +264,9 @@ class RepeatEvent(_Model):
 
     op: Literal["repeat_event"]
     session: Handle
-    event_id: NonEmpty
+    event_id: NonEmpty = Field(
+        description="The event to append again: one appended earlier with this event_id."
+    )
 
 
 class EditEvent(_Model):
@@ -275,17 +277,23 @@ class EditEvent(_Model):
 
     op: Literal["edit_event"]
     session: Handle
-    event_id: NonEmpty
+    event_id: NonEmpty = Field(
+        description="The event whose object to edit: one appended earlier with this event_id."
+    )
     text: str | None = Field(default=None, description="New text of its first text part.")
-    state_delta: dict[str, Any] = Field(default_factory=dict)
+    state_delta: dict[str, Any] = Field(
+        default_factory=dict, description="Keys to set in the object's state delta."
+    )
 
 
 class ListSessions(_Model):
     """List a user's sessions; the ids go to ``/lists/<list_id>``."""
 
     op: Literal["list_sessions"]
-    list_id: Handle
-    user: NonEmpty
+    list_id: Handle = Field(
+        description="Name of the listing: the ids go to /lists/<list_id>; unique in the case."
+    )
+    user: NonEmpty = Field(description="Whose sessions to list (any user, with sessions or not).")
 
 
 class DeleteSession(_Model):
