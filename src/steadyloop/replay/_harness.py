@@ -61,6 +61,7 @@ from steadyloop.records import (
     SequentialIds,
     StepClock,
     SystemClock,
+    canonical_json,
     check_canonical,
     decode,
 )
@@ -726,7 +727,8 @@ class _Runner:
             await store.add_session_to_memory(self._ref(op.session))
         elif isinstance(op, SearchMemory):
             hits = await store.search_memory(self.app, op.user, op.query, op.limit)
-            check_canonical(hits, "/hits")  # an adapter returns plain JSON, or it is an error
+            # A plain-JSON copy: an adapter returns plain JSON, or it is an error.
+            hits = decode(canonical_json(hits))
             self.snapshot["queries"][op.query_id] = {
                 "user": op.user,
                 "query": op.query,

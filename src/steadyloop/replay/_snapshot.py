@@ -32,7 +32,7 @@ from typing import Any
 from steadyloop._errors import BackendUnavailable, EncodingError, SteadyloopError
 from steadyloop.journal import Journal
 from steadyloop.loop import load_run
-from steadyloop.records import check_canonical
+from steadyloop.records import canonical_json, decode
 from steadyloop.replay._journal_store import JournalStore
 from steadyloop.replay._store import SessionRef, SessionStore
 from steadyloop.sessions import KIND_MEMORY_ENTRY, memory_stream
@@ -66,9 +66,10 @@ async def read_session(store: SessionStore, ref: SessionRef) -> dict[str, Any]:
         return {"user_id": ref.user, "session_id": ref.session_id, "read_error": type(exc).__name__}
     if stored is None:
         return {"user_id": ref.user, "session_id": ref.session_id, "read_error": "SessionNotFound"}
-    body = stored.to_dict()
     try:
-        check_canonical(body)
+        # A copy in plain JSON: the harness never touches the store's own objects, and
+        # an adapter that hands back something else breaks its contract, visibly.
+        body: dict[str, Any] = decode(canonical_json(stored.to_dict()))
     except EncodingError as exc:
         # The adapter broke its contract (plain JSON only): show it, never crash on it.
         return {

@@ -114,8 +114,11 @@ from steadyloop.replay import Capability, StoredSession, StoreSpec
 class DictStore:
     name = "dict+memory"
     framework, backend = "dict", "memory"
-    capabilities = frozenset({Capability.EVENTS, Capability.STATE,
-                              Capability.EXPLICIT_EVENT_ID, Capability.EXPLICIT_TIME})
+    # Session-scope state only: a case with user:, app: or temp: keys is not_applicable.
+    capabilities = frozenset({
+        Capability.EVENTS, Capability.STATE, Capability.EXPLICIT_SESSION_ID,
+        Capability.GENERATED_SESSION_ID, Capability.EXPLICIT_EVENT_ID, Capability.EXPLICIT_TIME,
+    })
 
     def __init__(self) -> None:
         self.data: dict[tuple[str, str, str], StoredSession] = {}
@@ -134,7 +137,16 @@ class DictStore:
         stored = self.data[(ref.app, ref.user, ref.session_id)]
         stored.events.append(event.to_dict())
         stored.state["session"].update(event.state_delta)
-    ...
+
+    async def get_session(self, ref):
+        return self.data.get((ref.app, ref.user, ref.session_id))
+
+    async def cleanup(self, app):
+        for key in [k for k in self.data if k[0] == app]:
+            del self.data[key]
+
+    # list_sessions, delete_session, memory, edit_appended: outside its capabilities,
+    # so never called; they may raise NotImplementedError.
 
 def open_store(spec: StoreSpec) -> DictStore:
     return DictStore()
