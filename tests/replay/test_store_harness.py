@@ -237,3 +237,18 @@ def test_the_cli_shows_not_applicable_runs_and_which_comparisons_ran(
     assert "n/a" in out.output
     assert "reference dict: dict+memory" in out.output
     assert "run(s) not applicable" in out.output
+
+
+async def test_a_store_failing_to_open_is_reported_without_a_password(tmp_path: Path) -> None:
+    """A store whose open() fails with the driver's message has any URL password in it replaced."""
+    from steadyloop import BackendUnavailable
+
+    class Failing(DictStore):
+        async def open(self) -> None:
+            raise OSError("cannot reach postgresql://app:s3cret@db.example:5432/x")
+
+    case = _case('{"op": "create_session", "session": "s", "user": "u"}')
+    with pytest.raises(BackendUnavailable) as caught:
+        await replay([case], [Failing()], workdir=tmp_path)
+    assert "s3cret" not in str(caught.value)
+    assert "postgresql://app:***@db.example:5432/x" in str(caught.value)

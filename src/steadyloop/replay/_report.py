@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -689,10 +690,15 @@ async def _probe(store: SessionStore) -> None:
     except SteadyloopError:
         raise
     except Exception as exc:
+        # A driver's message may quote the URL it was given: never with its password.
+        detail = _PASSWORD_IN_URL.sub(r"\1***@", str(exc))
         raise BackendUnavailable(
-            f"backend {store.name!r} cannot be opened: {type(exc).__name__}: {exc}"
-        ) from exc
+            f"backend {store.name!r} cannot be opened: {type(exc).__name__}: {detail}"
+        ) from None
     await store.close()
+
+
+_PASSWORD_IN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@")
 
 
 async def replay(
