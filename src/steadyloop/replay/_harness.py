@@ -103,6 +103,7 @@ from steadyloop.replay._store import (
     parse_store_url,
     scope_of,
     store_opener,
+    without_passwords,
 )
 from steadyloop.sessions import memory_stream, session_stream, user_stream
 
@@ -923,7 +924,8 @@ async def run_case(
         return await _Runner(case, store, ids).execute(keep)
     except BackendUnavailable as exc:
         raise BackendUnavailable(
-            f"backend {store.name!r} became unreachable during case {case.case_id!r}: {exc}"
+            f"backend {store.name!r} became unreachable during case {case.case_id!r}: "
+            + without_passwords(str(exc))
         ) from exc
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,7 +49,7 @@ from steadyloop.replay._harness import (
 )
 from steadyloop.replay._journal_store import JournalStore
 from steadyloop.replay._normalise import plain
-from steadyloop.replay._store import STORE_ENTRY_POINT_GROUP, SessionStore
+from steadyloop.replay._store import STORE_ENTRY_POINT_GROUP, SessionStore, without_passwords
 
 __all__ = [
     "REPORT_DOMAINS",
@@ -691,14 +690,11 @@ async def _probe(store: SessionStore) -> None:
         raise
     except Exception as exc:
         # A driver's message may quote the URL it was given: never with its password.
-        detail = _PASSWORD_IN_URL.sub(r"\1***@", str(exc))
+        detail = without_passwords(str(exc))
         raise BackendUnavailable(
             f"backend {store.name!r} cannot be opened: {type(exc).__name__}: {detail}"
         ) from None
     await store.close()
-
-
-_PASSWORD_IN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@")
 
 
 async def replay(

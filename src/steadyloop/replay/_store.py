@@ -190,6 +190,7 @@ __all__ = [
     "seconds_to_us",
     "store_opener",
     "us_to_seconds",
+    "without_passwords",
 ]
 
 STORE_ENTRY_POINT_GROUP = "steadyloop.replay_stores"
@@ -549,6 +550,23 @@ def parse_store_url(url: str, workdir: Path) -> StoreSpec | None:
         workdir=workdir,
         name=f"{framework}+{backend}",
     )
+
+
+_PASSWORD_IN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@")
+
+
+def without_passwords(text: str) -> str:
+    """Return `text` with the password of every URL in it replaced by `***`.
+
+    For messages that quote URLs the harness did not build itself (a driver's error).
+
+    Examples:
+        ```python
+        >>> without_passwords("cannot reach postgresql://app:s3cret@db/x")
+        'cannot reach postgresql://app:***@db/x'
+        ```
+    """
+    return _PASSWORD_IN_URL.sub(r"\1***@", text)
 
 
 def missing_extra(spec: StoreSpec, extra: str, package: str) -> MissingExtra:
