@@ -1,10 +1,12 @@
-"""The harness: run every case on every backend, each in its own namespace.
+"""The harness: run every case on every store under test, each in an app of its own.
 
-For each case and backend the harness opens the backend's store, gives the case a
-namespace of its own (``replay.<case_id>.<random>``), runs the operations through the
-real session service and agent loop, reads back what was stored (the snapshot), and
-deletes that namespace — and nothing else — unless asked to keep it. Stores it made
-itself (a temporary directory, a named in-memory store) are removed as well.
+For each case and store the harness opens the store, gives the case an app of its own
+(``replay.<case_id>.<random>``), runs the operations through the store's protocol (and,
+on Steadyloop's own stores, the real agent loop, summaries and injected failures),
+restarts the store and reads back what was stored (the snapshot), and removes that app
+— and nothing else — unless asked to keep it. Stores it made itself (a temporary
+directory, a named in-memory store) are removed as well. A case needing a capability
+the store lacks does not run there: the run is `not_applicable`, naming it.
 
 Ids and times come from a recording id source and clock (sequential ids and a step
 clock by default, random ids and the wall clock on request), so the normaliser knows
