@@ -237,6 +237,7 @@ def test_the_cli_shows_not_applicable_runs_and_which_comparisons_ran(
     assert "n/a" in out.output
     assert "reference dict: dict+memory" in out.output
     assert "run(s) not applicable" in out.output
+    assert "hostile_shared_scopes dict+partial: needs user_state (line 2)" in out.output
 
 
 async def test_a_store_failing_to_open_is_reported_without_a_password(tmp_path: Path) -> None:
