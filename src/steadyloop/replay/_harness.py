@@ -1,10 +1,12 @@
-"""The harness: run every case on every backend, each in its own namespace.
+"""The harness: run every case on every store under test, each in an app of its own.
 
-For each case and backend the harness opens the backend's store, gives the case a
-namespace of its own (``replay.<case_id>.<random>``), runs the operations through the
-real session service and agent loop, reads back what was stored (the snapshot), and
-deletes that namespace — and nothing else — unless asked to keep it. Stores it made
-itself (a temporary directory, a named in-memory store) are removed as well.
+For each case and store the harness opens the store, gives the case an app of its own
+(``replay.<case_id>.<random>``), runs the operations through the store's protocol (and,
+on Steadyloop's own stores, the real agent loop, summaries and injected failures),
+restarts the store and reads back what was stored (the snapshot), and removes that app
+— and nothing else — unless asked to keep it. Stores it made itself (a temporary
+directory, a named in-memory store) are removed as well. A case needing a capability
+the store lacks does not run there: the run is `not_applicable`, naming it.
 
 Ids and times come from a recording id source and clock (sequential ids and a step
 clock by default, random ids and the wall clock on request), so the normaliser knows
@@ -24,7 +26,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from steadyloop._errors import BackendUnavailable, ModelError, SteadyloopError, UnknownBackend
+from steadyloop._errors import (
+    BackendUnavailable,
+    EncodingError,
+    InvalidBatch,
+    ModelError,
+    SessionError,
+    SteadyloopError,
+    UnknownBackend,
+)
 from steadyloop.journal import (
     AppendResult,
     Files,
@@ -33,6 +43,7 @@ from steadyloop.journal import (
     JSONLJournal,
     MemoryJournal,
     PreparedBatch,
+    check_name,
     open_journal,
 )
 from steadyloop.loop import (
@@ -52,15 +63,22 @@ from steadyloop.records import (
     SequentialIds,
     StepClock,
     SystemClock,
+    canonical_json,
+    check_canonical,
+    decode,
 )
 from steadyloop.replay._cases import (
     AppendEvent,
     Case,
     Checkpoint,
     CreateSession,
+    DeleteSession,
+    EditEvent,
     FailSummary,
     InjectFailure,
+    ListSessions,
     Operation,
+    RepeatEvent,
     ResumeLoop,
     RunLoop,
     SearchMemory,
@@ -69,6 +87,7 @@ from steadyloop.replay._cases import (
     TextPartSpec,
     ToolCallSpec,
 )
+from steadyloop.replay._journal_store import Crash, InjectedDrop, JournalStore
 from steadyloop.replay._normalise import Normaliser
 from steadyloop.replay._snapshot import (
     empty_snapshot,
@@ -76,16 +95,34 @@ from steadyloop.replay._snapshot import (
     read_memory,
     read_sessions,
 )
-from steadyloop.sessions import Part, SessionService, TextPart, ToolCallPart, ToolResultPart
+from steadyloop.replay._store import (
+    Capability,
+    EventEdit,
+    Outcome,
+    SessionRef,
+    SessionStore,
+    StoreEvent,
+    parse_store_url,
+    scope_of,
+    store_opener,
+    without_passwords,
+)
+from steadyloop.sessions import memory_stream, session_stream, user_stream
 
 __all__ = [
     "EMBEDDED_BACKENDS",
     "SERVER_BACKENDS",
     "Backend",
     "CaseRun",
+    "NotCreated",
+    "as_store",
     "default_backends",
+    "required_capabilities",
     "resolve_backends",
+    "resolve_stores",
     "run_case",
+    "steadyloop_limits",
+    "temporary_backend",
 ]
 
 EMBEDDED_BACKENDS: tuple[str, ...] = ("memory", "sqlite", "jsonl")
@@ -114,33 +151,6 @@ CLOCK_START = 1_700_000_000_123_457
 
 CLOCK_STEP = 1_234_567
 """The step clock's step, in microseconds (not a round number, on purpose)."""
-
-
-class _Crash(BaseException):
-    """The simulated process died. A ``BaseException``, so nothing swallows it."""
-
-
-class _InjectedDrop(BackendUnavailable):
-    """A connection drop the case asked for; any other ``BackendUnavailable`` is real."""
-
-
-class _TearingFiles(Files):
-    """A file layer that, once armed, writes only a head of the next write and dies."""
-
-    def __init__(self) -> None:
-        self._fraction: float | None = None
-
-    def arm(self, fraction: float) -> None:
-        self._fraction = fraction
-
-    def write(self, fd: int, data: bytes) -> None:
-        fraction, self._fraction = self._fraction, None
-        if fraction is None:
-            super().write(fd, data)
-            return
-        cut = min(len(data) - 1, max(1, int(len(data) * fraction)))
-        super().write(fd, data[:cut])
-        raise _Crash(f"torn write: {cut} of {len(data)} bytes landed")
 
 
 @dataclass(frozen=True)
@@ -201,7 +211,8 @@ def _memory_store(label: str) -> Backend:
     return Backend(label, open_memory, None, forget)
 
 
-def _temporary(name: str, workdir: Path) -> Backend:
+def temporary_backend(name: str, workdir: Path) -> Backend:
+    """A backend on a fresh embedded store (`memory`, `sqlite`, `jsonl`) under `workdir`."""
     if name == "memory":
         return _memory_store("memory")
     if name == "sqlite":
@@ -267,7 +278,7 @@ def resolve_backends(
         if isinstance(spec, Backend):
             out.append(spec)
         elif spec in EMBEDDED_BACKENDS:
-            out.append(_temporary(spec, Path(workdir)))
+            out.append(temporary_backend(spec, Path(workdir)))
         elif spec in SERVER_BACKENDS:
             variable = SERVER_BACKENDS[spec]
             url = env.get(variable)
@@ -314,65 +325,83 @@ class _RecordingClock:
         return value
 
 
-class _Injector(ForwardingJournal):
-    """Carries out the failure armed for the current operation."""
+def required_capabilities(case: Case) -> dict[Capability, int]:
+    """Return each capability the case needs, with the first line that needs it."""
+    need: dict[Capability, int] = {}
 
-    def __init__(self, inner: Journal, files: _TearingFiles | None) -> None:
-        super().__init__(inner)
-        self.files = files
-        self.plan: InjectFailure | None = None
-        self.count = 0
-        self.effect = ""
+    def add(cap: Capability, line: int) -> None:
+        need.setdefault(cap, line)
 
-    def arm(self, plan: InjectFailure | None) -> None:
-        self.plan = plan
-        self.count = 0
-        self.effect = "not triggered"
+    def state(keys: Mapping[str, Any], line: int) -> None:
+        for key in keys:
+            scope = scope_of(key)
+            add(
+                {
+                    "session": Capability.STATE,
+                    "user": Capability.USER_STATE,
+                    "app": Capability.APP_STATE,
+                    "temp": Capability.TEMP_STATE,
+                }[scope],
+                line,
+            )
 
-    async def _append(self, batch: PreparedBatch) -> AppendResult:
-        plan = self.plan
-        if plan is None:
-            return await super()._append(batch)
-        self.count += 1
-        n = self.count
-        if plan.kind == "crash_after_write":
-            if plan.after == 0:
-                self.effect = "crashed before the first write"
-                raise _Crash(self.effect)
-            result = await super()._append(batch)
-            if n == plan.after:
-                self.effect = f"crashed after write {n}"
-                raise _Crash(self.effect)
-            return result
-        if plan.kind == "torn_write" and n == plan.write:
-            if self.files is None:
-                self.effect = f"write {n} never landed (not a file backend: no torn bytes)"
-                raise _Crash(self.effect)
-            self.effect = f"write {n} torn mid-way"
-            self.files.arm(plan.fraction)
-            await super()._append(batch)
-            raise _Crash(self.effect)  # pragma: no cover - the file layer dies first
-        if plan.kind == "dropped_connection" and n == plan.write:
-            if plan.when == "before":
-                self.effect = f"connection dropped before write {n}; retried"
-                raise _InjectedDrop("replay: connection dropped before the write")
-            await super()._append(batch)
-            self.effect = f"connection dropped after write {n} landed; retried"
-            raise _InjectedDrop("replay: connection dropped after the write")
-        return await super()._append(batch)
+    for line, op in case.operations:
+        if isinstance(op, CreateSession):
+            add(Capability.EVENTS, line)
+            add(
+                Capability.GENERATED_SESSION_ID
+                if op.session_id is None
+                else Capability.EXPLICIT_SESSION_ID,
+                line,
+            )
+            state(op.state, line)
+        elif isinstance(op, AppendEvent):
+            if any(not isinstance(p, TextPartSpec) for p in op.parts or ()):
+                add(Capability.TOOL_PARTS, line)
+            if op.idempotency_key is not None:
+                add(Capability.IDEMPOTENCY, line)
+            if op.time is not None:
+                add(Capability.EXPLICIT_TIME, line)
+            state(op.state_delta, line)
+        elif isinstance(op, RepeatEvent):
+            add(Capability.EXPLICIT_EVENT_ID, line)
+        elif isinstance(op, EditEvent):
+            add(Capability.CALLER_EDIT, line)
+            add(Capability.EXPLICIT_EVENT_ID, line)
+        elif isinstance(op, ListSessions):
+            add(Capability.LIST_SESSIONS, line)
+        elif isinstance(op, DeleteSession):
+            add(Capability.DELETE_SESSION, line)
+        elif isinstance(op, StoreMemory | SearchMemory):
+            add(Capability.MEMORY, line)
+        elif isinstance(op, Summarize | FailSummary):
+            add(Capability.SUMMARIES, line)
+        elif isinstance(op, InjectFailure):
+            add(Capability.CRASH_INJECTION, line)
+        elif isinstance(op, RunLoop | ResumeLoop):
+            add(Capability.LOOP, line)
+    return need
 
 
 @dataclass
 class CaseRun:
-    """What one case did on one backend.
+    """What one case did on one store.
 
     Attributes:
         case_id: The case.
-        backend: The backend's name.
-        snapshot: The raw snapshot (see `steadyloop.replay._snapshot`).
+        backend: The store's name.
+        snapshot: The raw snapshot (see `steadyloop.replay._snapshot`); empty when not
+            applicable.
         normaliser: The normaliser for this run's generated ids and clock readings.
         injections: ``{"line", "kind", "effect"}`` for every ``inject_failure``.
         seconds: Wall time of the run.
+        framework: Whose store it is.
+        missing: The capabilities the case needs and the store lacks, each with the
+            first line needing it (`{"capability", "line"}`); non-empty means the case
+            did not run there: it is `not_applicable`.
+        unseen: Snapshot domains the store cannot show (`memory`, the stored memory
+            entries, without [`MEMORY_ENTRIES`][steadyloop.replay.Capability]); they are
+            left out of its comparisons with other stores.
     """
 
     case_id: str
@@ -381,12 +410,62 @@ class CaseRun:
     normaliser: Normaliser
     injections: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    framework: str = "steadyloop"
+    missing: list[dict[str, Any]] = field(default_factory=list)
+    unseen: tuple[str, ...] = ()
+
+    @property
+    def applicable(self) -> bool:
+        """Whether the case ran on the store (it had every capability needed)."""
+        return not self.missing
+
+
+_BEHIND_THE_CACHE = (Summarize, FailSummary, RunLoop, ResumeLoop)
+
+_MASKED = (
+    (Capability.EXPLICIT_EVENT_ID, "id"),
+    (Capability.EXPLICIT_TIME, "time"),
+    (Capability.INVOCATION_ID, "invocation_id"),
+)
+
+
+@contextlib.contextmanager
+def _time_zone(tz: str | None) -> Any:
+    """Run under ``TZ=tz`` (``time.tzset``), restoring the previous zone after."""
+    if tz is None:
+        yield
+        return
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = tz
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+class NotCreated(SessionError):
+    """An operation on a session whose create_session failed before the store named it."""
+
+
+def _may_refuse(op: Operation) -> bool:
+    """Whether the case expects the store may refuse the operation."""
+    return isinstance(op, RepeatEvent | EditEvent) or (
+        isinstance(op, CreateSession) and op.may_refuse
+    )
 
 
 class _Runner:
-    def __init__(self, case: Case, backend: Backend, ids: Literal["sequential", "random"]) -> None:
+    def __init__(
+        self, case: Case, store: SessionStore, ids: Literal["sequential", "random"]
+    ) -> None:
         self.case = case
-        self.backend = backend
+        self.store = store
+        self.own = store if isinstance(store, JournalStore) else None
         self.app = f"replay.{case.case_id}.{uuid.uuid4().hex[:10]}"
         self.ids = _RecordingIds(SequentialIds("id") if ids == "sequential" else RandomIds())
         self.clock = _RecordingClock(
@@ -394,98 +473,157 @@ class _Runner:
         )
         self.records = RecordFactory(clock=self.clock, ids=self.ids)
         self.snapshot = empty_snapshot()
-        self.sessions: dict[str, tuple[str, str]] = {}
+        self.sessions: dict[str, SessionRef] = {}
+        self.events: dict[tuple[str, str], StoreEvent] = {}
         self.users: set[str] = set()
         self.runs: dict[str, RunLoop] = {}
         self.effects: dict[str, dict[str, int]] = {}
         # Per run: the assistant turns its session held before it (earlier runs' turns).
         self.offsets: dict[str, int] = {}
         self.injections: list[dict[str, Any]] = []
-        self.journal: _Injector
-        self.service: SessionService
+        # Every error an operation ended with, when asked for (the limits check).
+        self.refusals: list[tuple[int, BaseException]] | None = None
 
-    async def _open(self) -> None:
-        files = _TearingFiles() if self.backend.open_files is not None else None
-        if files is not None and self.backend.open_files is not None:
-            inner = await self.backend.open_files(files)
-        else:
-            inner = await self.backend.open()
-        self.journal = _Injector(inner, files)
-        self.service = SessionService(self.journal, self.app, records=self.records)
+    def _journal_store(self) -> JournalStore:
+        if self.own is None:  # pragma: no cover - capabilities keep other stores out
+            raise RuntimeError("a Steadyloop-only operation on another store")
+        return self.own
 
     async def _restart(self) -> None:
-        # The "process" died: its handles die with it, whatever closing them says.
+        # The "process" died or a read-back is due: its handles die with it, whatever
+        # closing them says, and the read goes through a fresh client.
         with contextlib.suppress(Exception):
-            await self.journal.close()
-        await self._open()
+            await self.store.close()
+        await self.store.open()
 
-    async def execute(self, keep: bool) -> CaseRun:
-        started = time.perf_counter()
-        await self._open()
-        try:
-            armed: tuple[int, InjectFailure] | None = None
-            for line, op in self.case.operations:
-                if isinstance(op, InjectFailure):
-                    armed = (line, op)
-                    continue
-                plan = armed[1] if armed else None
-                self.journal.arm(plan)
-                crashed = False
-                try:
-                    await self._do(line, op, plan)
-                except _Crash:
-                    crashed = True
-                except BackendUnavailable as exc:
-                    if not isinstance(exc, _InjectedDrop):
-                        # The backend went away on its own: not something the case
-                        # did, so not a difference. The run stops here (see below).
-                        raise
-                    self.snapshot["errors"][str(line)] = {
-                        "op": op.op,
-                        "error": type(exc).__name__,
-                    }
-                except SteadyloopError as exc:
-                    self.snapshot["errors"][str(line)] = {
-                        "op": op.op,
-                        "error": type(exc).__name__,
-                    }
-                if armed is not None:
-                    self.injections.append(
-                        {"line": armed[0], "kind": armed[1].kind, "effect": self.journal.effect}
-                    )
-                    armed = None
-                self.journal.arm(None)
-                if crashed:
-                    await self._restart()
-            await self._read_back()
-        except BaseException:
-            # Clean up as far as the backend still allows, then let the original
-            # error through: a cleanup failure on a dead backend must not mask it.
-            with contextlib.suppress(Exception):
-                await self._cleanup(keep)
-            raise
-        await self._cleanup(keep)
+    def _run(self, seconds: float) -> CaseRun:
         return CaseRun(
             case_id=self.case.case_id,
-            backend=self.backend.name,
+            backend=self.store.name,
             snapshot=self.snapshot,
             normaliser=Normaliser(self.ids.values, self.clock.values),
             injections=self.injections,
-            seconds=time.perf_counter() - started,
+            seconds=seconds,
+            framework=self.store.framework,
+            unseen=() if Capability.MEMORY_ENTRIES in self.store.capabilities else ("memory",),
         )
+
+    async def execute(self, keep: bool) -> CaseRun:
+        started = time.perf_counter()
+        missing = [
+            {"capability": str(cap), "line": line}
+            for cap, line in sorted(required_capabilities(self.case).items(), key=lambda i: i[1])
+            if cap not in self.store.capabilities
+        ]
+        if missing:
+            run = self._run(0.0)
+            run.missing = missing
+            return run
+        inner: Any = self.store
+        while not isinstance(inner, JournalStore) and isinstance(
+            getattr(inner, "inner", None), SessionStore
+        ):
+            inner = inner.inner  # a wrapper (a FaultyStore): its clock is ours too
+        if isinstance(inner, JournalStore):
+            inner.records = self.records
+        with _time_zone(self.case.tz):
+            await self.store.open()
+            try:
+                await self._operations()
+                await self._restart()
+                await self._read_back()
+            except BaseException:
+                # Clean up as far as the store still allows, then let the original
+                # error through: a cleanup failure on a dead store must not mask it.
+                with contextlib.suppress(Exception):
+                    await self._cleanup(keep)
+                raise
+            await self._cleanup(keep)
+        self._mask()
+        return self._run(time.perf_counter() - started)
+
+    async def _operations(self) -> None:
+        armed: tuple[int, InjectFailure] | None = None
+        for line, op in self.case.operations:
+            if isinstance(op, InjectFailure):
+                armed = (line, op)
+                continue
+            plan = armed[1] if armed else None
+            injector = self.own.journal if self.own is not None else None
+            if injector is not None:
+                injector.arm(plan)
+            crashed = False
+            try:
+                await self._do(line, op, plan)
+            except Crash:
+                crashed = True
+            except BackendUnavailable as exc:
+                if not isinstance(exc, InjectedDrop):
+                    # The store went away on its own: not something the case did, so
+                    # not a difference. The run stops here.
+                    raise
+                self._error(line, op, exc)
+            except Exception as exc:
+                if self.own is not None and not (
+                    isinstance(exc, SteadyloopError) or _may_refuse(op)
+                ):
+                    raise  # a bug of our own store: never a result
+                self._error(line, op, exc)
+            if self.own is not None and isinstance(
+                op, Summarize | FailSummary | RunLoop | ResumeLoop
+            ):
+                self.own.forget()  # it wrote the session behind the cached copy's back
+            if armed is not None and injector is not None:
+                entry: dict[str, Any] = {
+                    "line": armed[0],
+                    "kind": armed[1].kind,
+                    "effect": injector.effect,
+                }
+                if self.refusals is not None:
+                    entry["writes"] = injector.count
+                self.injections.append(entry)
+                armed = None
+            if injector is not None:
+                injector.arm(None)
+            if crashed:
+                await self._restart()
+
+    def _error(self, line: int, op: Operation, exc: BaseException) -> None:
+        if self.refusals is not None:
+            self.refusals.append((line, exc))
+        self.snapshot["errors"][str(line)] = {"op": op.op, "error": type(exc).__name__}
+        if str(line) in self.snapshot["outcomes"]:
+            return
+        if _may_refuse(op):
+            self.snapshot["outcomes"][str(line)] = {
+                "op": op.op,
+                "outcome": str(Outcome.REFUSED),
+                "error": type(exc).__name__,
+                "message": str(exc).replace(self.app, "<app>"),
+            }
+
+    def _outcome(self, line: int, op: Operation, outcome: Outcome) -> None:
+        self.snapshot["outcomes"][str(line)] = {
+            "op": op.op,
+            "outcome": str(outcome),
+            "error": None,
+            "message": None,
+        }
 
     async def _cleanup(self, keep: bool) -> None:
         try:
             if not keep:
-                await self.journal.delete_namespace(self.app)
+                await self.store.cleanup(self.app)
         finally:
-            await self.journal.close()
+            await self.store.close()
 
     async def _capture(self) -> dict[str, Any]:
-        return {
-            "sessions": await read_sessions(self.service, self.sessions),
-            "memory": await read_memory(self.journal, self.app, sorted(self.users)),
-        }
+        out: dict[str, Any] = {"sessions": await read_sessions(self.store, self.sessions)}
+        if self.own is not None:
+            out["memory"] = await read_memory(self.own.journal, self.app, sorted(self.users))
+        else:
+            out["memory"] = {}
+        return out
 
     async def _read_back(self) -> None:
         captured = await self._capture()
@@ -493,32 +631,118 @@ class _Runner:
         self.snapshot["memory"] = captured["memory"]
         for run_id in self.runs:
             self.snapshot["loops"][run_id] = await read_loop(
-                self.journal, self.app, run_id, self.effects[run_id]
+                self._journal_store().journal, self.app, run_id, self.effects[run_id]
             )
 
+    def _mask(self) -> None:
+        """Blank the event fields a store does not keep, so they are never compared."""
+        blank = [name for cap, name in _MASKED if cap not in self.store.capabilities]
+        if not blank:
+            return
+        bodies = [self.snapshot, *self.snapshot["checkpoints"].values()]
+        for body in bodies:
+            for session in body.get("sessions", {}).values():
+                for key in ("events", "historical_events"):
+                    for event in session.get(key, ()):
+                        if isinstance(event, dict):
+                            for name in blank:
+                                if name in event:
+                                    event[name] = None
+        # Memory hits name the event and its time as the store has them, too.
+        hit_fields = {"id": "event_id", "time": "time", "invocation_id": "invocation_id"}
+        for query in self.snapshot["queries"].values():
+            for hit in query.get("hits", ()):
+                if isinstance(hit, dict):
+                    for name in blank:
+                        if hit_fields[name] in hit:
+                            hit[hit_fields[name]] = None
+
+    def _ref(self, handle: str) -> SessionRef:
+        ref = self.sessions.get(handle)
+        if ref is None:
+            raise NotCreated(
+                f"session {handle!r} has no id: its create_session (with a generated id) "
+                "failed, so the store never named it"
+            )
+        return ref
+
     async def _do(self, line: int, op: Operation, plan: InjectFailure | None) -> None:
-        service = self.service
+        store = self.store
         if isinstance(op, CreateSession):
             sid = op.session if op.session_id == "" else op.session_id
-            if sid is None:
-                sid = self.ids.new_id()
-            self.sessions[op.session] = (op.user, sid)
             self.users.add(op.user)
-            await service.create_session(op.user, sid, op.state)
+            existed = op.may_refuse and any(
+                r.user == op.user and r.session_id == sid for r in self.sessions.values()
+            )
+            previous = None
+            if existed:
+                previous = await self._peek(SessionRef(self.app, op.user, str(sid)))
+            if sid is not None:
+                # Known before the store answers: a failed create still has a handle,
+                # and what the case does with it next is the store's to answer.
+                self.sessions.setdefault(op.session, SessionRef(self.app, op.user, sid))
+            used = await store.create_session(self.app, op.user, sid, op.state)
+            if sid is None and used not in self.ids.values:
+                self.ids.values.append(used)  # a foreign store's own id: normalised too
+            self.sessions.setdefault(op.session, SessionRef(self.app, op.user, used))
+            if op.may_refuse:
+                after = await self._peek(SessionRef(self.app, op.user, used))
+                merged = (
+                    previous is not None
+                    and after is not None
+                    and (
+                        after.get("events") == previous.get("events")
+                        and after.get("state") == previous.get("state")
+                    )
+                )
+                self._outcome(line, op, Outcome.MERGED if merged else Outcome.ACCEPTED)
         elif isinstance(op, AppendEvent):
             await self._append_event(line, op, plan)
+        elif isinstance(op, RepeatEvent):
+            ref = self._ref(op.session)
+            event = self.events[(op.session, op.event_id)]
+            await store.append_event(ref, event)
+            after = await self._peek(ref)
+            copies = sum(1 for e in (after or {}).get("events", ()) if e.get("id") == event.id)
+            self._outcome(line, op, Outcome.ACCEPTED if copies >= 2 else Outcome.MERGED)
+        elif isinstance(op, EditEvent):
+            ref = self._ref(op.session)
+            edit = EventEdit(text=op.text, state_delta=dict(op.state_delta))
+            await store.edit_appended(ref, op.event_id, edit)
+            after = await self._peek(ref)
+            seen = False
+            for e in (after or {}).get("events", ()):
+                if e.get("id") != op.event_id:
+                    continue
+                texts = [p.get("text") for p in e.get("parts", ()) if p.get("type") == "text"]
+                delta = e.get("state_delta") or {}
+                if (op.text is not None and op.text in texts) or any(
+                    k in delta and delta[k] == v for k, v in op.state_delta.items()
+                ):
+                    seen = True
+            self._outcome(line, op, Outcome.ACCEPTED if seen else Outcome.MERGED)
+        elif isinstance(op, ListSessions):
+            ids = await store.list_sessions(self.app, op.user)
+            self.snapshot["lists"][op.list_id] = {"user": op.user, "sessions": sorted(ids)}
+        elif isinstance(op, DeleteSession):
+            await store.delete_session(self._ref(op.session))
         elif isinstance(op, StoreMemory):
-            await service.store_memory(await self._session(op.session))
+            await store.add_session_to_memory(self._ref(op.session))
         elif isinstance(op, SearchMemory):
-            hits = await service.search_memory(op.user, op.query, op.limit)
+            hits = await store.search_memory(self.app, op.user, op.query, op.limit)
+            # A plain-JSON copy: an adapter returns plain JSON, or it is an error.
+            hits = decode(canonical_json(hits))
             self.snapshot["queries"][op.query_id] = {
                 "user": op.user,
                 "query": op.query,
                 "limit": op.limit,
-                "hits": [h.to_dict() for h in hits],
+                "hits": hits,
             }
         elif isinstance(op, Summarize | FailSummary):
-            session = await self._session(op.session)
+            own = self._journal_store()
+            ref = self._ref(op.session)
+            session = await own.session(ref)
+            service = own.service(self.app)
             method = service.summarize if isinstance(op, Summarize) else service.fail_summary
             await method(
                 session,
@@ -529,61 +753,91 @@ class _Runner:
                 covers_through=op.covers_through,
             )
         elif isinstance(op, Checkpoint):
+            await self._restart()
             self.snapshot["checkpoints"][op.name] = await self._capture()
         elif isinstance(op, RunLoop):
+            own = self._journal_store()
             self.runs[op.run] = op
             self.effects[op.run] = {name: 0 for name in op.tools}
-            user_id, session_id = self.sessions[op.session]
+            ref = self._ref(op.session)
             await run(
                 self._agent(op),
-                self.journal,
+                own.journal,
                 self.app,
-                user_id,
-                session_id,
+                ref.user,
+                ref.session_id,
                 op.run,
                 op.input,
                 records=self.records,
             )
         elif isinstance(op, ResumeLoop):
+            own = self._journal_store()
             await resume(
-                self._agent(self.runs[op.run]), self.journal, self.app, op.run, records=self.records
+                self._agent(self.runs[op.run]), own.journal, self.app, op.run, records=self.records
             )
 
-    async def _session(self, handle: str) -> Any:
-        user_id, session_id = self.sessions[handle]
-        return await self.service.get_session(user_id, session_id)
+    async def _peek(self, ref: SessionRef) -> dict[str, Any] | None:
+        """Read a session back after a restart (for an outcome); `None` if unreadable."""
+        await self._restart()
+        try:
+            got = await self.store.get_session(ref)
+        except BackendUnavailable:
+            raise
+        except Exception:
+            return None
+        return None if got is None else got.to_dict()
 
     async def _append_event(self, line: int, op: AppendEvent, plan: InjectFailure | None) -> None:
-        session = await self._session(op.session)
-        parts: list[Part] = []
+        ref = self._ref(op.session)
+        parts: list[dict[str, Any]] = []
         if op.text is not None:
-            parts.append(TextPart(op.text))
+            parts.append({"type": "text", "text": op.text})
         for spec in op.parts or ():
             if isinstance(spec, TextPartSpec):
-                parts.append(TextPart(spec.text))
+                parts.append({"type": "text", "text": spec.text})
             elif isinstance(spec, ToolCallSpec):
-                parts.append(ToolCallPart(spec.call_id, spec.name, spec.arguments))
+                parts.append(
+                    {
+                        "type": "tool_call",
+                        "call_id": spec.call_id,
+                        "name": spec.name,
+                        "arguments": spec.arguments,
+                    }
+                )
             else:
-                parts.append(ToolResultPart(spec.call_id, spec.name, spec.response, spec.error))
-        event = self.service.new_event(
-            op.author,
-            parts,
-            state_delta=op.state_delta,
+                parts.append(
+                    {
+                        "type": "tool_result",
+                        "call_id": spec.call_id,
+                        "name": spec.name,
+                        "response": spec.response,
+                        "error": spec.error,
+                    }
+                )
+        event_id = self.ids.new_id() if op.event_id is None else op.event_id
+        when = self.clock.now_us() if op.time is None else op.time
+        event = StoreEvent(
+            id=event_id,
+            author=op.author,
+            parts=tuple(parts),
+            state_delta=dict(op.state_delta),
+            time=when,
             invocation_id=op.invocation_id,
-            event_id=op.event_id,
         )
+        self.events[(op.session, event_id)] = event
         key = op.idempotency_key
         if plan is not None and plan.kind in ("duplicate_submission", "dropped_connection"):
             key = key or f"replay:{self.case.case_id}:{line}"
         if plan is not None and plan.kind == "duplicate_submission":
-            await self.service.append_event(session, event, idempotency_key=key)
-            await self.service.append_event(session, event, idempotency_key=key)
-            self.journal.effect = "submitted twice under one idempotency key"
+            own = self._journal_store()
+            assert key is not None
+            await own.submit_twice(ref, event, key)
+            own.journal.effect = "submitted twice under one idempotency key"
             return
         try:
-            await self.service.append_event(session, event, idempotency_key=key)
-        except _InjectedDrop:
-            await self.service.append_event(session, event, idempotency_key=key)
+            await self.store.append_event(ref, event, idempotency_key=key)
+        except InjectedDrop:
+            await self.store.append_event(ref, event, idempotency_key=key)
 
     def _agent(self, op: RunLoop) -> Agent:
         script: list[ModelReply | str] = []
@@ -635,34 +889,218 @@ def _scripted_tool(effects: dict[str, int], name: str, returns: Any) -> Callable
     return tool
 
 
+def as_store(spec: Backend | SessionStore) -> SessionStore:
+    """A [`SessionStore`][steadyloop.replay.SessionStore] for a backend or a store."""
+    if isinstance(spec, Backend):
+        return JournalStore(spec)
+    return spec
+
+
 async def run_case(
     case: Case,
-    backend: Backend,
+    backend: Backend | SessionStore,
     *,
     keep: bool = False,
     ids: Literal["sequential", "random"] = "sequential",
 ) -> CaseRun:
-    """Run one case on one backend and read back its snapshot.
+    """Run one case on one store and read back its snapshot.
 
     Args:
         case: The case.
-        backend: The backend.
-        keep: Leave the case's namespace in the store instead of deleting it.
+        backend: The store: a [`SessionStore`][steadyloop.replay.SessionStore], or a
+            [`Backend`][steadyloop.replay.Backend] (Steadyloop's sessions on its journal).
+        keep: Leave the case's data in the store instead of removing it.
         ids: ``"sequential"`` ids and a step clock (the default), or ``"random"`` ids
             and the wall clock (normalisation makes both compare the same).
 
+    Returns:
+        The run; when the store lacks a capability the case needs, a run with
+        `missing` set that did nothing (`not_applicable`).
+
     Raises:
-        BackendUnavailable: The backend cannot be reached, or stopped answering during
+        BackendUnavailable: The store cannot be reached, or stopped answering during
             the run (what the case had written so far is removed where possible).
     """
+    store = as_store(backend)
     try:
-        return await _Runner(case, backend, ids).execute(keep)
+        return await _Runner(case, store, ids).execute(keep)
     except BackendUnavailable as exc:
         raise BackendUnavailable(
-            f"backend {backend.name!r} became unreachable during case {case.case_id!r}: {exc}"
+            f"backend {store.name!r} became unreachable during case {case.case_id!r}: "
+            + without_passwords(str(exc))
         ) from exc
+
+
+def resolve_stores(
+    specs: Sequence[str | Backend | SessionStore],
+    workdir: str | Path,
+    environ: Mapping[str, str] | None = None,
+) -> list[SessionStore]:
+    """Turn backend names, journal URLs and store URLs into stores under test.
+
+    Args:
+        specs: What [`resolve_backends`][steadyloop.replay.resolve_backends] takes, plus
+            `FRAMEWORK+BACKEND[://…]` store URLs (resolved through the
+            `steadyloop.replay_stores` entry points) and ready
+            [`SessionStore`][steadyloop.replay.SessionStore] objects.
+        workdir: Where temporary stores go.
+        environ: The environment to read server URLs from (``os.environ`` by default).
+
+    Raises:
+        UnknownBackend: A name or framework is unknown, a server's variable is not set,
+            two stores would have the same name, or a framework's extra is missing
+            ([`MissingExtra`][steadyloop.replay.MissingExtra]).
+    """
+    out: list[SessionStore] = []
+    directory = Path(workdir)
+    for spec in specs:
+        if isinstance(spec, Backend):
+            out.append(JournalStore(spec))
+        elif not isinstance(spec, str):
+            out.append(spec)
+        else:
+            parsed = parse_store_url(spec, directory)
+            if parsed is None:
+                out.extend(JournalStore(b) for b in resolve_backends([spec], directory, environ))
+            else:
+                out.append(store_opener(parsed.framework)(parsed))
+    names = [s.name for s in out]
+    for name in names:
+        if names.count(name) > 1:
+            raise UnknownBackend(
+                f"two stores are named {name!r}; give URLs distinct names with Backend.from_url"
+            )
+    return out
 
 
 def make_workdir() -> Path:
     """Create a private temporary directory for embedded stores."""
     return Path(tempfile.mkdtemp(prefix="steadyloop-replay-"))
+
+
+class _Tightest(ForwardingJournal):
+    """A journal that refuses what the strictest of Steadyloop's journals refuses.
+
+    The JSONL journal keeps each record inside a line object, one level deeper than
+    the others keep it: a value that fits everywhere else is refused there. This
+    journal checks every record at that depth, so a dry run on it finds every value
+    some Steadyloop journal would refuse.
+    """
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        for write, texts in zip(batch.writes, batch.encoded, strict=True):
+            for text in texts:
+                try:
+                    check_canonical({"record": decode(text)})
+                except EncodingError as exc:
+                    raise EncodingError(
+                        f"a record of stream {write.stream!r} nests too deep for the JSONL "
+                        f"journal: {str(exc).rsplit(' (at ', 1)[0]}",
+                        path=exc.path.removeprefix("/record"),
+                    ) from None
+        return await super()._append(batch)
+
+
+def _limit_error(exc: BaseException) -> bool:
+    """Whether an operation's error is Steadyloop refusing a value by its own limits."""
+    if isinstance(exc, EncodingError | InvalidBatch):
+        return True
+    return isinstance(exc, SessionError) and isinstance(
+        exc.__context__, EncodingError | InvalidBatch
+    )
+
+
+def _short(pointer: str) -> str:
+    """A JSON Pointer cut to its first tokens when a deep value makes it long."""
+    tokens = pointer.split("/")[1:]
+    if len(tokens) <= 8:
+        return pointer
+    return "/" + "/".join(tokens[:6]) + f"/… ({len(tokens)} levels)"
+
+
+def _detail(exc: BaseException) -> str:
+    text = str(exc)
+    return text.rsplit(" (at /", 1)[0] if isinstance(exc, EncodingError) else text
+
+
+def _static_limits(case: Case) -> list[tuple[str, int, str, str]]:
+    """Ids and keys Steadyloop's journals cannot name (checked without running)."""
+    problems: list[tuple[str, int, str, str]] = []
+
+    def check(line: int, field_name: str, fn: Callable[[], object]) -> bool:
+        try:
+            fn()
+        except (SessionError, InvalidBatch) as exc:
+            problems.append((case.file, line, field_name, str(exc)))
+            return False
+        return True
+
+    for line, op in case.operations:
+        if isinstance(op, CreateSession | SearchMemory | ListSessions):
+            user = op.user
+            ok = check(line, "/user", lambda u=user: (user_stream(u), memory_stream(u)))  # type: ignore[misc]
+            sid = op.session if isinstance(op, CreateSession) and op.session_id == "" else None
+            if isinstance(op, CreateSession) and op.session_id not in ("", None):
+                sid = op.session_id
+            if ok and sid is not None:
+                check(line, "/session_id", lambda u=user, s=sid: session_stream(u, s))  # type: ignore[misc]
+        elif isinstance(op, AppendEvent) and op.idempotency_key is not None:
+            key = op.idempotency_key
+            check(line, "/idempotency_key", lambda k=key: check_name(k, "idempotency key"))  # type: ignore[misc]
+    return problems
+
+
+def _case_field(path: str) -> str:
+    """The case field a record's JSON Pointer points into, where it says."""
+    for prefix in ("/payload/event", "/payload"):
+        if path.startswith(prefix + "/"):
+            rest = path[len(prefix) :]
+            if rest.split("/")[1] in ("state", "state_delta", "parts"):
+                return rest
+    return ""
+
+
+async def steadyloop_limits(case: Case) -> list[tuple[str, int, str, str]]:
+    """Find what in a case Steadyloop's own stores would refuse, before anything runs.
+
+    The case runs once on a private in-memory journal that refuses what the strictest
+    of Steadyloop's journals refuses. Reported, as `(file, line, field, detail)`:
+    a value too deeply nested, an id or key too long or holding a control character
+    (Steadyloop's limits on every journal), and an `inject_failure` that can never
+    fire (a crash after more writes than the next operation makes). A foreign store's
+    refusal of such a value stays an operation result: probing those limits is the
+    point of running a case there.
+    """
+    store = f"replay-limits-{uuid.uuid4().hex}"
+
+    async def tight() -> Journal:
+        return _Tightest(await open_journal(f"memory://{store}"))
+
+    async def forget() -> None:
+        MemoryJournal.forget(store)
+
+    runner = _Runner(case, JournalStore(Backend("limits", tight, None, forget)), "sequential")
+    runner.refusals = []
+    try:
+        await runner.execute(keep=False)
+    finally:
+        MemoryJournal.forget(store)
+    problems = _static_limits(case)
+    seen = {p[1] for p in problems}
+    problems += [
+        (case.file, line, _short(_case_field(getattr(exc, "path", ""))), _detail(exc))
+        for line, exc in runner.refusals
+        if _limit_error(exc) and line not in seen
+    ]
+    for injection in runner.injections:
+        if injection["effect"] == "not triggered":
+            problems.append(
+                (
+                    case.file,
+                    injection["line"],
+                    "/after" if injection["kind"] == "crash_after_write" else "/write",
+                    f"this {injection['kind']} can never fire: the next operation makes "
+                    f"only {injection['writes']} write(s)",
+                )
+            )
+    return sorted(problems, key=lambda p: p[1])
