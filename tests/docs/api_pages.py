@@ -484,6 +484,7 @@ PACKAGES: dict[str, Package] = {
                     "Outcome",
                     "StoreSpec",
                     "StoreOpener",
+                    "without_passwords",
                     "store_opener",
                     "parse_store_url",
                     "missing_extra",
