@@ -68,6 +68,7 @@ from steadyloop.audit._packets import (
 )
 from steadyloop.audit._queue import (
     Claim,
+    MySQLQueue,
     PostgresQueue,
     QueuedTask,
     SQLiteQueue,
@@ -120,6 +121,7 @@ __all__ = [
     "Judge",
     "LeaseLost",
     "ModelJudge",
+    "MySQLQueue",
     "Packet",
     "PostgresQueue",
     "PreambleModel",

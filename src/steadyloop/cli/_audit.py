@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import SteadyloopError, TaskNotFound, TaskSpecError
+from steadyloop._errors import TaskNotFound, TaskSpecError
 from steadyloop.audit import (
     DEFAULT_APP,
     GoalSpec,
@@ -34,7 +34,6 @@ from steadyloop.audit import (
 )
 from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
 from steadyloop.journal import DEFAULT_URL
-from steadyloop.journal._factory import _local_path
 from steadyloop.loop import load_agent
 
 __all__ = ["audit_app"]
@@ -61,22 +60,6 @@ def _time(us: int) -> str:
 def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code)
-
-
-def _existing_store(store: str) -> None:
-    """Refuse to read a SQLite store that does not exist (opening it would create it).
-
-    Raises:
-        typer.Exit: The store is a ``sqlite:`` file that does not exist (exit 2).
-    """
-    if store.split(":", 1)[0].lower() != "sqlite":
-        return
-    try:
-        path = _local_path(store, "sqlite")
-    except SteadyloopError:
-        return  # opening the store reports the malformed URL
-    if path != ":memory:" and not os.path.exists(path):
-        raise _fail(f"no task store exists at {path} (from {store}); nothing was created")
 
 
 def _positive_seconds(value: float) -> float:
@@ -307,12 +290,11 @@ def status(
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
     """Show every task: status, priority, rounds, audits, claims, owner and why."""
-    _existing_store(store)
     run_async(_status, store, app, as_json)
 
 
 async def _status(store: str, app: str, as_json: bool) -> None:
-    async with await TaskBoard.open(store, app=app) as board:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
         tasks = await board.tasks()
     if as_json:
         for t in tasks:
@@ -381,12 +363,11 @@ def show(
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
     """Show a task's trail: every transition, in order."""
-    _existing_store(store)
     run_async(_show, store, app, task, as_json)
 
 
 async def _show(store: str, app: str, task: str, as_json: bool) -> None:
-    async with await TaskBoard.open(store, app=app) as board:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
         try:
             row = await board.get(task)
         except TaskNotFound as exc:
