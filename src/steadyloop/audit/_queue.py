@@ -428,12 +428,11 @@ class TaskQueue:
         rows = yield Query(d.now_sql, fetch=True)
         return int(rows[0][0])
 
-    def _notify(self) -> list[Query]:
-        """Queries telling idle workers that something may be claimable (at commit)."""
+    def _notify(self) -> Plan:
+        """Tell idle workers that something may be claimable (sent at commit)."""
         d = self.dialect
-        if d.notify_sql is None:
-            return []
-        return [Query(d.sql(d.notify_sql), (self._channel(),))]
+        if d.notify_sql is not None:
+            yield Query(d.sql(d.notify_sql), (self._channel(),))
 
     def _channel(self) -> str:
         return f"{self.prefix}audit"
