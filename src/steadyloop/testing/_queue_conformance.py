@@ -137,7 +137,7 @@ class QueueConformance:
 
     @pytest.mark.asyncio
     async def test_ids_are_stored_exactly(self, queue_factory: QueueFactory, clock: _Clock) -> None:
-        """Ids differing by case, trailing space, Unicode form or a C1 control are distinct tasks."""
+        """Ids differing by case, a trailing space, Unicode form or a C1 control are distinct."""
         ids = ["Task", "task", "task ", "caf\u00e9", "cafe\u0301", "a\x85b", "a:b", "a/b"]
         async with await self._open(queue_factory, clock) as queue:
             await queue.submit_many([TaskSpec(prompt=i, task_id=i) for i in ids])
@@ -150,7 +150,7 @@ class QueueConformance:
     async def test_idempotency_key_returns_the_first_task(
         self, queue_factory: QueueFactory, clock: _Clock
     ) -> None:
-        """The same key with the same body is a duplicate of the first task; nothing new is queued."""
+        """The same key with the same body is a duplicate of the first task; nothing is queued."""
         async with await self._open(queue_factory, clock) as queue:
             first = await queue.submit(TaskSpec(prompt="p", idempotency_key="k1"))
             again = await queue.submit(TaskSpec(prompt="p", idempotency_key="k1"))
@@ -163,7 +163,7 @@ class QueueConformance:
     async def test_idempotency_key_with_a_different_body_is_refused(
         self, queue_factory: QueueFactory, clock: _Clock
     ) -> None:
-        """The same key with a different body is a TaskSpecError naming the key; nothing is queued."""
+        """The same key with another body is a TaskSpecError naming the key; nothing is queued."""
         async with await self._open(queue_factory, clock) as queue:
             await queue.submit(TaskSpec(prompt="p", idempotency_key="k1"))
             with pytest.raises(
@@ -231,7 +231,7 @@ class QueueConformance:
     async def test_failed_dependency_dooms_and_blocks_dependents(
         self, queue_factory: QueueFactory, clock: _Clock
     ) -> None:
-        """A dependent of a task that ended without completing is reported doomed and can be blocked."""
+        """A dependent of a task that ended without completing is doomed and can be blocked."""
         async with await self._open(queue_factory, clock) as queue:
             await queue.submit(TaskSpec(prompt="p", task_id="base"))
             await queue.submit(TaskSpec(prompt="p", task_id="top", depends_on=("base",)))
@@ -251,7 +251,7 @@ class QueueConformance:
     async def test_expired_lease_is_taken_over_and_the_old_token_is_dead(
         self, queue_factory: QueueFactory, clock: _Clock
     ) -> None:
-        """After a lease expires another worker claims the task; the old holder can neither renew nor settle."""
+        """An expired lease passes to another worker; the old token can neither renew nor settle."""
         async with await self._open(queue_factory, clock) as queue:
             await queue.submit(TaskSpec(prompt="p", task_id="x"))
             first = await queue.claim("w1", 10)
@@ -347,7 +347,7 @@ class QueueConformance:
     async def test_a_lost_reply_costs_no_claim_and_no_settle(
         self, queue_factory: QueueFactory, clock: _Clock
     ) -> None:
-        """A claim, a settle and a submission whose reply was lost are retried into the same outcome."""
+        """A claim, settle or submission whose reply was lost is retried into the same outcome."""
         async with await self._open(queue_factory, clock) as queue:
             armed = self._lose_next_reply(queue)
             result = await queue.submit(TaskSpec(prompt="p", task_id="x"))
@@ -390,7 +390,7 @@ class QueueConformance:
     async def test_cancel_a_running_task_reaches_its_worker(
         self, queue_factory: QueueFactory, clock: _Clock
     ) -> None:
-        """A cancel of a running task surfaces in its worker's heartbeat, which still renews the lease."""
+        """A running task's cancel reaches its worker's heartbeat, which still renews the lease."""
         async with await self._open(queue_factory, clock) as queue:
             await queue.submit(TaskSpec(prompt="p", task_id="x"))
             claim = await queue.claim("w", 10)
@@ -414,7 +414,7 @@ class QueueConformance:
     async def test_a_cancel_outlives_its_lost_worker(
         self, queue_factory: QueueFactory, clock: _Clock
     ) -> None:
-        """The worker taking over an expired lease of a task whose cancel was asked for is told so."""
+        """A worker taking over the expired lease of a task asked to cancel is told so."""
         async with await self._open(queue_factory, clock) as queue:
             await queue.submit(TaskSpec(prompt="p", task_id="x"))
             first = await queue.claim("w1", 10)
@@ -489,7 +489,7 @@ class QueueConformance:
     async def test_a_status_from_another_version_is_one_line(
         self, queue_factory: QueueFactory, clock: _Clock
     ) -> None:
-        """A row whose status this version does not know is a one-line CorruptionError naming the task."""
+        """A status this version does not know is a one-line CorruptionError naming the task."""
         async with await self._open(queue_factory, clock) as queue:
             await queue.submit(TaskSpec(prompt="p", task_id="x"))
             d = queue.dialect
@@ -508,10 +508,9 @@ class QueueConformance:
     async def test_inspecting_a_missing_store_creates_nothing(
         self, queue_factory: QueueFactory
     ) -> None:
-        """Opening with create=False where no queue is raises StoreNotFound, twice: nothing was created."""
+        """create=False where no queue is raises StoreNotFound, twice: nothing was created."""
         if queue_factory.missing is None:
             pytest.skip("the factory names no missing store")
         for _ in range(2):
             with pytest.raises(StoreNotFound, match="no "):
-                queue = await queue_factory.missing()
-                await queue.close()
+                await queue_factory.missing()
