@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import TaskNotFound, TaskSpecError
+from steadyloop._errors import IllegalTransition, TaskNotFound, TaskSpecError
 from steadyloop.audit import (
     DEFAULT_APP,
     GoalSpec,
@@ -410,3 +410,71 @@ async def _show(store: str, app: str, task: str, as_json: bool) -> None:
                     f"{f.title}\n    acceptance: {f.acceptance}"
                 )
             )
+
+
+# -- a person's decisions: cancel and retry -------------------------------------------
+
+
+@audit_app.command("cancel")
+def cancel(
+    task: Annotated[str, typer.Argument(help="The task id.")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why (recorded in the trail).")
+    ] = "cancelled by a person",
+    store: Annotated[str, STORE] = DEFAULT_URL,
+    app: Annotated[str, APP] = DEFAULT_APP,
+) -> None:
+    """Cancel a task: a queued one now (its dependents are blocked), a running one by its worker."""
+    run_async(_cancel, store, app, task, reason)
+
+
+async def _cancel(store: str, app: str, task: str, reason: str) -> None:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
+        try:
+            status = await board.cancel(task, reason)
+        except TaskNotFound as exc:
+            raise _fail(str(exc)) from None
+        except IllegalTransition as exc:
+            raise _fail(str(exc)) from None
+        blocked = [t.task_id for t in await board.tasks(TaskStatus.BLOCKED)]
+    if status is TaskStatus.CANCELLED:
+        console.print(Text(f"{task}  cancelled"))
+        dependents = [t for t in blocked if t != task]
+        if dependents:
+            console.print(Text(f"blocked: {', '.join(dependents)}"))
+    else:
+        console.print(
+            Text(f"{task}  cancel requested: its worker stops at the next write boundary")
+        )
+
+
+@audit_app.command("retry")
+def retry(
+    task: Annotated[str, typer.Argument(help="The task id.")],
+    note: Annotated[
+        str, typer.Option("--note", help="What to do differently; the agent reads it.")
+    ],
+    store: Annotated[str, STORE] = DEFAULT_URL,
+    app: Annotated[str, APP] = DEFAULT_APP,
+) -> None:
+    """Queue a needs-human or goal-unmet task again, keeping its trail and counters."""
+    run_async(_retry, store, app, task, note)
+
+
+async def _retry(store: str, app: str, task: str, note: str) -> None:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
+        try:
+            state = await board.retry(task, note)
+        except (TaskNotFound, IllegalTransition, TaskSpecError) as exc:
+            raise _fail(str(exc)) from None
+        waiting = [t for t in await board.queue.dependents(task)]
+        blocked = {t.task_id for t in await board.tasks(TaskStatus.BLOCKED)}
+    console.print(
+        Text(
+            f"{task}  queued again (retry {state.retries}; {state.round} round(s) and "
+            f"{state.audit_rounds} audit(s) so far)"
+        )
+    )
+    stuck = [t for t in waiting if t in blocked]
+    if stuck:
+        console.print(Text(f"still blocked (submit them again if needed): {', '.join(stuck)}"))
