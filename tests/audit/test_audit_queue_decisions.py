@@ -102,7 +102,7 @@ async def test_retry_queues_a_goal_unmet_task_again_and_keeps_its_counters(
 async def test_a_task_id_with_a_c1_control_becomes_a_valid_task(
     board: TaskBoard, tmp_path: Path
 ) -> None:
-    """A task id holding \\x85 is queued, worked and completed, with a readable trail."""
+    """A task id holding a C1 control (NEL, U+0085) is queued, worked and completed."""
     spec = TaskSpec(prompt="Say done.", task_id="caf\u00e9\x85 1 ")
     await board.submit(spec)
     await _worker(board, Agent("echo", ScriptedModel(["done"])), tmp_path).run()
@@ -151,8 +151,10 @@ def test_cli_retry_after_goal_unmet(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     fail = "python3 -c 'import sys; sys.exit(1)'"
     r = runner.invoke(
         app,
-        ["audit", "submit", "-s", store, "-p", "Check", "--id", "g"]
-        + ["--goal", "it passes", "--verify", fail, "--rounds", "1"],
+        [
+            *["audit", "submit", "-s", store, "-p", "Check", "--id", "g"],
+            *["--goal", "it passes", "--verify", fail, "--rounds", "1"],
+        ],
     )
     assert r.exit_code == 0, r.output
     work = ["audit", "work", "-s", store, "--agent", "audit_cli_agent:agent"]
