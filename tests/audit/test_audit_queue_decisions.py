@@ -140,6 +140,10 @@ def test_cli_cancel_and_retry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     r = runner.invoke(app, ["audit", "status", "-s", store, "--json"])
     statuses = {line.split('"task_id": ')[1].split(",")[0]: line for line in r.output.splitlines()}
     assert '"cancelled"' in statuses['"a"'] and '"blocked"' in statuses['"b"']
+    r = runner.invoke(app, ["audit", "status", "-s", store])
+    assert r.exit_code == 0 and "cancelled" in r.output and "wrong goal" in r.output
+    r = runner.invoke(app, ["audit", "show", "a", "-s", store])
+    assert r.exit_code == 0 and "cancelled" in r.output
     r = runner.invoke(app, ["audit", "cancel", "a", "-s", f"sqlite:///{tmp_path}/typo.db"])
     assert r.exit_code == 2 and not (tmp_path / "typo.db").exists()
 
