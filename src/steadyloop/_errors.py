@@ -31,6 +31,8 @@ __all__ = [
     "SessionExists",
     "SessionNotFound",
     "SteadyloopError",
+    "StoreNotFound",
+    "TaskCancelled",
     "TaskNotFound",
     "TaskSpecError",
     "UnknownBackend",

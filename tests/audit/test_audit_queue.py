@@ -30,10 +30,6 @@ _V1_SQLITE = [
 ]
 
 
-def _url_factory(url: str, **traits: Any) -> QueueFactory:
-    return QueueFactory(open=lambda **options: open_queue(url, **options), **traits)
-
-
 class TestSQLiteQueue(QueueConformance):
     """The queue contract on a SQLite file."""
 
