@@ -1138,7 +1138,8 @@ class TaskQueue:
 
 
 async def _open(journal: PlanJournal, *, create: bool, owned: bool, **options: Any) -> TaskQueue:
-    queue = TaskQueue(journal, owned=owned, **options)
+    kind = _CLASSES.get(journal.url.split(":", 1)[0].lower(), TaskQueue)
+    queue = kind(journal, owned=owned, **options)
     try:
         await queue.migrate(create=create)
     except BaseException:
@@ -1193,6 +1194,13 @@ class MySQLQueue(TaskQueue):
         return await open_queue(url, create=create, **options)
 
 
+_CLASSES: dict[str, type[TaskQueue]] = {
+    "sqlite": SQLiteQueue,
+    "postgresql": PostgresQueue,
+    "postgres": PostgresQueue,
+    "mysql": MySQLQueue,
+    "mariadb": MySQLQueue,
+}
 _QUEUE_OPTIONS = ("clock", "ids", "server_clock", "poll", "reconnect_for")
 _QUEUE_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 
