@@ -1121,12 +1121,13 @@ class TaskQueue:
         failures = 0
         while True:
             try:
-                async for _ in listen(self._channel()):
-                    if not self._listening:
-                        self._listening = True
-                        failures = 0
-                    assert self._wake is not None
-                    self._wake.set()
+                async with contextlib.aclosing(listen(self._channel())) as notes:
+                    async for _ in notes:
+                        if not self._listening:
+                            self._listening = True
+                            failures = 0
+                        assert self._wake is not None
+                        self._wake.set()
             except asyncio.CancelledError:
                 raise
             except Exception:
