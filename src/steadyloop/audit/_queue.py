@@ -426,11 +426,29 @@ class TaskQueue:
 
     def _now(self) -> Plan:
         """The time leases are written and compared with (µs): the server's, if it has one."""
-        d = self.dialect
-        if d.now_sql is None or not self.server_clock:
+        expr = self._server_now()
+        if expr is None:
             return self.clock.now_us()
-        rows = yield Query(d.now_sql, fetch=True)
+        rows = yield Query(f"SELECT {expr}", fetch=True)
         return int(rows[0][0])
+
+    def _server_now(self) -> str | None:
+        """The SQL expression of the server's clock, when leases are measured by it."""
+        d = self.dialect
+        return d.now_expr if d.now_expr is not None and self.server_clock else None
+
+    def _and_now(self, columns: str) -> str:
+        """``columns``, plus the server's clock as the last one when it measures leases.
+
+        Reading the clock with the row a plan selects (and locks) anyway saves a round
+        trip to the server per operation.
+        """
+        expr = self._server_now()
+        return columns if expr is None else f"{columns}, {expr}"
+
+    def _row_now(self, row: Row) -> int:
+        """The lease clock as read by :meth:`_and_now` with ``row`` (or the local clock)."""
+        return self.clock.now_us() if self._server_now() is None else int(row[-1])
 
     def _notify(self) -> Plan:
         """Tell idle workers that something may be claimable (sent at commit)."""
@@ -623,20 +641,26 @@ class TaskQueue:
                         previous_token=_opt(prev_token),
                         cancel_requested=_opt(cancel),
                     )
-            now = yield from self._now()
+            expr = self._server_now()
+            local = self.clock.now_us()
+            columns = self._and_now(
+                "t.task_id, t.spec, t.status, t.owner, t.lease_token, t.attempts, "
+                "t.cancel_requested"
+            )
+            where = _CLAIMABLE if expr is None else _CLAIMABLE.replace("?", expr)
             rows = yield Query(
                 d.sql(
-                    "SELECT t.task_id, t.spec, t.status, t.owner, t.lease_token, t.attempts, "
-                    f"t.cancel_requested FROM {{p}}audit_tasks t WHERE {_CLAIMABLE} "
+                    f"SELECT {columns} FROM {{p}}audit_tasks t WHERE {where} "
                     "ORDER BY t.priority DESC, t.seq ASC LIMIT 1"
                 )
                 + d.skip_locked,
-                (now, now),
+                (local, local) if expr is None else (),
                 fetch=True,
             )
             if not rows:
                 return None
-            task_id, spec, status, owner, old_token, attempts, cancel = rows[0]
+            task_id, spec, status, owner, old_token, attempts, cancel = rows[0][:7]
+            now = local if expr is None else int(rows[0][7])
             stolen = _text(status) == TaskStatus.RUNNING.value
             previous = (_opt(owner), _opt(old_token)) if stolen else (None, None)
             expires = now + lease_us
@@ -693,10 +717,10 @@ class TaskQueue:
         d = self.dialect
 
         def plan(_: bool) -> Plan:
-            now = yield from self._now()
-            row = yield from self._held(task_id, lease_token)
+            row = yield from self._held(task_id, lease_token, self._and_now("cancel_requested"))
             if row is None:
                 return False, None
+            now = self._row_now(row)
             yield Query(
                 d.sql(
                     "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ? WHERE task_id = ?"
@@ -756,19 +780,16 @@ class TaskQueue:
         d = self.dialect
 
         def plan(recovering: bool) -> Plan:
-            now = yield from self._now()
+            columns = self._and_now("lease_token, status, settled_token")
             rows = yield Query(
-                d.sql(
-                    "SELECT lease_token, status, settled_token FROM {p}audit_tasks "
-                    "WHERE task_id = ?"
-                )
-                + d.lock_suffix,
+                d.sql(f"SELECT {columns} FROM {{p}}audit_tasks WHERE task_id = ?") + d.lock_suffix,
                 (d.bind_name(task_id),),
                 fetch=True,
             )
             if not rows:
                 return False
-            held, current, settled = (_opt(v) for v in rows[0])
+            now = self._row_now(rows[0])
+            held, current, settled = (_opt(v) for v in rows[0][:3])
             if held != lease_token or current != TaskStatus.RUNNING.value:
                 # A settle whose reply was lost did commit: the same outcome again.
                 return recovering and settled == lease_token and current == status.value
@@ -804,10 +825,10 @@ class TaskQueue:
         d = self.dialect
 
         def plan(_: bool) -> Plan:
-            now = yield from self._now()
-            row = yield from self._held(task_id, lease_token)
+            row = yield from self._held(task_id, lease_token, self._and_now("cancel_requested"))
             if row is None:
                 return False
+            now = self._row_now(row)
             yield Query(
                 d.sql(
                     "UPDATE {p}audit_tasks SET round = ?, audit_rounds = ?, updated_at = ? "
@@ -829,14 +850,15 @@ class TaskQueue:
         d = self.dialect
 
         def plan(recovering: bool) -> Plan:
-            now = yield from self._now()
             rows = yield Query(
-                d.sql("SELECT status FROM {p}audit_tasks WHERE task_id = ?") + d.lock_suffix,
+                d.sql(f"SELECT {self._and_now('status')} FROM {{p}}audit_tasks WHERE task_id = ?")
+                + d.lock_suffix,
                 (d.bind_name(task_id),),
                 fetch=True,
             )
             if not rows:
                 raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+            now = self._row_now(rows[0])
             current = _text(rows[0][0])
             if current not in old:
                 return recovering and current == new.value
@@ -882,14 +904,15 @@ class TaskQueue:
         d = self.dialect
 
         def plan(_: bool) -> Plan:
-            now = yield from self._now()
             rows = yield Query(
-                d.sql("SELECT status FROM {p}audit_tasks WHERE task_id = ?") + d.lock_suffix,
+                d.sql(f"SELECT {self._and_now('status')} FROM {{p}}audit_tasks WHERE task_id = ?")
+                + d.lock_suffix,
                 (d.bind_name(task_id),),
                 fetch=True,
             )
             if not rows:
                 raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+            now = self._row_now(rows[0])
             status = TaskStatus(_text(rows[0][0]))
             if status is TaskStatus.QUEUED:
                 yield Query(

@@ -95,7 +95,7 @@ class MySQLDialect(Dialect):
     # MariaDB (10.6+) and MySQL (8.0+) skip rows other claimers locked; the claim's
     # subquery reads without locks, so only the picked task row is locked.
     skip_locked = " FOR UPDATE SKIP LOCKED"
-    now_sql = "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)"
+    now_expr = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)"
     tables_sql = (
         "SELECT table_name FROM information_schema.tables "
         "WHERE table_schema = DATABASE() AND table_name = ?"

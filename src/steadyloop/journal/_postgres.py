@@ -83,7 +83,7 @@ class PostgresDialect(Dialect):
     location_name = "postgresql"
     serial_key = "seq BIGSERIAL PRIMARY KEY"
     skip_locked = " FOR UPDATE OF t SKIP LOCKED"
-    now_sql = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+    now_expr = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint"
     tables_sql = (
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?"
     )

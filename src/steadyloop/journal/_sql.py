@@ -110,9 +110,9 @@ class Dialect:
     skip_locked = ""
     """Appended to a claim's ``SELECT`` so that rows another claimer locked are skipped
     (``FOR UPDATE SKIP LOCKED``); empty where a transaction already excludes others."""
-    now_sql: str | None = None
-    """A query returning the server's clock in integer microseconds since the epoch, so
-    machines whose clocks disagree agree on leases; ``None``: the caller's clock."""
+    now_expr: str | None = None
+    """An SQL expression of the server's clock in integer microseconds since the epoch,
+    so machines whose clocks disagree agree on leases; ``None``: the caller's clock."""
     tables_sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?"
     """A query returning a row when the table named by its one parameter exists."""
     table_suffix = ""
