@@ -165,3 +165,24 @@ async def test_two_prefixes_share_one_sqlite_file(tmp_path: Path) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     conn.close()
     assert {"one_audit_tasks", "two_audit_tasks", "one_records", "two_records"} <= tables
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("backend", ["postgres", "mysql"])
+async def test_poll_in_the_url_is_the_queues_not_the_drivers(backend: str) -> None:
+    """`?poll=` sets the idle poll of a board's queue; the journal driver never sees it."""
+    from steadyloop.audit import TaskBoard
+
+    async with server_store(backend, poll="0.5") as (url, _), await TaskBoard.open(url) as board:
+        assert board.queue.poll == 0.5
+        await board.submit(TaskSpec(prompt="p", task_id="x"))
+        assert (await board.get("x")).status is TaskStatus.QUEUED
+
+
+async def test_a_bad_poll_is_refused(tmp_path: Path) -> None:
+    """A poll that is not a positive number of seconds is refused before anything is opened."""
+    from steadyloop import UnknownBackend
+
+    with pytest.raises(UnknownBackend, match="poll must be a positive number"):
+        await open_queue(f"sqlite:///{tmp_path}/q.db?poll=soon")
+    assert not (tmp_path / "q.db").exists()

@@ -23,7 +23,13 @@ from steadyloop._errors import (
     TaskSpecError,
     UnknownBackend,
 )
-from steadyloop.audit._queue import QueuedTask, SubmitResult, TaskQueue, open_queue
+from steadyloop.audit._queue import (
+    QueuedTask,
+    SubmitResult,
+    TaskQueue,
+    open_queue,
+    split_queue_url,
+)
 from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus, task_stream
 from steadyloop.journal import Journal, StreamWrite, open_journal
 from steadyloop.journal._sql import PlanJournal
@@ -120,7 +126,7 @@ class TaskBoard:
         options: dict[str, Any],
     ) -> TaskBoard:
         if journal_url is None or journal_url == url:
-            journal = await open_journal(url, create=create)
+            journal = await open_journal(split_queue_url(url)[0], create=create)
             try:
                 if not isinstance(journal, PlanJournal):
                     raise UnknownBackend(

@@ -1229,6 +1229,37 @@ _QUEUE_OPTIONS = ("clock", "ids", "server_clock", "poll", "reconnect_for")
 _QUEUE_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 
 
+def split_queue_url(url: str) -> tuple[str, dict[str, Any]]:
+    """Split a queue URL into the journal URL and the queue's own options (``poll``).
+
+    Raises:
+        UnknownBackend: The scheme is not one of a SQL journal, or ``poll`` is not a
+            positive number of seconds.
+    """
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    from steadyloop.journal import redact_url
+
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme not in _QUEUE_SCHEMES:
+        raise UnknownBackend(
+            f"the task queue runs on sqlite, postgresql or mysql, not {scheme or url!r}; "
+            "use sqlite:FILE, postgresql://… or mysql://…"
+        )
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own: dict[str, Any] = {}
+    if any(k == "poll" for k, _ in query):
+        try:
+            own["poll"] = float(dict(query)["poll"])
+        except ValueError:
+            own["poll"] = -1.0
+        if not own["poll"] > 0:
+            raise UnknownBackend(f"{redact_url(url)}: poll must be a positive number of seconds")
+        url = parts._replace(query=urlencode([(k, v) for k, v in query if k != "poll"])).geturl()
+    return url, own
+
+
 async def open_queue(
     url: str, *, create: bool = True, journal: PlanJournal | None = None, **options: Any
 ) -> TaskQueue:
@@ -1254,25 +1285,12 @@ async def open_queue(
             is there.
         CorruptionError: The queue was written by a newer Steadyloop.
     """
-    from urllib.parse import parse_qsl, urlencode, urlsplit
-
     from steadyloop.journal import open_journal
 
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme not in _QUEUE_SCHEMES:
-        raise UnknownBackend(
-            f"the task queue runs on sqlite, postgresql or mysql, not {scheme or url!r}; "
-            "use sqlite:FILE, postgresql://… or mysql://…"
-        )
+    url, own = split_queue_url(url)
     mine = {k: options.pop(k) for k in _QUEUE_OPTIONS if k in options}
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    if any(k == "poll" for k, _ in query):
-        try:
-            mine.setdefault("poll", float(dict(query)["poll"]))
-        except ValueError:
-            raise UnknownBackend(f"{url}: poll must be a number of seconds") from None
-        url = parts._replace(query=urlencode([(k, v) for k, v in query if k != "poll"])).geturl()
+    for key, value in own.items():
+        mine.setdefault(key, value)
     owned = journal is None
     if journal is None:
         opened = await open_journal(url, create=create, **options)
