@@ -191,3 +191,14 @@ async def test_a_board_on_a_server_works_odd_ids_cancels_and_retries(
         await _worker(board, Agent("echo", ScriptedModel(["done"])), tmp_path).run()
         assert (await board.state("Ä\x85 b")).status is TaskStatus.COMPLETED
         assert (await board.get("after")).status is TaskStatus.BLOCKED
+
+
+async def test_a_cancel_racing_a_claim_ends_the_row_too(board: TaskBoard) -> None:
+    """A worker that claimed the row but not yet the trail loses to a cancel: the row ends at once."""
+    await board.submit(TaskSpec(prompt="p", task_id="a"))
+    claim = await board.queue.claim("w", 600)  # claimed in the queue, claimed not yet recorded
+    assert claim is not None
+    assert await board.cancel("a", "race") is TaskStatus.CANCELLED
+    row = await board.get("a")
+    assert (row.status, row.lease_token) == (TaskStatus.CANCELLED, None)
+    assert not await board.queue.heartbeat("a", claim.lease_token, 600)

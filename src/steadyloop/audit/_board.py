@@ -365,9 +365,10 @@ class TaskBoard:
                 await self.record(state, [(TaskEvent.CANCELLED, {"reason": reason})])
             except ConflictError:
                 continue  # a worker claimed it meanwhile: look again
-            # The trail says cancelled. The row follows; if a worker claimed it in
-            # between, that worker finds the trail ended and settles the row itself.
-            await self.queue.cancel(task_id, reason)
+            # The trail says cancelled; the row follows, even if a worker claimed it in
+            # between (its claim record was refused, so it stops; its settle finds the
+            # lease gone).
+            await self.queue.cancel(task_id, reason, recorded=True)
             await self.block_doomed()
             return TaskStatus.CANCELLED
         raise ConflictError(self.app, task_stream(task_id), 0, 0)  # pragma: no cover

@@ -886,13 +886,20 @@ class TaskQueue:
         )
         return ok
 
-    async def cancel(self, task_id: str, reason: str) -> TaskStatus:
+    async def cancel(self, task_id: str, reason: str, *, recorded: bool = False) -> TaskStatus:
         """Cancel a task in the queue: a queued one now, a running one through its worker.
 
         A queued task becomes ``cancelled``. A running one is marked: its worker's next
         :meth:`heartbeat` raises :class:`~steadyloop.TaskCancelled`, and a worker that
         takes it over after its lease expired finds :attr:`Claim.cancel_requested`.
         :meth:`~steadyloop.audit.TaskBoard.cancel` writes the trail; use that.
+
+        Args:
+            task_id: The task.
+            reason: Why.
+            recorded: The trail already says cancelled: a running row (a worker
+                claimed it but could not record its claim) is cancelled too, its lease
+                ended, so it is not held until the lease runs out.
 
         Returns:
             ``cancelled``, ``running`` (the cancel is requested), or the terminal
@@ -914,11 +921,12 @@ class TaskQueue:
                 raise TaskNotFound(f"no task {task_id!r} in {self.url}")
             now = self._row_now(rows[0])
             status = TaskStatus(_text(rows[0][0]))
-            if status is TaskStatus.QUEUED:
+            if status is TaskStatus.QUEUED or (recorded and status is TaskStatus.RUNNING):
                 yield Query(
                     d.sql(
                         "UPDATE {p}audit_tasks SET status = 'cancelled', detail = ?, "
-                        "updated_at = ?, cancel_requested = NULL WHERE task_id = ?"
+                        "updated_at = ?, cancel_requested = NULL, owner = NULL, "
+                        "lease_token = NULL, lease_expires = NULL WHERE task_id = ?"
                     ),
                     (reason, now, d.bind_name(task_id)),
                 )
