@@ -160,18 +160,20 @@ class TaskBoard:
     # -- submitting --------------------------------------------------------------------
 
     async def submit(self, spec: TaskSpec) -> SubmitResult:
-        """Queue one task and write its ``submitted`` record; see :meth:`submit_many`."""
+        """Queue one task and write its ``submitted`` record; see `submit_many`."""
         return (await self.submit_many([spec]))[0]
 
     async def submit_many(self, specs: Sequence[TaskSpec]) -> list[SubmitResult]:
         """Queue tasks (all or none), then write each new task's ``submitted`` record.
 
         The order cannot leave an orphan: every id is checked by the one id rule of
-        :mod:`steadyloop._names` when its :class:`TaskSpec` is built, so its trail
+        `steadyloop._names` when its [`TaskSpec`][steadyloop.audit.TaskSpec] is built, so its trail
         stream is nameable before the queue row is written; then the queue row, then
         the trail. A crash between the two leaves a queued task with an empty trail,
-        which is repaired by the next writer (:meth:`ensure_submitted`, called by the
-        claiming worker, by :meth:`block_doomed`, :meth:`cancel` and a resubmission).
+        which is repaired by the next writer
+        ([`ensure_submitted`][steadyloop.audit.TaskBoard.ensure_submitted], called by the
+        claiming worker, by [`block_doomed`][steadyloop.audit.TaskBoard.block_doomed],
+        [`cancel`][steadyloop.audit.TaskBoard.cancel] and a resubmission).
 
         Raises:
             TaskSpecError: A spec is invalid or clashes with the queue; nothing queued.
@@ -278,7 +280,7 @@ class TaskBoard:
 
         Returns:
             The tasks blocked now (dependents of dependents follow on the next call,
-            or in the same call when they were already known).
+                or in the same call when they were already known).
         """
         blocked: list[str] = []
         for _ in range(100):
@@ -336,9 +338,9 @@ class TaskBoard:
 
         A queued task's trail gets ``cancelled``, its row follows, and its dependents
         are blocked. A running task is marked in the queue: its worker's next heartbeat
-        raises :class:`~steadyloop.TaskCancelled`, and the worker stops at its next
+        raises [`TaskCancelled`][steadyloop.TaskCancelled], and the worker stops at its next
         write boundary and records it cancelled (a worker taking over an expired lease
-        sees :attr:`Claim.cancel_requested` and does the same).
+        sees `Claim.cancel_requested` and does the same).
 
         Returns:
             ``cancelled``, or ``running`` when the cancel was requested of its worker.
@@ -379,7 +381,7 @@ class TaskBoard:
         The trail keeps everything and the counters go on (rounds, audits, claims);
         the retry grants the task its audit rounds (and goal-mode round budget) again,
         counted from where it stopped, and ``note`` is the person's instruction for the
-        next round (:attr:`TaskState.retry_note`).
+        next round (`TaskState.retry_note`).
 
         Returns:
             The task's state after the retry.

@@ -1,14 +1,14 @@
 """The task queue: leases, heartbeats, priority, dependencies, idempotency keys, cancels.
 
 The queue lives in the journal's database and runs on the journal's SQL stack: its
-operations are driver-free plans (generators of :class:`~steadyloop.journal._sql.Query`,
-as in :mod:`steadyloop.journal._sql`), run by the journal's own runner — SQLite's one
+operations are driver-free plans (generators of `Query`,
+as in `steadyloop.journal._sql`), run by the journal's own runner — SQLite's one
 worker thread, or the PostgreSQL or MySQL/MariaDB connection pool — with the journal's
 retry of refused transactions. One URL opens both; the dialect supplies the quirks:
 
 * SQLite (the default): a file shared by the worker processes of one machine. Claims
   take turns under SQLite's write lock (``BEGIN IMMEDIATE``). Lease times come from
-  each process's clock (:attr:`TaskQueue.clock`), so the workers of one machine share
+  each process's clock (`TaskQueue.clock`), so the workers of one machine share
   one clock.
 * PostgreSQL, and MySQL 8 / MariaDB 10.6 or newer: workers on several machines share
   one queue. A claim locks the row it picks with ``FOR UPDATE … SKIP LOCKED``, so
@@ -16,7 +16,7 @@ retry of refused transactions. One URL opens both; the dialect supplies the quir
   **server's** clock, read in each transaction, so workers whose clocks disagree still
   agree on who holds a lease. PostgreSQL also wakes idle workers with ``NOTIFY``.
 
-Schema, version :data:`QUEUE_SCHEMA_VERSION` (prefix ``steadyloop_`` by default, the
+Schema, version `QUEUE_SCHEMA_VERSION` (prefix ``steadyloop_`` by default, the
 journal's prefix)::
 
     {p}audit_schema(version)
@@ -30,13 +30,13 @@ Version 1 (no ``audit_schema`` table, no last five columns) is migrated on open;
 newer version is refused with one line.
 
 Lost connections and a busy store: every operation is retried with bounded backoff
-(:attr:`TaskQueue.reconnect_for` seconds in all). A transaction whose commit may or may
+(`TaskQueue.reconnect_for` seconds in all). A transaction whose commit may or may
 not have happened is rerun safely, because each plan recognises its own earlier work:
 a claim by its lease token (made before the first attempt), a settle by the token it
 recorded, a submission by its submission token. So a blip never costs a task a claim.
 
 The queue is an index for picking work; the task's journal trail is the record of
-what happened (see :class:`~steadyloop.audit.TaskBoard`).
+what happened (see [`TaskBoard`][steadyloop.audit.TaskBoard]).
 """
 
 from __future__ import annotations
@@ -332,10 +332,11 @@ class TaskQueue:
         server_clock: On PostgreSQL and MySQL, read lease times from the server's
             clock (the default), so machines with skewed clocks agree on leases.
             ``False`` uses ``clock``, for tests that drive lease expiry by hand.
-        poll: Seconds between looks at the queue while :meth:`wait_for_task` waits
+        poll: Seconds between looks at the queue while
+            [`wait_for_task`][steadyloop.audit.TaskQueue.wait_for_task] waits
             (on PostgreSQL only when notifications are not available).
         reconnect_for: Seconds an operation keeps retrying a lost connection or a busy
-            store before :class:`~steadyloop.BackendUnavailable` escapes.
+            store before [`BackendUnavailable`][steadyloop.BackendUnavailable] escapes.
         owned: Close the journal when the queue is closed.
     """
 
@@ -377,7 +378,7 @@ class TaskQueue:
         return self.dialect.prefix
 
     async def migrate(self, *, create: bool = True) -> None:
-        """Create or migrate the queue's tables (done by :func:`open_queue`).
+        """Create or migrate the queue's tables ([`open_queue`][steadyloop.audit.open_queue] does).
 
         Raises:
             BackendUnavailable: With ``create=False``: no queue is here.
@@ -447,7 +448,7 @@ class TaskQueue:
         return columns if expr is None else f"{columns}, {expr}"
 
     def _row_now(self, row: Row) -> int:
-        """The lease clock as read by :meth:`_and_now` with ``row`` (or the local clock)."""
+        """The lease clock as read by `_and_now` with ``row`` (or the local clock)."""
         return self.clock.now_us() if self._server_now() is None else int(row[-1])
 
     def _notify(self) -> Plan:
@@ -465,7 +466,7 @@ class TaskQueue:
     # -- submitting --------------------------------------------------------------------
 
     async def submit(self, spec: TaskSpec) -> SubmitResult:
-        """Submit one task; see :meth:`submit_many`."""
+        """Submit one task; see [`submit_many`][steadyloop.audit.TaskQueue.submit_many]."""
         return (await self.submit_many([spec]))[0]
 
     async def submit_many(self, specs: Sequence[TaskSpec]) -> list[SubmitResult]:
@@ -890,9 +891,10 @@ class TaskQueue:
         """Cancel a task in the queue: a queued one now, a running one through its worker.
 
         A queued task becomes ``cancelled``. A running one is marked: its worker's next
-        :meth:`heartbeat` raises :class:`~steadyloop.TaskCancelled`, and a worker that
-        takes it over after its lease expired finds :attr:`Claim.cancel_requested`.
-        :meth:`~steadyloop.audit.TaskBoard.cancel` writes the trail; use that.
+        [`heartbeat`][steadyloop.audit.TaskQueue.heartbeat] raises
+        [`TaskCancelled`][steadyloop.TaskCancelled], and a worker that
+        takes it over after its lease expired finds `Claim.cancel_requested`.
+        [`TaskBoard.cancel`][steadyloop.audit.TaskBoard.cancel] writes the trail; use that.
 
         Args:
             task_id: The task.
@@ -948,7 +950,7 @@ class TaskQueue:
     async def requeue(self, task_id: str, detail: str) -> bool:
         """Queue a task that ended needing a person (``needs-human`` or ``goal-unmet``).
 
-        :meth:`~steadyloop.audit.TaskBoard.retry` writes the trail; use that.
+        [`TaskBoard.retry`][steadyloop.audit.TaskBoard.retry] writes the trail; use that.
 
         Returns:
             False when the task was in neither status.
@@ -1110,7 +1112,7 @@ class TaskQueue:
         a release, a retry or a settled dependency wakes it at once (``NOTIFY`` at
         commit), and a lease or delay running out wakes it when it is due. Elsewhere
         (and on PostgreSQL while the notification connection is down) it looks every
-        :attr:`poll` seconds.
+        `poll` seconds.
 
         Returns:
             True when a task is claimable (another worker may still claim it first),
@@ -1275,7 +1277,7 @@ async def open_queue(
 
     URLs are journal URLs: ``sqlite:FILE``, ``sqlite:///FILE``, ``postgresql://…`` or
     ``mysql://…`` / ``mariadb://…`` (``?prefix=…`` to share a database; ``?poll=S``
-    sets :attr:`TaskQueue.poll`). The queue's tables sit next to the journal's.
+    sets `TaskQueue.poll`). The queue's tables sit next to the journal's.
 
     Args:
         url: The queue URL; it may be the journal's URL.

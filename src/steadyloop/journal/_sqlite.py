@@ -145,8 +145,8 @@ class SQLiteJournal(PlanJournal):
             only setting that survives power loss; ``"NORMAL"`` survives a process kill
             only. Weakening it is explicit, never silent.
         create: Whether a missing file (or missing tables) is created; with ``False``
-            opening raises :class:`~steadyloop.StoreNotFound` and creates nothing (for
-            tools that only inspect).
+            opening raises [`StoreNotFound`][steadyloop.StoreNotFound] and creates nothing
+            (for tools that only inspect).
         prefix: Table name prefix (ASCII letters, digits, ``_``; ``steadyloop_``), so
             several journals share one file (URL: ``?prefix=P``).
     """

@@ -1,7 +1,7 @@
 """Where sessions live in the journal: stream names and record kinds.
 
 All streams of one app live in the journal namespace named after the app. Stream names
-are canonical JSON arrays built by :mod:`steadyloop._names`, so any user id and
+are canonical JSON arrays built by `steadyloop._names`, so any user id and
 session id (spaces, quotes, colons, NUL, text differing only by case) maps to its own
 stream and never collides with another:
 
@@ -21,14 +21,15 @@ Record kinds (payload fields in brackets):
     (no prefix); initial ``user:`` and ``app:`` keys go to their streams in the same
     batch.
 ``session.event`` (``event``)
-    One event, as :meth:`Event.to_dict` gives it, with every ``temp:`` key removed from
-    its state delta. Its ``user:`` and ``app:`` keys are kept (the event is complete),
-    and are also written to their own streams in the same batch.
+    One event, as [`Event.to_dict`][steadyloop.sessions.Event.to_dict] gives it, with every
+    ``temp:`` key removed from its state delta. Its ``user:`` and ``app:`` keys are kept (the
+    event is complete), and are also written to their own streams in the same batch.
 ``state.delta`` (``delta``, ``user_id``, ``session_id``, ``event_id``)
     A change to ``user:`` state (user stream) or ``app:`` state (app stream), keys with
     their prefix. ``event_id`` is ``null`` for the initial state of ``create_session``.
     Later records win, key by key.
-``summary.begin`` (``summary``, the summary as :meth:`Summary.to_dict` gives it)
+``summary.begin`` (``summary``, the summary as
+[`Summary.to_dict`][steadyloop.sessions.Summary.to_dict] gives it)
     First half of a summary attempt. Invisible on its own.
 ``summary.commit`` (``summary_id``, ``version``, ``begin``, the record id of its begin)
     Second half, written in a later batch. Only a begin with its commit is a summary.
@@ -96,7 +97,7 @@ def _name(parts: list[str]) -> str:
 
 
 def check_id(value: object, what: str) -> str:
-    """Check a user id, session id or app name by the one id rule of :mod:`steadyloop._names`.
+    """Check a user id, session id or app name by the one id rule of `steadyloop._names`.
 
     An app name is a journal namespace, so it may not hold control characters either.
 
