@@ -186,3 +186,31 @@ async def test_a_bad_poll_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnknownBackend, match="poll must be a positive number"):
         await open_queue(f"sqlite:///{tmp_path}/q.db?poll=soon")
     assert not (tmp_path / "q.db").exists()
+
+
+class _AheadClock:
+    """A worker clock one hour ahead of everyone else's."""
+
+    def now_us(self) -> int:
+        import time
+
+        return int((time.time() + 3600) * 1_000_000)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("backend", ["postgres", "mysql"])
+async def test_a_worker_whose_clock_runs_ahead_cannot_take_a_live_lease(backend: str) -> None:
+    """On a server, leases use the server's clock: a worker an hour ahead finds nothing to claim."""
+    async with (
+        server_store(backend) as (url, _),
+        await open_queue(url) as honest,
+        await open_queue(url, clock=_AheadClock()) as ahead,
+    ):
+        await honest.submit(TaskSpec(prompt="p", task_id="x"))
+        claim = await honest.claim("w1", 30)
+        assert claim is not None
+        assert await ahead.claim("w2", 30) is None, "took over a lease that is still live"
+        assert await ahead.heartbeat("x", claim.lease_token, 30)  # renewed by the server clock too
+        row = await ahead.get("x")
+        assert row.owner == "w1" and row.lease_expires is not None
+        assert abs(row.lease_expires - row.updated_at - 30_000_000) < 1_000_000
