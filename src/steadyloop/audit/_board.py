@@ -340,7 +340,8 @@ class TaskBoard:
         are blocked. A running task is marked in the queue: its worker's next heartbeat
         raises [`TaskCancelled`][steadyloop.TaskCancelled], and the worker stops at its next
         write boundary and records it cancelled (a worker taking over an expired lease
-        sees `Claim.cancel_requested` and does the same).
+        sees `Claim.cancel_requested` and does the same). A running task whose lease
+        has expired (its worker is gone) is cancelled here and now, like a queued one.
 
         Returns:
             ``cancelled``, or ``running`` when the cancel was requested of its worker.
@@ -353,10 +354,13 @@ class TaskBoard:
             state = await self._current(task_id)
             if state.status is TaskStatus.RUNNING:
                 status = await self.queue.cancel(task_id, reason)
-                if status is TaskStatus.QUEUED:
-                    continue  # it was just pushed back or released: cancel it queued
-                return TaskStatus.RUNNING
-            if state.status is not TaskStatus.QUEUED:
+                if status is not TaskStatus.RUNNING:
+                    continue  # it was just pushed back, released or ended: look again
+                if not await self.queue.lease_expired(task_id):
+                    return TaskStatus.RUNNING  # its worker stops at the next write boundary
+                # Its worker is gone and nobody holds the lease: end it here. A worker
+                # taking it over now either loses this write or sees the request.
+            elif state.status is not TaskStatus.QUEUED:
                 raise IllegalTransition(
                     task_id,
                     str(state.status),

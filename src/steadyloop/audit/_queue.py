@@ -947,6 +947,29 @@ class TaskQueue:
         out: TaskStatus = await self._run(plan)
         return out
 
+    async def lease_expired(self, task_id: str) -> bool:
+        """Whether the task is running on a lease that has run out (its worker is lost).
+
+        Raises:
+            TaskNotFound: No such task.
+        """
+        d = self.dialect
+
+        def plan(_: bool) -> Plan:
+            now = yield from self._now()
+            rows = yield Query(
+                d.sql("SELECT status, lease_expires FROM {p}audit_tasks WHERE task_id = ?"),
+                (d.bind_name(task_id),),
+                fetch=True,
+            )
+            if not rows:
+                raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+            status, expires = _text(rows[0][0]), rows[0][1]
+            return status == TaskStatus.RUNNING.value and expires is not None and int(expires) < now
+
+        out: bool = await self._run(plan, write=False)
+        return out
+
     async def requeue(self, task_id: str, detail: str) -> bool:
         """Queue a task that ended needing a person (``needs-human`` or ``goal-unmet``).
 
