@@ -245,7 +245,9 @@ class PostgresJournal(PlanJournal):
         cause = exc.__cause__ if isinstance(exc, BackendUnavailable) else exc
         return isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError)
 
-    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
+    async def _run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool, pipelined: bool = True
+    ) -> Any:
         """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
         pool = self._pool
         assert pool is not None
@@ -254,6 +256,9 @@ class PostgresJournal(PlanJournal):
             async with pool.connection() as conn:
                 if not write:
                     return await run_async(make_plan(), lambda q: self._execute(conn, q))
+                if not pipelined:
+                    async with conn.transaction():
+                        return await run_async(make_plan(), lambda q: self._execute(conn, q))
                 # Pipeline mode sends statements whose rows the plan does not need
                 # without waiting for each reply: one round trip per fetched query.
                 async with conn.pipeline(), conn.transaction():

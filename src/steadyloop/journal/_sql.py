@@ -517,20 +517,30 @@ class PlanJournal(Journal):
     _dialect: Dialect
 
     @abstractmethod
-    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
-        """Run the plan ``make_plan()`` returns in one transaction; return its result."""
+    async def _run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool, pipelined: bool = True
+    ) -> Any:
+        """Run the plan ``make_plan()`` returns in one transaction; return its result.
+
+        ``pipelined``: a hint that the plan sends statements whose rows it does not need,
+        which a server backend may send without waiting for each reply.
+        """
 
     @property
     def dialect(self) -> Dialect:
         """The SQL dialect (table prefix, placeholders, quirks) of this journal's database."""
         return self._dialect
 
-    async def run_plan(self, make_plan: Callable[[], Plan], *, write: bool = True) -> Any:
+    async def run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool = True, pipelined: bool = False
+    ) -> Any:
         """Run another layer's plan on this journal's connection, in one transaction.
 
         The audit queue keeps its tables next to the journal's and runs its plans here,
         on the same SQLite thread or server pool, with the same retry of refused
-        transactions.
+        transactions. ``pipelined`` says the plan sends many statements whose rows it
+        does not need (as an append does); plans that read back most of what they send
+        run faster without it on PostgreSQL.
 
         Raises:
             JournalClosed: The journal is closed.
@@ -538,7 +548,7 @@ class PlanJournal(Journal):
                 trying again later may succeed.
         """
         self._check_open()
-        return await self._run_plan(make_plan, write=write)
+        return await self._run_plan(make_plan, write=write, pipelined=pipelined)
 
     def transient(self, exc: BaseException) -> bool:
         """Whether an error from `run_plan` is a lost connection or a busy store.

@@ -273,7 +273,9 @@ class SQLiteJournal(PlanJournal):
             and any(word in str(exc) for word in ("database is locked", "database is busy"))
         )
 
-    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
+    async def _run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool, pipelined: bool = True
+    ) -> Any:
         try:
             return await self._call(lambda: self._transaction(make_plan(), write=write))
         except sqlite3.DatabaseError as exc:

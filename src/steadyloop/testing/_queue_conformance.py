@@ -330,8 +330,8 @@ class QueueConformance:
         real_run, real_transient = journal.run_plan, journal.transient
         armed = [1]
 
-        async def run_plan(make: Any, *, write: bool = True) -> Any:
-            result = await real_run(make, write=write)
+        async def run_plan(make: Any, *, write: bool = True, **hints: Any) -> Any:
+            result = await real_run(make, write=write, **hints)
             if write and armed[0]:
                 armed[0] = 0
                 raise BackendUnavailable("simulated: the connection dropped after the commit")
