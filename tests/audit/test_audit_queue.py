@@ -214,3 +214,35 @@ async def test_a_worker_whose_clock_runs_ahead_cannot_take_a_live_lease(backend:
         row = await ahead.get("x")
         assert row.owner == "w1" and row.lease_expires is not None
         assert abs(row.lease_expires - row.updated_at - 30_000_000) < 1_000_000
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["status", "--json"], ["show", "x"], ["submit", "-p", "p"]]
+)
+def test_the_cli_reports_a_queue_from_another_version_in_one_line(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A status this version does not know, or a newer schema, is an error message, no traceback."""
+    from typer.testing import CliRunner
+
+    from steadyloop.cli import app
+
+    runner = CliRunner()
+    store = f"sqlite:{tmp_path}/a.db"
+    submitted = runner.invoke(app, ["audit", "submit", "-s", store, "-p", "p", "--id", "x"])
+    assert submitted.exit_code == 0
+    conn = sqlite3.connect(tmp_path / "a.db")
+    conn.execute("UPDATE steadyloop_audit_tasks SET status = 'paused'")
+    conn.commit()
+    conn.close()
+    if command[0] != "submit":
+        r = runner.invoke(app, ["audit", *command, "-s", store])
+        assert r.exit_code == 1 and r.output.startswith("error:"), r.output
+        assert "'paused'" in r.output
+    conn = sqlite3.connect(tmp_path / "a.db")
+    conn.execute("UPDATE steadyloop_audit_schema SET version = 99")
+    conn.commit()
+    conn.close()
+    r = runner.invoke(app, ["audit", *command, "-s", store])
+    assert r.exit_code == 1 and r.output.startswith("error:"), r.output
+    assert "newer than this steadyloop" in " ".join(r.output.split())
