@@ -137,6 +137,8 @@ def test_cli_cancel_and_retry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert r.exit_code == 2 and "no task 'ghost'" in r.output
     r = runner.invoke(app, ["audit", "retry", "c", "-s", store, "--note", "again"])
     assert r.exit_code == 2 and "retried" in r.output
+    r = runner.invoke(app, ["audit", "retry", "a", "-s", store, "--note", "again"])
+    assert r.exit_code == 2, "a cancelled task stays cancelled"
     r = runner.invoke(app, ["audit", "status", "-s", store, "--json"])
     statuses = {line.split('"task_id": ')[1].split(",")[0]: line for line in r.output.splitlines()}
     assert '"cancelled"' in statuses['"a"'] and '"blocked"' in statuses['"b"']
@@ -161,6 +163,8 @@ def test_cli_retry_after_goal_unmet(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         ],
     )
     assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["audit", "submit", "-s", store, "-p", "Then", "--id", "h", "-d", "g"])
+    assert r.exit_code == 0, r.output
     work = ["audit", "work", "-s", store, "--agent", "audit_cli_agent:agent"]
     r = runner.invoke(app, work)
     r = runner.invoke(app, ["audit", "status", "-s", store, "--json"])
@@ -168,6 +172,7 @@ def test_cli_retry_after_goal_unmet(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     r = runner.invoke(app, ["audit", "retry", "g", "-s", store, "--note", "use the other API"])
     assert r.exit_code == 0, r.output
     assert "g  queued again (retry 1; 1 round(s)" in r.output
+    assert "queued again with it (they were blocked): h" in r.output
     r = runner.invoke(app, work)
     r = runner.invoke(app, ["audit", "show", "g", "-s", store, "--json"])
     kinds = [line for line in r.output.splitlines() if '"task.round_started"' in line]
@@ -223,3 +228,24 @@ async def test_cancelling_a_task_whose_worker_is_gone_ends_it_now(
     assert (await board.get("a")).status is TaskStatus.CANCELLED
     assert (await board.get("b")).status is TaskStatus.BLOCKED
     assert await board.queue.claim("w2", 10) is None
+
+
+async def test_retry_reopens_the_dependents_it_blocked(board: TaskBoard, tmp_path: Path) -> None:
+    """Retrying a goal-unmet task queues again the dependents (and theirs) it had blocked."""
+    agent = writer_factory(fix_when_packet=False)
+    await board.submit(goal_spec("g", budget=1))
+    await board.submit(TaskSpec(prompt="p", task_id="child", depends_on=("g",)))
+    await board.submit(TaskSpec(prompt="p", task_id="grandchild", depends_on=("child",)))
+    await _worker(board, agent, tmp_path).run()
+    assert [(await board.get(t)).status for t in ("g", "child", "grandchild")] == [
+        TaskStatus.GOAL_UNMET,
+        TaskStatus.BLOCKED,
+        TaskStatus.BLOCKED,
+    ]
+    await board.retry("g", "write 42")
+    for task_id in ("child", "grandchild"):
+        assert (await board.get(task_id)).status is TaskStatus.QUEUED
+        state = await board.state(task_id)
+        assert state.status is TaskStatus.QUEUED and state.retries == 1
+    assert await board.queue.claim("w", 10) is not None  # g itself
+    assert await board.queue.claim("w", 10) is None  # the dependents wait for g

@@ -90,6 +90,7 @@ LEGAL: dict[tuple[str, TaskEvent], TaskStatus] = {
     },
     ("needs-human", TaskEvent.RETRIED): TaskStatus.QUEUED,
     ("goal-unmet", TaskEvent.RETRIED): TaskStatus.QUEUED,
+    ("blocked", TaskEvent.RETRIED): TaskStatus.QUEUED,
 }
 
 

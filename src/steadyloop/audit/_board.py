@@ -385,18 +385,42 @@ class TaskBoard:
         The trail keeps everything and the counters go on (rounds, audits, claims);
         the retry grants the task its audit rounds (and goal-mode round budget) again,
         counted from where it stopped, and ``note`` is the person's instruction for the
-        next round (`TaskState.retry_note`).
+        next round (`TaskState.retry_note`). Its dependents that were blocked because
+        it ended are queued again too (their trails say why), and theirs in turn; they
+        run once it completes. A blocked task may also be retried by itself.
 
         Returns:
             The task's state after the retry.
 
         Raises:
             TaskNotFound: No such task.
-            IllegalTransition: The task is not needs-human or goal-unmet; nothing changed.
+            IllegalTransition: The task is not needs-human, goal-unmet or blocked;
+                nothing changed.
         """
         if not isinstance(note, str) or not note.strip():
             raise TaskSpecError("a retry needs a note saying what to do differently", field="note")
         state = await self._current(task_id)
         after = await self.record(state, [(TaskEvent.RETRIED, {"note": note})])
         await self.queue.requeue(task_id, f"retried: {note}")
+        await self._reopen_dependents(task_id)
         return after
+
+    async def _reopen_dependents(self, task_id: str) -> list[str]:
+        """Queue again the blocked dependents of a retried task (and theirs), in order."""
+        reopened: list[str] = []
+        todo = [task_id]
+        while todo:
+            parent = todo.pop(0)
+            for child in await self.queue.dependents(parent):
+                state = await self.state(child)
+                if state.status is not TaskStatus.BLOCKED or child in reopened:
+                    continue
+                note = f"dependency {parent!r} was retried"
+                try:
+                    await self.record(state, [(TaskEvent.RETRIED, {"note": note})])
+                except ConflictError:
+                    continue
+                await self.queue.requeue(child, note)
+                reopened.append(child)
+                todo.append(child)
+        return reopened

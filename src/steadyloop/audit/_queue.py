@@ -971,18 +971,20 @@ class TaskQueue:
         return out
 
     async def requeue(self, task_id: str, detail: str) -> bool:
-        """Queue a task that ended needing a person (``needs-human`` or ``goal-unmet``).
+        """Queue again a task that went to a person (needs-human, goal-unmet) or was blocked.
 
         [`TaskBoard.retry`][steadyloop.audit.TaskBoard.retry] writes the trail; use that.
 
         Returns:
-            False when the task was in neither status.
+            False when the task was in none of those statuses.
 
         Raises:
             TaskNotFound: No such task.
         """
         ok: bool = await self._run(
-            self._set_status(task_id, ("needs-human", "goal-unmet"), TaskStatus.QUEUED, detail)
+            self._set_status(
+                task_id, ("needs-human", "goal-unmet", "blocked"), TaskStatus.QUEUED, detail
+            )
         )
         return ok
 

@@ -143,7 +143,10 @@ TRANSITIONS: dict[TaskEvent, tuple[frozenset[TaskStatus | None], TaskStatus]] = 
     TaskEvent.GOAL_UNMET: (frozenset({_R}), TaskStatus.GOAL_UNMET),
     TaskEvent.BLOCKED: (frozenset({_Q}), TaskStatus.BLOCKED),
     TaskEvent.CANCELLED: (frozenset({_Q, _R}), TaskStatus.CANCELLED),
-    TaskEvent.RETRIED: (frozenset({TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET}), _Q),
+    TaskEvent.RETRIED: (
+        frozenset({TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET, TaskStatus.BLOCKED}),
+        _Q,
+    ),
 }
 """For each event: the statuses it may be applied in (``None``: a task not yet
 submitted), and the status it leads to. Round phases add finer rules; see

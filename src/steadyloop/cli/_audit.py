@@ -468,14 +468,17 @@ async def _retry(store: str, app: str, task: str, note: str) -> None:
             state = await board.retry(task, note)
         except (TaskNotFound, IllegalTransition, TaskSpecError) as exc:
             raise _fail(str(exc)) from None
-        waiting = [t for t in await board.queue.dependents(task)]
-        blocked = {t.task_id for t in await board.tasks(TaskStatus.BLOCKED)}
+        reopened = [
+            t
+            for t in await board.queue.dependents(task)
+            if (await board.state(t)).retry_note == f"dependency {task!r} was retried"
+            and (await board.get(t)).status is TaskStatus.QUEUED
+        ]
     console.print(
         Text(
             f"{task}  queued again (retry {state.retries}; {state.round} round(s) and "
             f"{state.audit_rounds} audit(s) so far)"
         )
     )
-    stuck = [t for t in waiting if t in blocked]
-    if stuck:
-        console.print(Text(f"still blocked (submit them again if needed): {', '.join(stuck)}"))
+    if reopened:
+        console.print(Text(f"queued again with it (they were blocked): {', '.join(reopened)}"))
