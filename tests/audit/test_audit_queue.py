@@ -246,3 +246,32 @@ def test_the_cli_reports_a_queue_from_another_version_in_one_line(
     r = runner.invoke(app, ["audit", *command, "-s", store])
     assert r.exit_code == 1 and r.output.startswith("error:"), r.output
     assert "newer than this steadyloop" in " ".join(r.output.split())
+
+
+@pytest.mark.server
+async def test_mariadb_skips_a_locked_row_instead_of_waiting() -> None:
+    """While another MariaDB transaction locks the best task's row, a claim returns the next at once."""
+    import time
+
+    from asyncmy import connect  # type: ignore[import-untyped]
+
+    async with server_store("mysql") as (url, prefix), await open_queue(url) as queue:
+        await queue.submit(TaskSpec(prompt="p", task_id="first", priority=9))
+        await queue.submit(TaskSpec(prompt="p", task_id="second"))
+        conn = await connect(host="127.0.0.1", port=3306, user="root", database="test")
+        try:
+            await conn.begin()
+            async with conn.cursor() as cur:
+                await cur.execute(
+                    f"SELECT 1 FROM {prefix}audit_tasks WHERE task_id = %s FOR UPDATE", (b"first",)
+                )
+            started = time.monotonic()
+            claim = await queue.claim("w", 30)
+            assert claim is not None and claim.task_id == "second"
+            assert await queue.claim("w", 30) is None
+            assert time.monotonic() - started < 10, "waited for the lock instead of skipping"
+            await conn.rollback()
+        finally:
+            conn.close()
+        claim = await queue.claim("w", 30)
+        assert claim is not None and claim.task_id == "first"
