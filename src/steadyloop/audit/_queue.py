@@ -1,15 +1,15 @@
 """The task queue: leases, heartbeats, priority, dependencies, idempotency keys, cancels.
 
 The queue lives in the journal's database and runs on the journal's SQL stack: its
-operations are driver-free plans (generators of `Query`,
-as in `steadyloop.journal._sql`), run by the journal's own runner — SQLite's one
-worker thread, or the PostgreSQL or MySQL/MariaDB connection pool — with the journal's
-retry of refused transactions. One URL opens both; the dialect supplies the quirks:
+operations are driver-free plans (generators of `Query`, as in
+`steadyloop.journal._sql`), run by the journal's own runner — SQLite's one worker
+thread, or the PostgreSQL or MySQL/MariaDB connection pool — with the journal's retry
+of refused transactions. One URL opens both; the dialect supplies the quirks:
 
 * SQLite (the default): a file shared by the worker processes of one machine. Claims
   take turns under SQLite's write lock (``BEGIN IMMEDIATE``). Lease times come from
-  each process's clock (`TaskQueue.clock`), so the workers of one machine share
-  one clock.
+  each process's clock (`TaskQueue.clock`), so the workers of one machine share one
+  clock.
 * PostgreSQL, and MySQL 8 / MariaDB 10.6 or newer: workers on several machines share
   one queue. A claim locks the row it picks with ``FOR UPDATE … SKIP LOCKED``, so
   concurrent claimers never wait on, or pick, the same task. Lease times come from the
