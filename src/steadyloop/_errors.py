@@ -36,6 +36,8 @@ __all__ = [
     "SessionExists",
     "SessionNotFound",
     "SteadyloopError",
+    "StoreNotFound",
+    "TaskCancelled",
     "TaskNotFound",
     "TaskSpecError",
     "ToolTimeout",
@@ -142,6 +144,10 @@ class MissingExtra(UnknownBackend):
     def __init__(self, message: str, *, extra: str) -> None:
         self.extra = extra
         super().__init__(message)
+
+
+class StoreNotFound(BackendUnavailable):
+    """Opened only to inspect (``create=False``), the URL holds no store; nothing was created."""
 
 
 class JournalLocked(BackendUnavailable):
@@ -273,3 +279,21 @@ class IllegalTransition(AuditError):
 
 class LeaseLost(AuditError):
     """A worker's lease on a task expired or was taken over; it must stop working on it."""
+
+
+class TaskCancelled(AuditError):
+    """Someone asked for a running task to be cancelled (``audit cancel``).
+
+    Raised by the queue's heartbeat to the worker holding the task, whose lease that
+    heartbeat still renewed: the worker stops at the next write boundary, records the
+    task cancelled and settles it.
+
+    Attributes:
+        task_id: The task.
+        reason: Why, as the person cancelling it said.
+    """
+
+    def __init__(self, task_id: str, reason: str) -> None:
+        self.task_id = task_id
+        self.reason = reason
+        super().__init__(f"task {task_id!r} was cancelled: {reason}")

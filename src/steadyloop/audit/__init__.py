@@ -69,6 +69,7 @@ from steadyloop.audit._packets import (
 )
 from steadyloop.audit._queue import (
     Claim,
+    MySQLQueue,
     PostgresQueue,
     QueuedTask,
     SQLiteQueue,
@@ -121,6 +122,7 @@ __all__ = [
     "Judge",
     "LeaseLost",
     "ModelJudge",
+    "MySQLQueue",
     "Packet",
     "PostgresQueue",
     "PreambleModel",

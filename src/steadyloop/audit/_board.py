@@ -15,10 +15,24 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from steadyloop._errors import ConflictError
-from steadyloop.audit._queue import QueuedTask, SubmitResult, TaskQueue, open_queue
+from steadyloop import _names
+from steadyloop._errors import (
+    ConflictError,
+    IllegalTransition,
+    StoreNotFound,
+    TaskSpecError,
+    UnknownBackend,
+)
+from steadyloop.audit._queue import (
+    QueuedTask,
+    SubmitResult,
+    TaskQueue,
+    open_queue,
+    split_queue_url,
+)
 from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus, task_stream
 from steadyloop.journal import Journal, StreamWrite, open_journal
+from steadyloop.journal._sql import PlanJournal
 from steadyloop.records import Clock, IdSource, JSONValue, RecordFactory, StoredRecord
 
 __all__ = ["DEFAULT_APP", "TaskBoard"]
@@ -63,25 +77,69 @@ class TaskBoard:
         records: RecordFactory | None = None,
         clock: Clock | None = None,
         ids: IdSource | None = None,
+        create: bool = True,
+        poll: float | None = None,
     ) -> TaskBoard:
         """Open a board whose queue (and, by default, journal) live at ``url``.
 
+        When the queue and the journal share a URL they share one connection (one
+        SQLite thread, one server pool): the queue's tables sit next to the journal's.
+
         Args:
-            url: ``sqlite:FILE`` or ``postgresql://…``: the queue, and the journal too
-                unless ``journal_url`` names another.
+            url: ``sqlite:FILE``, ``postgresql://…`` or ``mysql://…``: the queue, and the
+                journal too unless ``journal_url`` names another.
             journal_url: Where the trails and runs go, if not at ``url``.
             app: The journal namespace.
             records: Clock and id source for trail records.
-            clock: The queue's clock (leases).
+            clock: The queue's clock (leases, on SQLite).
             ids: Where generated task ids come from.
+            create: Whether a missing store is created; ``False`` (for commands that
+                read or work on tasks) makes a mistyped path or prefix an error, and
+                nothing is created.
+            poll: Seconds between looks at the queue of an idle worker where the store
+                cannot notify (SQLite, MySQL).
 
         Raises:
             UnknownBackend: A URL names no supported store.
-            BackendUnavailable: A store cannot be opened.
+            BackendUnavailable: A store cannot be opened, or (``create=False``) none is
+                there.
         """
-        queue = await open_queue(url, clock=clock, ids=ids)
+        problem = _names.app_problem(app)
+        if problem is not None:
+            raise TaskSpecError(problem, field="app")
+        options: dict[str, Any] = {"clock": clock, "ids": ids}
+        if poll is not None:
+            options["poll"] = poll
         try:
-            journal = await open_journal(journal_url or url)
+            return await cls._open(url, journal_url, app, records, create, options)
+        except StoreNotFound as exc:
+            raise StoreNotFound(f"no task store exists here: {exc}") from None
+
+    @classmethod
+    async def _open(  # noqa: PLR0917 - private, called once
+        cls,
+        url: str,
+        journal_url: str | None,
+        app: str,
+        records: RecordFactory | None,
+        create: bool,
+        options: dict[str, Any],
+    ) -> TaskBoard:
+        if journal_url is None or journal_url == url:
+            journal = await open_journal(split_queue_url(url)[0], create=create)
+            try:
+                if not isinstance(journal, PlanJournal):
+                    raise UnknownBackend(
+                        f"the task queue runs on sqlite, postgresql or mysql, not {url!r}"
+                    )
+                queue = await open_queue(url, create=create, journal=journal, **options)
+            except BaseException:
+                await journal.close()
+                raise
+            return cls(queue, journal, app=app, records=records, owned=True)
+        queue = await open_queue(url, create=create, **options)
+        try:
+            journal = await open_journal(journal_url, create=create)
         except BaseException:
             await queue.close()
             raise
@@ -108,9 +166,21 @@ class TaskBoard:
     async def submit_many(self, specs: Sequence[TaskSpec]) -> list[SubmitResult]:
         """Queue tasks (all or none), then write each new task's ``submitted`` record.
 
+        The order cannot leave an orphan: every id is checked by the one id rule of
+        `steadyloop._names` when its [`TaskSpec`][steadyloop.audit.TaskSpec] is built, so its trail
+        stream is nameable before the queue row is written; then the queue row, then
+        the trail. A crash between the two leaves a queued task with an empty trail,
+        which is repaired by the next writer
+        ([`ensure_submitted`][steadyloop.audit.TaskBoard.ensure_submitted], called by the
+        claiming worker, by [`block_doomed`][steadyloop.audit.TaskBoard.block_doomed],
+        [`cancel`][steadyloop.audit.TaskBoard.cancel] and a resubmission).
+
         Raises:
             TaskSpecError: A spec is invalid or clashes with the queue; nothing queued.
         """
+        for spec in specs:
+            if isinstance(spec, TaskSpec) and spec.task_id is not None:
+                task_stream(spec.task_id)  # nameable, or refused before anything is written
         results = await self.queue.submit_many(specs)
         fresh: list[tuple[str, TaskSpec]] = []
         for spec, result in zip(specs, results, strict=True):
@@ -252,3 +322,105 @@ class TaskBoard:
             if not progressed:
                 break
         return blocked
+
+    # -- a person's decisions ----------------------------------------------------------
+
+    async def _current(self, task_id: str) -> TaskState:
+        row = await self.queue.get(task_id)  # TaskNotFound for an unknown task
+        state = await self.state(task_id)
+        if state.status is None:
+            await self.ensure_submitted(task_id, row.spec)
+            state = await self.state(task_id)
+        return state
+
+    async def cancel(self, task_id: str, reason: str = "cancelled by a person") -> TaskStatus:
+        """Cancel a task: a queued one at once, a running one through its worker.
+
+        A queued task's trail gets ``cancelled``, its row follows, and its dependents
+        are blocked. A running task is marked in the queue: its worker's next heartbeat
+        raises [`TaskCancelled`][steadyloop.TaskCancelled], and the worker stops at its next
+        write boundary and records it cancelled (a worker taking over an expired lease
+        sees `Claim.cancel_requested` and does the same). A running task whose lease
+        has expired (its worker is gone) is cancelled here and now, like a queued one.
+
+        Returns:
+            ``cancelled``, or ``running`` when the cancel was requested of its worker.
+
+        Raises:
+            TaskNotFound: No such task.
+            IllegalTransition: The task already ended; nothing changed.
+        """
+        for _ in range(20):
+            state = await self._current(task_id)
+            if state.status is TaskStatus.RUNNING:
+                status = await self.queue.cancel(task_id, reason)
+                if status is not TaskStatus.RUNNING:
+                    continue  # it was just pushed back, released or ended: look again
+                if not await self.queue.lease_expired(task_id):
+                    return TaskStatus.RUNNING  # its worker stops at the next write boundary
+                # Its worker is gone and nobody holds the lease: end it here. A worker
+                # taking it over now either loses this write or sees the request.
+            elif state.status is not TaskStatus.QUEUED:
+                raise IllegalTransition(
+                    task_id,
+                    str(state.status),
+                    TaskEvent.CANCELLED.short,
+                    "the task already ended; nothing to cancel",
+                )
+            try:
+                await self.record(state, [(TaskEvent.CANCELLED, {"reason": reason})])
+            except ConflictError:
+                continue  # a worker claimed it meanwhile: look again
+            # The trail says cancelled; the row follows, even if a worker claimed it in
+            # between (its claim record was refused, so it stops; its settle finds the
+            # lease gone).
+            await self.queue.cancel(task_id, reason, recorded=True)
+            await self.block_doomed()
+            return TaskStatus.CANCELLED
+        raise ConflictError(self.app, task_stream(task_id), 0, 0)  # pragma: no cover
+
+    async def retry(self, task_id: str, note: str) -> TaskState:
+        """Send a task that went to a person (needs-human, goal-unmet) back to the queue.
+
+        The trail keeps everything and the counters go on (rounds, audits, claims);
+        the retry grants the task its audit rounds (and goal-mode round budget) again,
+        counted from where it stopped, and ``note`` is the person's instruction for the
+        next round (`TaskState.retry_note`). Its dependents that were blocked because
+        it ended are queued again too (their trails say why), and theirs in turn; they
+        run once it completes. A blocked task may also be retried by itself.
+
+        Returns:
+            The task's state after the retry.
+
+        Raises:
+            TaskNotFound: No such task.
+            IllegalTransition: The task is not needs-human, goal-unmet or blocked;
+                nothing changed.
+        """
+        if not isinstance(note, str) or not note.strip():
+            raise TaskSpecError("a retry needs a note saying what to do differently", field="note")
+        state = await self._current(task_id)
+        after = await self.record(state, [(TaskEvent.RETRIED, {"note": note})])
+        await self.queue.requeue(task_id, f"retried: {note}")
+        await self._reopen_dependents(task_id)
+        return after
+
+    async def _reopen_dependents(self, task_id: str) -> list[str]:
+        """Queue again the blocked dependents of a retried task (and theirs), in order."""
+        reopened: list[str] = []
+        todo = [task_id]
+        while todo:
+            parent = todo.pop(0)
+            for child in await self.queue.dependents(parent):
+                state = await self.state(child)
+                if state.status is not TaskStatus.BLOCKED or child in reopened:
+                    continue
+                note = f"dependency {parent!r} was retried"
+                try:
+                    await self.record(state, [(TaskEvent.RETRIED, {"note": note})])
+                except ConflictError:
+                    continue
+                await self.queue.requeue(child, note)
+                reopened.append(child)
+                todo.append(child)
+        return reopened

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import SteadyloopError, TaskNotFound, TaskSpecError
+from steadyloop._errors import IllegalTransition, TaskNotFound, TaskSpecError
 from steadyloop.audit import (
     DEFAULT_APP,
     GoalSpec,
@@ -34,7 +34,6 @@ from steadyloop.audit import (
 )
 from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
 from steadyloop.journal import DEFAULT_URL
-from steadyloop.journal._factory import _local_path
 from steadyloop.loop import load_agent
 
 __all__ = ["audit_app"]
@@ -61,22 +60,6 @@ def _time(us: int) -> str:
 def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code)
-
-
-def _existing_store(store: str) -> None:
-    """Refuse to read a SQLite store that does not exist (opening it would create it).
-
-    Raises:
-        typer.Exit: The store is a ``sqlite:`` file that does not exist (exit 2).
-    """
-    if store.split(":", 1)[0].lower() != "sqlite":
-        return
-    try:
-        path = _local_path(store, "sqlite")
-    except SteadyloopError:
-        return  # opening the store reports the malformed URL
-    if path != ":memory:" and not os.path.exists(path):
-        raise _fail(f"no task store exists at {path} (from {store}); nothing was created")
 
 
 def _positive_seconds(value: float) -> float:
@@ -307,12 +290,11 @@ def status(
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
     """Show every task: status, priority, rounds, audits, claims, owner and why."""
-    _existing_store(store)
     run_async(_status, store, app, as_json)
 
 
 async def _status(store: str, app: str, as_json: bool) -> None:
-    async with await TaskBoard.open(store, app=app) as board:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
         tasks = await board.tasks()
     if as_json:
         for t in tasks:
@@ -336,6 +318,7 @@ async def _status(store: str, app: str, as_json: bool) -> None:
         TaskStatus.NEEDS_HUMAN: "red",
         TaskStatus.GOAL_UNMET: "red",
         TaskStatus.BLOCKED: "yellow",
+        TaskStatus.CANCELLED: "yellow",
         TaskStatus.RUNNING: "cyan",
         TaskStatus.QUEUED: "white",
     }
@@ -381,12 +364,11 @@ def show(
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
     """Show a task's trail: every transition, in order."""
-    _existing_store(store)
     run_async(_show, store, app, task, as_json)
 
 
 async def _show(store: str, app: str, task: str, as_json: bool) -> None:
-    async with await TaskBoard.open(store, app=app) as board:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
         try:
             row = await board.get(task)
         except TaskNotFound as exc:
@@ -429,3 +411,74 @@ async def _show(store: str, app: str, task: str, as_json: bool) -> None:
                     f"{f.title}\n    acceptance: {f.acceptance}"
                 )
             )
+
+
+# -- a person's decisions: cancel and retry -------------------------------------------
+
+
+@audit_app.command("cancel")
+def cancel(
+    task: Annotated[str, typer.Argument(help="The task id.")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why (recorded in the trail).")
+    ] = "cancelled by a person",
+    store: Annotated[str, STORE] = DEFAULT_URL,
+    app: Annotated[str, APP] = DEFAULT_APP,
+) -> None:
+    """Cancel a task: a queued one now (its dependents are blocked), a running one by its worker."""
+    run_async(_cancel, store, app, task, reason)
+
+
+async def _cancel(store: str, app: str, task: str, reason: str) -> None:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
+        try:
+            status = await board.cancel(task, reason)
+        except TaskNotFound as exc:
+            raise _fail(str(exc)) from None
+        except IllegalTransition as exc:
+            raise _fail(str(exc)) from None
+        blocked = [t.task_id for t in await board.tasks(TaskStatus.BLOCKED)]
+    if status is TaskStatus.CANCELLED:
+        console.print(Text(f"{task}  cancelled"))
+        dependents = [t for t in blocked if t != task]
+        if dependents:
+            console.print(Text(f"blocked: {', '.join(dependents)}"))
+    else:
+        console.print(
+            Text(f"{task}  cancel requested: its worker stops at the next write boundary")
+        )
+
+
+@audit_app.command("retry")
+def retry(
+    task: Annotated[str, typer.Argument(help="The task id.")],
+    note: Annotated[
+        str, typer.Option("--note", help="What to do differently; the agent reads it.")
+    ],
+    store: Annotated[str, STORE] = DEFAULT_URL,
+    app: Annotated[str, APP] = DEFAULT_APP,
+) -> None:
+    """Queue a needs-human or goal-unmet task again, keeping its trail and counters."""
+    run_async(_retry, store, app, task, note)
+
+
+async def _retry(store: str, app: str, task: str, note: str) -> None:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
+        try:
+            state = await board.retry(task, note)
+        except (TaskNotFound, IllegalTransition, TaskSpecError) as exc:
+            raise _fail(str(exc)) from None
+        reopened = [
+            t
+            for t in await board.queue.dependents(task)
+            if (await board.state(t)).retry_note == f"dependency {task!r} was retried"
+            and (await board.get(t)).status is TaskStatus.QUEUED
+        ]
+    console.print(
+        Text(
+            f"{task}  queued again (retry {state.retries}; {state.round} round(s) and "
+            f"{state.audit_rounds} audit(s) so far)"
+        )
+    )
+    if reopened:
+        console.print(Text(f"queued again with it (they were blocked): {', '.join(reopened)}"))

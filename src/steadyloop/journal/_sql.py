@@ -31,6 +31,7 @@ from steadyloop._errors import (
     ConflictError,
     CorruptionError,
     IdempotencyKeyReused,
+    StoreNotFound,
 )
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
 from steadyloop.records import Record, StoredRecord, canonical_json, decode
@@ -102,6 +103,28 @@ class Dialect:
     int_type = "BIGINT"
     lock_suffix = ""
     location_name = "database"
+    short_text = "VARCHAR(128)"
+    """Column type of short ASCII values that are indexed (statuses, lease tokens)."""
+    serial_key = "seq INTEGER PRIMARY KEY AUTOINCREMENT"
+    """The column definition of an auto-numbered primary key named ``seq``."""
+    skip_locked = ""
+    """Appended to a claim's ``SELECT`` so that rows another claimer locked are skipped
+    (``FOR UPDATE SKIP LOCKED``); empty where a transaction already excludes others."""
+    now_expr: str | None = None
+    """An SQL expression of the server's clock in integer microseconds since the epoch,
+    so machines whose clocks disagree agree on leases; ``None``: the caller's clock."""
+    tables_sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?"
+    """A query returning a row when the table named by its one parameter exists."""
+    table_suffix = ""
+    """Appended to every ``CREATE TABLE`` (MySQL: the engine and character set)."""
+    migrate_lock_sql: str | None = None
+    """A statement taking a lock, held to the end of the transaction, on the name given
+    as its one parameter, so concurrent first opens create tables one at a time
+    (PostgreSQL ``pg_advisory_xact_lock``); ``None``: the transaction already excludes
+    others, or the dialect's refusals are retried."""
+    notify_sql: str | None = None
+    """A statement that wakes listeners on the channel named by its one parameter when
+    the transaction commits (PostgreSQL ``pg_notify``); ``None``: listeners poll."""
     head_upsert_returning = False
     """Whether one ``INSERT … ON CONFLICT … DO UPDATE … RETURNING`` may create a
     stream's head row if missing, advance it by the batch's records and return it, in
@@ -198,10 +221,35 @@ class Dialect:
         return f"{self.location_name} table {self.prefix}{table}[{inner}]"
 
 
-def migrate_plan(d: Dialect) -> Plan:
-    """Create the schema if missing; refuse a database written by a newer version."""
-    yield Query(d.sql(f"CREATE TABLE IF NOT EXISTS {{p}}schema (version {d.int_type} NOT NULL)"))
-    rows = yield Query(d.sql("SELECT version FROM {p}schema"), fetch=True)
+def table_exists_plan(d: Dialect, name: str) -> Generator[Query, list[Row], bool]:
+    """Whether the table ``{prefix}{name}`` exists (a sub-plan: ``yield from`` it)."""
+    rows = yield Query(d.sql(d.tables_sql), (d.prefix + name,), fetch=True)
+    return bool(rows)
+
+
+def no_store_here(d: Dialect, what: str, table: str) -> StoreNotFound:
+    """The error of an inspecting open that finds no store (and creates none)."""
+    return StoreNotFound(
+        f"{d.location_name}: no {what} here: table {d.prefix}{table} does not exist "
+        "(check the URL and its prefix); nothing was created"
+    )
+
+
+def migrate_plan(d: Dialect, *, create: bool = True) -> Plan:
+    """Create the schema if missing; refuse a database written by a newer version.
+
+    The tables are created only when missing (so no server warns that one already
+    exists), and with ``create=False`` not at all: a missing schema is then
+    [`StoreNotFound`][steadyloop.StoreNotFound] saying there is no journal here.
+    """
+    exists = yield from table_exists_plan(d, "schema")
+    if not exists:
+        if not create:
+            raise no_store_here(d, "journal", "schema")
+        yield Query(d.sql(f"CREATE TABLE {{p}}schema (version {d.int_type} NOT NULL)"))
+        rows: list[Row] = []
+    else:
+        rows = yield Query(d.sql("SELECT version FROM {p}schema"), fetch=True)
     version = max((int(r[0]) for r in rows), default=0)
     if version > SCHEMA_VERSION:
         raise CorruptionError(
@@ -469,8 +517,46 @@ class PlanJournal(Journal):
     _dialect: Dialect
 
     @abstractmethod
-    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
-        """Run the plan ``make_plan()`` returns in one transaction; return its result."""
+    async def _run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool, pipelined: bool = True
+    ) -> Any:
+        """Run the plan ``make_plan()`` returns in one transaction; return its result.
+
+        ``pipelined``: a hint that the plan sends statements whose rows it does not need,
+        which a server backend may send without waiting for each reply.
+        """
+
+    @property
+    def dialect(self) -> Dialect:
+        """The SQL dialect (table prefix, placeholders, quirks) of this journal's database."""
+        return self._dialect
+
+    async def run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool = True, pipelined: bool = False
+    ) -> Any:
+        """Run another layer's plan on this journal's connection, in one transaction.
+
+        The audit queue keeps its tables next to the journal's and runs its plans here,
+        on the same SQLite thread or server pool, with the same retry of refused
+        transactions. ``pipelined`` says the plan sends many statements whose rows it
+        does not need (as an append does); plans that read back most of what they send
+        run faster without it on PostgreSQL.
+
+        Raises:
+            JournalClosed: The journal is closed.
+            BackendUnavailable: The database failed; `transient` says whether
+                trying again later may succeed.
+        """
+        self._check_open()
+        return await self._run_plan(make_plan, write=write, pipelined=pipelined)
+
+    def transient(self, exc: BaseException) -> bool:
+        """Whether an error from `run_plan` is a lost connection or a busy store.
+
+        Such a failure may go away by itself; the transaction may or may not have been
+        committed, so only a plan that recognises its own earlier work may be rerun.
+        """
+        return False
 
     def _duplicate_row(self, exc: BaseException | None) -> bool:
         """Whether a driver error is a unique-key violation (each backend knows its own)."""

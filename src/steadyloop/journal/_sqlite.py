@@ -19,7 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from steadyloop._errors import BackendUnavailable, CorruptionError, JournalLocked
+from steadyloop._errors import (
+    BackendUnavailable,
+    CorruptionError,
+    JournalLocked,
+    StoreNotFound,
+    UnknownBackend,
+)
 from steadyloop.journal._files import fsync_directory
 from steadyloop.journal._sql import (
     Dialect,
@@ -138,8 +144,11 @@ class SQLiteJournal(PlanJournal):
         synchronous: SQLite's ``synchronous`` setting. ``"FULL"`` (the default) is the
             only setting that survives power loss; ``"NORMAL"`` survives a process kill
             only. Weakening it is explicit, never silent.
-        create: Whether a missing file is created; with ``False`` opening it raises
-            [`BackendUnavailable`][steadyloop.BackendUnavailable] (for tools that only inspect).
+        create: Whether a missing file (or missing tables) is created; with ``False``
+            opening raises [`StoreNotFound`][steadyloop.StoreNotFound] and creates nothing
+            (for tools that only inspect).
+        prefix: Table name prefix (ASCII letters, digits, ``_``; ``steadyloop_``), so
+            several journals share one file (URL: ``?prefix=P``).
     """
 
     def __init__(
@@ -149,6 +158,7 @@ class SQLiteJournal(PlanJournal):
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
         create: bool = True,
+        prefix: str | None = None,
     ) -> None:
         super().__init__()
         self.path = str(path)
@@ -157,7 +167,10 @@ class SQLiteJournal(PlanJournal):
         if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA", "OFF"}:
             raise ValueError(f"synchronous must be FULL, EXTRA, NORMAL or OFF, got {synchronous!r}")
         self.synchronous = synchronous.upper()
-        self._dialect = SQLiteDialect()
+        try:
+            self._dialect = SQLiteDialect(prefix)
+        except ValueError as exc:
+            raise UnknownBackend(f"{self.url}: {exc}") from None
         self._dialect.location_name = f"sqlite file {self.path}"
         self._busy_timeout = busy_timeout
         # One thread owns the connection; every operation is one call on it.
@@ -189,7 +202,9 @@ class SQLiteJournal(PlanJournal):
                 raise BackendUnavailable(f"sqlite:{self.path}: directory {parent} is not writable")
             created = not os.path.exists(self.path)
             if created and not self.create:
-                raise BackendUnavailable(f"{self.url}: no journal here: no such file")
+                raise StoreNotFound(
+                    f"{self.url}: no journal here: no such file; nothing was created"
+                )
         else:
             created = False
         try:
@@ -203,7 +218,7 @@ class SQLiteJournal(PlanJournal):
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
             self._conn = conn
-            self._transaction(migrate_plan(self._dialect))
+            self._transaction(migrate_plan(self._dialect, create=self.create))
         except sqlite3.DatabaseError as exc:
             if self._conn is not None:
                 self._conn.close()
@@ -251,7 +266,16 @@ class SQLiteJournal(PlanJournal):
     def _duplicate_row(self, exc: BaseException | None) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
 
-    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
+    def transient(self, exc: BaseException) -> bool:
+        """Another process held the write lock past the busy timeout: worth another try."""
+        return isinstance(exc, JournalLocked) or (
+            isinstance(exc, BackendUnavailable)
+            and any(word in str(exc) for word in ("database is locked", "database is busy"))
+        )
+
+    async def _run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool, pipelined: bool = True
+    ) -> Any:
         try:
             return await self._call(lambda: self._transaction(make_plan(), write=write))
         except sqlite3.DatabaseError as exc:

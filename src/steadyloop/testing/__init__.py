@@ -2,6 +2,8 @@
 
 * [`JournalConformance`][steadyloop.testing.JournalConformance] — the journal contract as pytest
   tests; subclass it and supply a [`JournalFactory`][steadyloop.testing.JournalFactory].
+* [`QueueConformance`][steadyloop.testing.QueueConformance] — the audit task queue contract as
+  pytest tests; subclass it and supply a [`QueueFactory`][steadyloop.testing.QueueFactory].
 * [`FaultyFiles`][steadyloop.testing.FaultyFiles] — a file layer that cuts writes at any byte
   and simulates power loss, for file-based backends.
 * [`crash_matrix`][steadyloop.testing.crash_matrix] — crash an agent run at every write
@@ -11,7 +13,7 @@
   processes), and the crash model (process death: nothing closed, nothing more
   written).
 
-The conformance suite needs ``pytest`` and ``pytest-asyncio`` (the
+The conformance suites need ``pytest`` and ``pytest-asyncio`` (the
 ``steadyloop[testing]`` extra); it is imported only when first used, so the other kits
 work without them.
 """
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
         ProcessCheckpointer,
         langgraph_crash_matrix,
     )
+    from steadyloop.testing._queue_conformance import QueueConformance, QueueFactory
 
 __all__ = [
     "ADVERSARIAL_PAYLOADS",
@@ -61,6 +64,8 @@ __all__ = [
     "ProcessDeath",
     "ProcessJournal",
     "Repeat",
+    "QueueConformance",
+    "QueueFactory",
     "SimulatedCrash",
     "abandon",
     "agents_crash_matrix",
@@ -77,6 +82,8 @@ _LAZY = {
     "GraphProcess": "steadyloop.testing._langgraph_crash",
     "ProcessCheckpointer": "steadyloop.testing._langgraph_crash",
     "langgraph_crash_matrix": "steadyloop.testing._langgraph_crash",
+    "QueueConformance": "steadyloop.testing._queue_conformance",
+    "QueueFactory": "steadyloop.testing._queue_conformance",
 }
 """What is imported on first use: the pytest suite, and the kits that need a framework."""
 
