@@ -45,7 +45,7 @@ from typing import Any
 from steadyloop import _names
 from steadyloop._errors import CorruptionError
 from steadyloop.loop._types import Budgets, ReplayPolicy, RunResult, StopReason
-from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, StoredRecord
+from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, StoredRecord, canonical_json
 
 __all__ = [
     "RUN_CANCEL_REQUESTED",
