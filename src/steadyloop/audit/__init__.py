@@ -28,6 +28,7 @@ Example:
 
 from steadyloop._errors import (
     AuditError,
+    ExecutorUnavailable,
     IllegalTransition,
     LeaseLost,
     TaskNotFound,
@@ -50,6 +51,7 @@ from steadyloop.audit._board import DEFAULT_APP, TaskBoard
 from steadyloop.audit._executors import (
     DEFAULT_ENV_ALLOW,
     DEFAULT_MAX_OUTPUT,
+    BubblewrapExecutor,
     CommandResult,
     Executor,
     InProcessExecutor,
@@ -108,9 +110,11 @@ __all__ = [
     "AuditError",
     "AuditReport",
     "Auditor",
+    "BubblewrapExecutor",
     "Claim",
     "CommandResult",
     "Executor",
+    "ExecutorUnavailable",
     "Finding",
     "FindingKind",
     "Gate",
