@@ -92,15 +92,25 @@ from steadyloop.audit._tasks import (
     task_stream,
 )
 from steadyloop.audit._verify import DEFAULT_EVIDENCE_LIMIT, Verification, Verifier
-from steadyloop.audit._worker import AgentFactory, TaskContext, Worker, WorkerEvent, decide
+from steadyloop.audit._worker import (
+    DEFAULT_GRACE,
+    DEFAULT_ROUND_TIME,
+    AgentFactory,
+    TaskContext,
+    Worker,
+    WorkerEvent,
+    decide,
+)
 
 __all__ = [
     "DEFAULT_APP",
     "DEFAULT_AUDIT_ROUNDS",
     "DEFAULT_ENV_ALLOW",
     "DEFAULT_EVIDENCE_LIMIT",
+    "DEFAULT_GRACE",
     "DEFAULT_MAX_OUTPUT",
     "DEFAULT_ROUND_BUDGET",
+    "DEFAULT_ROUND_TIME",
     "PREAMBLE_CLOSE",
     "PREAMBLE_OPEN",
     "TERMINAL",

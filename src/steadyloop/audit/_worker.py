@@ -19,6 +19,19 @@ the open round where it stopped: it *resumes* the round's run from the journal
 (``round_resumed``), with the preamble (resume note and packet) on its first model
 call only. Round and audit counters come from the trail, so they continue and never
 reset.
+
+A worker told to shut down ([Worker.shutdown][steadyloop.audit.Worker.shutdown], which
+``steadyloop audit work`` calls on SIGTERM or the first Ctrl-C) claims nothing more and
+lets its current round finish within a grace period. A round still going then is
+*interrupted*: its run is stopped where it stands (the loop records how it ended, an
+effect in flight included), a verify command is killed, and the lease is handed back at
+once with a ``released`` record naming the interrupted run, so another worker claims the
+task without waiting for the lease to expire and starts the round again in a new run
+(the round's number and counters stay; the working folder keeps what was done).
+
+A round has a wall-clock limit (``round_time``): a run still going when it runs out is
+stopped the same way, and the round is audited with the overrun as its evidence, so no
+hung tool keeps a task ``running`` (and its lease renewed) for ever.
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import socket
@@ -51,9 +65,23 @@ from steadyloop.audit._queue import Claim
 from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus
 from steadyloop.audit._verify import Verification, Verifier
 from steadyloop.loop import Agent, RunResult, StopReason, load_run, resume, run
-from steadyloop.records import JSONValue
+from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue
 
-__all__ = ["AgentFactory", "TaskContext", "Worker", "WorkerEvent", "decide"]
+__all__ = [
+    "DEFAULT_GRACE",
+    "DEFAULT_ROUND_TIME",
+    "AgentFactory",
+    "TaskContext",
+    "Worker",
+    "WorkerEvent",
+    "decide",
+]
+
+DEFAULT_GRACE = 5.0
+"""Seconds a worker told to shut down lets its current round go on before interrupting it."""
+
+DEFAULT_ROUND_TIME = 3600.0
+"""Seconds a round's run may take before it is stopped and audited as overrun."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +121,7 @@ class WorkerEvent:
         worker: The worker.
         kind: ``claimed``, ``round``, ``resumed``, ``verified``, ``audited``,
             ``pushed_back``, ``completed``, ``needs-human``, ``goal-unmet``, ``blocked``,
-            ``released``, ``lease-lost`` or ``error``.
+            ``released``, ``interrupted``, ``time-limit``, ``lease-lost`` or ``error``.
         task_id: The task, if any.
         detail: A sentence.
     """
@@ -177,7 +205,11 @@ class Worker:
         max_claims: Claims of one round (the claim working it plus those whose worker
             was lost or released it) after which the task goes to a person. Push-backs
             start the count again, so a task may take as many rounds as its audit cap.
-        on_event: Called with every :class:`WorkerEvent`.
+            A release by a worker that shut down does not count.
+        on_event: Called with every [WorkerEvent][steadyloop.audit.WorkerEvent].
+        grace: Seconds [shutdown][steadyloop.audit.Worker.shutdown] lets the current
+            round go on before interrupting it.
+        round_time: Seconds a round's run may take; ``None``: no limit.
     """
 
     def __init__(
@@ -194,7 +226,13 @@ class Worker:
         poll: float = 0.2,
         max_claims: int = 10,
         on_event: Callable[[WorkerEvent], None] | None = None,
+        grace: float = DEFAULT_GRACE,
+        round_time: float | None = DEFAULT_ROUND_TIME,
     ) -> None:
+        if not grace >= 0:
+            raise ValueError(f"grace must be zero or more seconds, got {grace!r}")
+        if round_time is not None and not round_time > 0:
+            raise ValueError(f"round_time must be positive seconds or None, got {round_time!r}")
         self.board = board
         self._agent = agent
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -206,15 +244,45 @@ class Worker:
         self.poll = poll
         self.max_claims = max_claims
         self.on_event = on_event
+        self.grace = grace
+        self.round_time = round_time
         self.errors: list[BaseException] = []
         self._stop = asyncio.Event()
         self._lost = asyncio.Event()
+        self._work: asyncio.Future[None] | None = None
+        self._interrupting = False
+        self._timer: asyncio.TimerHandle | None = None
 
     # -- public ------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Finish the current round, then stop claiming."""
         self._stop.set()
+
+    def shutdown(self, grace: float | None = None) -> None:
+        """Stop claiming; interrupt the current round if it is still going after ``grace``.
+
+        An interrupted round's run stops where it stands, its verify command is killed,
+        and the lease is released at once with a record, so another worker can take the
+        task over straight away. Calling it again (a second signal) interrupts at once.
+
+        Args:
+            grace: Seconds to let the round go on (the worker's ``grace`` by default).
+        """
+        first = not self._stop.is_set()
+        self._stop.set()
+        if not first:
+            self.interrupt()
+            return
+        wait = self.grace if grace is None else grace
+        self._timer = asyncio.get_running_loop().call_later(wait, self.interrupt)
+
+    def interrupt(self) -> None:
+        """Interrupt the current round now (see [shutdown][steadyloop.audit.Worker.shutdown])."""
+        self._stop.set()
+        if self._work is not None and not self._work.done():
+            self._interrupting = True
+            self._work.cancel()
 
     async def run(self, *, until_idle: bool = True, max_tasks: int | None = None) -> int:
         """Claim and work on tasks.
@@ -254,14 +322,23 @@ class Worker:
             return None
         self._lost = asyncio.Event()
         beat = asyncio.ensure_future(self._beat(claim))
+        self._interrupting = False
+        self._work = work = asyncio.ensure_future(self._process(claim))
         try:
-            await self._process(claim)
+            try:
+                await work
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if not self._interrupting or (current is not None and current.cancelling()):
+                    raise
+                await self._release_interrupted(claim)
         except LeaseLost as exc:
             self._emit("lease-lost", claim.task_id, str(exc))
         except Exception as exc:
             self.errors.append(exc)
             self._emit("error", claim.task_id, f"{type(exc).__name__}: {exc}")
         finally:
+            self._work = None
             beat.cancel()
             with contextlib.suppress(BaseException):
                 await beat
@@ -311,6 +388,30 @@ class Worker:
         if status in (TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET):
             for task_id in await self.board.block_doomed():
                 self._emit("blocked", task_id, f"{claim.task_id} ended {status.value}")
+
+    async def _release_interrupted(self, claim: Claim) -> None:
+        """After an interrupt: hand the task back at once, naming the run that was stopped."""
+        state = await self.board.state(claim.task_id)
+        if state.status is not TaskStatus.RUNNING or state.lease_token != claim.lease_token:
+            return  # nothing is held: the round ended, or was never claimed in the trail
+        interrupted = None
+        if state.phase == "running" and state.run_id is not None:
+            with contextlib.suppress(RunNotFound):
+                info = await load_run(self.board.journal, self.board.app, state.run_id)
+                if info.status == StopReason.CANCELLED.value:
+                    interrupted = state.run_id
+        reason = f"worker {self.worker_id} shut down; the round was interrupted"
+        state = await self._write(
+            state,
+            [
+                (
+                    TaskEvent.RELEASED,
+                    {"reason": reason, "shutdown": True, "interrupted": interrupted},
+                )
+            ],
+        )
+        await self._settle(claim, state, TaskStatus.QUEUED)
+        self._emit("interrupted", claim.task_id, reason)
 
     def _workdir(self, task_id: str, spec: TaskSpec) -> Path:
         path = Path(spec.workdir) if spec.workdir else self.scratch_root / _safe(task_id)
@@ -365,9 +466,7 @@ class Worker:
                 f"claimed {state.round_claims} times without finishing round {number} "
                 f"(limit {self.max_claims}); a person should look"
             )
-            state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
-            await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
-            self._emit("needs-human", claim.task_id, reason)
+            await self._give_up(claim, state, reason)
             return
         await self._round(claim, state, lost_worker)
 
@@ -375,7 +474,13 @@ class Worker:
         spec = state.spec
         assert spec is not None
         task_id = claim.task_id
-        workdir = self._workdir(task_id, spec)
+        try:
+            workdir = self._workdir(task_id, spec)
+        except OSError as exc:
+            # No claim can fix the folder: say what is wrong with it, once.
+            reason = f"the task's working folder cannot be used: {exc}"
+            await self._give_up(claim, state, reason)
+            return
         packet = None if state.packet is None else Packet.from_json(state.packet)
         if state.phase is None:
             number = state.round + 1
@@ -404,13 +509,22 @@ class Worker:
             state = result
         elif state.phase == "running":
             assert state.run_id is not None
-            if await self._driven_elsewhere(state.run_id):
+            restart = state.interrupted is not None and state.interrupted == state.run_id
+            if not restart and await self._driven_elsewhere(state.run_id):
                 await self._release(
                     claim, state, "the round's run is still driven by a live process"
                 )
                 return
+            run_id = state.run_id
+            if restart:
+                # The run was stopped for good by a worker that shut down: the round
+                # starts again in a new run (same number, same counters, same folder).
+                run_id = f"{task_id}.r{state.round}.{state.restarts + 2}"
             preamble = compose_preamble(
-                packet, resume_round=state.round, lost_worker=lost_worker or "unknown"
+                packet,
+                resume_round=state.round,
+                lost_worker=None if restart else (lost_worker or "unknown"),
+                restarted=restart,
             )
             state = await self._write(
                 state,
@@ -419,9 +533,10 @@ class Worker:
                         TaskEvent.ROUND_RESUMED,
                         {
                             "round": state.round,
-                            "run_id": state.run_id,
+                            "run_id": run_id,
                             "worker": self.worker_id,
                             "lost_worker": lost_worker,
+                            "restarted_from": state.run_id if restart else None,
                             "preamble_chars": len(preamble or ""),
                         },
                     )
@@ -433,6 +548,12 @@ class Worker:
                 return
             state = result
         await self._finish_round(claim, state, spec, workdir)
+
+    async def _give_up(self, claim: Claim, state: TaskState, reason: str) -> None:
+        """Send the task to a person at once, saying why."""
+        state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
+        await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
+        self._emit("needs-human", claim.task_id, reason)
 
     async def _driven_elsewhere(self, run_id: str) -> bool:
         """Whether a live driver (a task here, or a process on this host) holds the run.
@@ -479,29 +600,43 @@ class Worker:
         )
         agent = self._agent(context) if callable(self._agent) else self._agent
         agent = dataclasses.replace(agent, model=PreambleModel(agent.model, preamble))
+        overrun = None
         try:
             try:
                 await load_run(board.journal, board.app, run_id)
                 exists = True
             except RunNotFound:
                 exists = False
-            if exists:
-                # The lease expired, so its holder is presumed gone: take over from
-                # another host too (a live driver on this host still refuses).
-                outcome = await resume(
-                    agent, board.journal, board.app, run_id, records=board.records, takeover=True
-                )
-            else:
-                outcome = await run(
-                    agent,
-                    board.journal,
-                    board.app,
-                    spec.user_id,
-                    run_id,
-                    run_id,
-                    spec.input_text(),
-                    records=board.records,
-                )
+            started = asyncio.get_running_loop().time()
+            try:
+                async with asyncio.timeout(self.round_time):
+                    if exists:
+                        # The lease expired, so its holder is presumed gone: take over
+                        # from another host too (a live driver on this host still refuses).
+                        outcome = await resume(
+                            agent,
+                            board.journal,
+                            board.app,
+                            run_id,
+                            records=board.records,
+                            takeover=True,
+                        )
+                    else:
+                        outcome = await run(
+                            agent,
+                            board.journal,
+                            board.app,
+                            spec.user_id,
+                            run_id,
+                            run_id,
+                            spec.input_text(),
+                            records=board.records,
+                        )
+            except TimeoutError:
+                # The run was cancelled where it stood, and recorded how it ended.
+                elapsed = asyncio.get_running_loop().time() - started
+                outcome, overrun = await self._overrun(run_id, elapsed)
+                self._emit("time-limit", claim.task_id, overrun)
         except RunFinished:
             ended = (await load_run(board.journal, board.app, run_id)).state.ended
             assert ended is not None
@@ -510,10 +645,7 @@ class Worker:
             await self._release(claim, state, f"the run is still driven elsewhere: {exc}")
             return None
         except LoopError as exc:
-            reason = f"the run could not go on: {exc}"
-            state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
-            await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
-            self._emit("needs-human", claim.task_id, reason)
+            await self._give_up(claim, state, f"the run could not go on: {exc}")
             return None
         return await self._write(
             state,
@@ -525,7 +657,8 @@ class Worker:
                         "run_id": run_id,
                         "stop_reason": outcome.stop_reason.value,
                         "output": outcome.output,
-                        "detail": outcome.detail,
+                        "detail": outcome.detail if overrun is None else overrun,
+                        "time_limit": None if overrun is None else self.round_time,
                         "steps": outcome.steps,
                         "actions": outcome.actions,
                         "parse_failures": outcome.parse_failures,
@@ -533,6 +666,44 @@ class Worker:
                     },
                 )
             ],
+        )
+
+    async def _overrun(self, run_id: str, elapsed: float) -> tuple[RunResult, str]:
+        """How a run stopped at the round's time limit, and the evidence of the overrun."""
+        info = await load_run(self.board.journal, self.board.app, run_id)
+        state = info.state
+        # The effect in flight: the last intent without a result.
+        done = {r.payload.get("intent_id") for r in info.records if r.kind == RESULT_KIND}
+        intent = next(
+            (
+                dict(r.payload)
+                for r in reversed(info.records)
+                if r.kind == INTENT_KIND and r.payload.get("intent_id") not in done
+            ),
+            None,
+        )
+        iid = None if intent is None else intent.get("intent_id")
+        if intent is None:
+            doing = "no effect was in flight"
+        elif intent.get("what") == "tool":
+            args = json.dumps(intent.get("arguments"), ensure_ascii=False)[:200]
+            doing = f"tool {intent.get('tool')!r} was running (intent {iid}, arguments {args})"
+        else:
+            doing = f"the model call of step {intent.get('step')} was running (intent {iid})"
+        evidence = (
+            f"the round's time limit of {self.round_time:g} s ran out after {elapsed:.1f} s; "
+            f"{doing}; the run was stopped"
+        )
+        if state.ended is not None:
+            return state.ended, evidence
+        return (
+            RunResult(
+                run_id=run_id,
+                stop_reason=StopReason.RESUME_STATE_UNKNOWN,
+                detail=evidence,
+                open_intent=iid,
+            ),
+            evidence,
         )
 
     async def _finish_round(
@@ -546,9 +717,16 @@ class Worker:
                 f"the run stopped with resume_state_unknown: {run_result.detail} "
                 "(resolve the intent, then resubmit or resume the run)"
             )
-            state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
-            await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
-            self._emit("needs-human", task_id, reason)
+            await self._give_up(claim, state, reason)
+            return
+        if run_result.stop_reason is StopReason.BUDGET_EXHAUSTED and run_result.steps == 0:
+            # Over budget before the first model call: the prompt alone is too big, and
+            # no further round can change that.
+            reason = (
+                f"the task cannot fit the agent's budget before its first step: "
+                f"{run_result.detail} (shorten the prompt, or raise the agent's budget)"
+            )
+            await self._give_up(claim, state, reason)
             return
         verification = None
         if spec.goal is not None:
