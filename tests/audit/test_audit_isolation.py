@@ -8,44 +8,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
+from audit_helpers import marked, new_marker, wait_for
 
 from steadyloop.audit import BubblewrapExecutor, ExecutorUnavailable, SubprocessExecutor
 
 HERE = Path(__file__).parent
-
-
-def marked(marker: str) -> list[int]:
-    """Live (not zombie) processes whose command line holds ``marker``."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            stat = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue
-        if marker.encode() in cmdline and stat[stat.rfind(")") + 2] != "Z":
-            out.append(int(name))
-    return out
-
-
-def wait_for(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
-
-
-def new_marker() -> str:
-    return str(uuid.uuid4().int % 10**9).rjust(9, "1")
 
 
 def daemon_command(marker: str) -> list[str]:
