@@ -126,6 +126,10 @@ class BackendUnavailable(JournalError):
     """
 
 
+class StoreNotFound(BackendUnavailable):
+    """Opened only to inspect (``create=False``), the URL holds no store; nothing was created."""
+
+
 class JournalLocked(BackendUnavailable):
     """Another writer holds the stream (or the file it lives in)."""
 
@@ -246,3 +250,21 @@ class ExecutorUnavailable(AuditError):
 
 class LeaseLost(AuditError):
     """A worker's lease on a task expired or was taken over; it must stop working on it."""
+
+
+class TaskCancelled(AuditError):
+    """Someone asked for a running task to be cancelled (``audit cancel``).
+
+    Raised by the queue's heartbeat to the worker holding the task, whose lease that
+    heartbeat still renewed: the worker stops at the next write boundary, records the
+    task cancelled and settles it.
+
+    Attributes:
+        task_id: The task.
+        reason: Why, as the person cancelling it said.
+    """
+
+    def __init__(self, task_id: str, reason: str) -> None:
+        self.task_id = task_id
+        self.reason = reason
+        super().__init__(f"task {task_id!r} was cancelled: {reason}")

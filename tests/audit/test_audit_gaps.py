@@ -121,7 +121,7 @@ def test_submit_that_would_queue_nothing_or_ignore_an_option_fails(
 def test_an_agent_factory_given_through_the_cli_receives_its_task_context(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """audit work -a module:make_agent calls a one-argument factory with each round's TaskContext."""
+    """Audit work -a module:make_agent calls a one-argument factory with each round's TaskContext."""
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     store = f"sqlite:///{tmp_path}/a.db"
     r = runner.invoke(app, ["audit", "submit", "-s", store, "-p", "Go", "--id", "f1"])
@@ -148,7 +148,7 @@ def test_an_agent_factory_given_through_the_cli_receives_its_task_context(
 
 
 def test_work_on_a_missing_sqlite_store_creates_nothing(tmp_path: Path) -> None:
-    """audit work on a mistyped SQLite path exits 2 and creates no file."""
+    """Audit work on a mistyped SQLite path exits 2 and creates no file."""
     path = tmp_path / "typo.db"
     r = runner.invoke(
         app, ["audit", "work", "-a", "audit_cli_agent:agent", "-s", f"sqlite:///{path}"]
@@ -169,7 +169,7 @@ def test_isolate_options_need_isolate(tmp_path: Path) -> None:
 def test_isolate_without_bubblewrap_is_one_line_naming_the_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """audit work --isolate on a machine without bwrap exits 2 with one line naming the package."""
+    """Audit work --isolate on a machine without bwrap exits 2 with one line naming the package."""
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     store = f"sqlite:///{tmp_path}/a.db"
     runner.invoke(app, ["audit", "submit", "-s", store, "-p", "Go", "--id", "i1"])

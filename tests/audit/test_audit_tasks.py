@@ -42,6 +42,8 @@ PAYLOADS: dict[TaskEvent, dict[str, Any]] = {
     TaskEvent.NEEDS_HUMAN: {"reason": "cap"},
     TaskEvent.GOAL_UNMET: {"round": 1},
     TaskEvent.BLOCKED: {"dependency": "d"},
+    TaskEvent.CANCELLED: {"reason": "not needed"},
+    TaskEvent.RETRIED: {"note": "try the other way"},
 }
 
 BLOCKER = {"id": "F1", "severity": "blocker", "kind": "deterministic", "gate": "verification"}
@@ -80,6 +82,14 @@ LEGAL: dict[tuple[str, TaskEvent], TaskStatus] = {
     ("running/spent", TaskEvent.RELEASED): TaskStatus.QUEUED,
     ("running/spent", TaskEvent.GOAL_UNMET): TaskStatus.GOAL_UNMET,
     ("running/spent", TaskEvent.NEEDS_HUMAN): TaskStatus.NEEDS_HUMAN,
+    # A person's decisions: cancel a task not yet ended, retry one that went to a person.
+    **{
+        (name, TaskEvent.CANCELLED): TaskStatus.CANCELLED
+        for name in STATES
+        if name == "queued" or name.startswith("running")
+    },
+    ("needs-human", TaskEvent.RETRIED): TaskStatus.QUEUED,
+    ("goal-unmet", TaskEvent.RETRIED): TaskStatus.QUEUED,
 }
 
 
@@ -123,7 +133,7 @@ def test_terminal_states_refuse_everything_with_a_clear_reason() -> None:
 
 def test_refusal_lists_what_is_allowed() -> None:
     """Refusing an event in a live state names the events allowed from there."""
-    with pytest.raises(IllegalTransition, match="allowed from here: blocked, claimed"):
+    with pytest.raises(IllegalTransition, match="allowed from here: blocked, cancelled, claimed"):
         copy.deepcopy(STATES["queued"]).apply("task.completed", {"round": 1})
 
 

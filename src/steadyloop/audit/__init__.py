@@ -70,6 +70,7 @@ from steadyloop.audit._packets import (
 )
 from steadyloop.audit._queue import (
     Claim,
+    MySQLQueue,
     PostgresQueue,
     QueuedTask,
     SQLiteQueue,
@@ -134,6 +135,7 @@ __all__ = [
     "Judge",
     "LeaseLost",
     "ModelJudge",
+    "MySQLQueue",
     "Packet",
     "PostgresQueue",
     "PreambleModel",

@@ -15,10 +15,18 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from steadyloop._errors import ConflictError
+from steadyloop import _names
+from steadyloop._errors import (
+    ConflictError,
+    IllegalTransition,
+    StoreNotFound,
+    TaskSpecError,
+    UnknownBackend,
+)
 from steadyloop.audit._queue import QueuedTask, SubmitResult, TaskQueue, open_queue
 from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus, task_stream
 from steadyloop.journal import Journal, StreamWrite, open_journal
+from steadyloop.journal._sql import PlanJournal
 from steadyloop.records import Clock, IdSource, JSONValue, RecordFactory, StoredRecord
 
 __all__ = ["DEFAULT_APP", "TaskBoard"]
@@ -63,25 +71,69 @@ class TaskBoard:
         records: RecordFactory | None = None,
         clock: Clock | None = None,
         ids: IdSource | None = None,
+        create: bool = True,
+        poll: float | None = None,
     ) -> TaskBoard:
         """Open a board whose queue (and, by default, journal) live at ``url``.
 
+        When the queue and the journal share a URL they share one connection (one
+        SQLite thread, one server pool): the queue's tables sit next to the journal's.
+
         Args:
-            url: ``sqlite:FILE`` or ``postgresql://…``: the queue, and the journal too
-                unless ``journal_url`` names another.
+            url: ``sqlite:FILE``, ``postgresql://…`` or ``mysql://…``: the queue, and the
+                journal too unless ``journal_url`` names another.
             journal_url: Where the trails and runs go, if not at ``url``.
             app: The journal namespace.
             records: Clock and id source for trail records.
-            clock: The queue's clock (leases).
+            clock: The queue's clock (leases, on SQLite).
             ids: Where generated task ids come from.
+            create: Whether a missing store is created; ``False`` (for commands that
+                read or work on tasks) makes a mistyped path or prefix an error, and
+                nothing is created.
+            poll: Seconds between looks at the queue of an idle worker where the store
+                cannot notify (SQLite, MySQL).
 
         Raises:
             UnknownBackend: A URL names no supported store.
-            BackendUnavailable: A store cannot be opened.
+            BackendUnavailable: A store cannot be opened, or (``create=False``) none is
+                there.
         """
-        queue = await open_queue(url, clock=clock, ids=ids)
+        problem = _names.app_problem(app)
+        if problem is not None:
+            raise TaskSpecError(problem, field="app")
+        options: dict[str, Any] = {"clock": clock, "ids": ids}
+        if poll is not None:
+            options["poll"] = poll
         try:
-            journal = await open_journal(journal_url or url)
+            return await cls._open(url, journal_url, app, records, create, options)
+        except StoreNotFound as exc:
+            raise StoreNotFound(f"no task store exists here: {exc}") from None
+
+    @classmethod
+    async def _open(  # noqa: PLR0917 - private, called once
+        cls,
+        url: str,
+        journal_url: str | None,
+        app: str,
+        records: RecordFactory | None,
+        create: bool,
+        options: dict[str, Any],
+    ) -> TaskBoard:
+        if journal_url is None or journal_url == url:
+            journal = await open_journal(url, create=create)
+            try:
+                if not isinstance(journal, PlanJournal):
+                    raise UnknownBackend(
+                        f"the task queue runs on sqlite, postgresql or mysql, not {url!r}"
+                    )
+                queue = await open_queue(url, create=create, journal=journal, **options)
+            except BaseException:
+                await journal.close()
+                raise
+            return cls(queue, journal, app=app, records=records, owned=True)
+        queue = await open_queue(url, create=create, **options)
+        try:
+            journal = await open_journal(journal_url, create=create)
         except BaseException:
             await queue.close()
             raise
@@ -108,9 +160,19 @@ class TaskBoard:
     async def submit_many(self, specs: Sequence[TaskSpec]) -> list[SubmitResult]:
         """Queue tasks (all or none), then write each new task's ``submitted`` record.
 
+        The order cannot leave an orphan: every id is checked by the one id rule of
+        :mod:`steadyloop._names` when its :class:`TaskSpec` is built, so its trail
+        stream is nameable before the queue row is written; then the queue row, then
+        the trail. A crash between the two leaves a queued task with an empty trail,
+        which is repaired by the next writer (:meth:`ensure_submitted`, called by the
+        claiming worker, by :meth:`block_doomed`, :meth:`cancel` and a resubmission).
+
         Raises:
             TaskSpecError: A spec is invalid or clashes with the queue; nothing queued.
         """
+        for spec in specs:
+            if isinstance(spec, TaskSpec) and spec.task_id is not None:
+                task_stream(spec.task_id)  # nameable, or refused before anything is written
         results = await self.queue.submit_many(specs)
         fresh: list[tuple[str, TaskSpec]] = []
         for spec, result in zip(specs, results, strict=True):
@@ -252,3 +314,76 @@ class TaskBoard:
             if not progressed:
                 break
         return blocked
+
+    # -- a person's decisions ----------------------------------------------------------
+
+    async def _current(self, task_id: str) -> TaskState:
+        row = await self.queue.get(task_id)  # TaskNotFound for an unknown task
+        state = await self.state(task_id)
+        if state.status is None:
+            await self.ensure_submitted(task_id, row.spec)
+            state = await self.state(task_id)
+        return state
+
+    async def cancel(self, task_id: str, reason: str = "cancelled by a person") -> TaskStatus:
+        """Cancel a task: a queued one at once, a running one through its worker.
+
+        A queued task's trail gets ``cancelled``, its row follows, and its dependents
+        are blocked. A running task is marked in the queue: its worker's next heartbeat
+        raises :class:`~steadyloop.TaskCancelled`, and the worker stops at its next
+        write boundary and records it cancelled (a worker taking over an expired lease
+        sees :attr:`Claim.cancel_requested` and does the same).
+
+        Returns:
+            ``cancelled``, or ``running`` when the cancel was requested of its worker.
+
+        Raises:
+            TaskNotFound: No such task.
+            IllegalTransition: The task already ended; nothing changed.
+        """
+        for _ in range(20):
+            state = await self._current(task_id)
+            if state.status is TaskStatus.RUNNING:
+                status = await self.queue.cancel(task_id, reason)
+                if status is TaskStatus.QUEUED:
+                    continue  # it was just pushed back or released: cancel it queued
+                return TaskStatus.RUNNING
+            if state.status is not TaskStatus.QUEUED:
+                raise IllegalTransition(
+                    task_id,
+                    str(state.status),
+                    TaskEvent.CANCELLED.short,
+                    "the task already ended; nothing to cancel",
+                )
+            try:
+                await self.record(state, [(TaskEvent.CANCELLED, {"reason": reason})])
+            except ConflictError:
+                continue  # a worker claimed it meanwhile: look again
+            # The trail says cancelled. The row follows; if a worker claimed it in
+            # between, that worker finds the trail ended and settles the row itself.
+            await self.queue.cancel(task_id, reason)
+            await self.block_doomed()
+            return TaskStatus.CANCELLED
+        raise ConflictError(self.app, task_stream(task_id), 0, 0)  # pragma: no cover
+
+    async def retry(self, task_id: str, note: str) -> TaskState:
+        """Send a task that went to a person (needs-human, goal-unmet) back to the queue.
+
+        The trail keeps everything and the counters go on (rounds, audits, claims);
+        the retry grants the task its audit rounds (and goal-mode round budget) again,
+        counted from where it stopped, and ``note`` is the person's instruction for the
+        next round (:attr:`TaskState.retry_note`).
+
+        Returns:
+            The task's state after the retry.
+
+        Raises:
+            TaskNotFound: No such task.
+            IllegalTransition: The task is not needs-human or goal-unmet; nothing changed.
+        """
+        if not isinstance(note, str) or not note.strip():
+            raise TaskSpecError("a retry needs a note saying what to do differently", field="note")
+        state = await self._current(task_id)
+        after = await self.record(state, [(TaskEvent.RETRIED, {"note": note})])
+        await self.queue.requeue(task_id, f"retried: {note}")
+        return after

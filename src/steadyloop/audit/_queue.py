@@ -1,56 +1,78 @@
-"""The task queue: leases, heartbeats, priority, dependencies and idempotency keys.
+"""The task queue: leases, heartbeats, priority, dependencies, idempotency keys, cancels.
 
-Two backends share one set of SQL statements:
+The queue lives in the journal's database and runs on the journal's SQL stack: its
+operations are driver-free plans (generators of :class:`~steadyloop.journal._sql.Query`,
+as in :mod:`steadyloop.journal._sql`), run by the journal's own runner — SQLite's one
+worker thread, or the PostgreSQL or MySQL/MariaDB connection pool — with the journal's
+retry of refused transactions. One URL opens both; the dialect supplies the quirks:
 
-* :class:`SQLiteQueue` (the default): a file shared by the worker processes of one
-  machine. Claims take turns under SQLite's write lock (``BEGIN IMMEDIATE``).
-* :class:`PostgresQueue`: workers on several machines share one queue. A claim locks
-  the row it picks with ``FOR UPDATE … SKIP LOCKED``, so concurrent claimers never
-  wait on, or pick, the same task.
+* SQLite (the default): a file shared by the worker processes of one machine. Claims
+  take turns under SQLite's write lock (``BEGIN IMMEDIATE``). Lease times come from
+  each process's clock (:attr:`TaskQueue.clock`), so the workers of one machine share
+  one clock.
+* PostgreSQL, and MySQL 8 / MariaDB 10.6 or newer: workers on several machines share
+  one queue. A claim locks the row it picks with ``FOR UPDATE … SKIP LOCKED``, so
+  concurrent claimers never wait on, or pick, the same task. Lease times come from the
+  **server's** clock, read in each transaction, so workers whose clocks disagree still
+  agree on who holds a lease. PostgreSQL also wakes idle workers with ``NOTIFY``.
 
-Schema (prefix ``steadyloop_`` by default, so the queue can live next to a journal in
-the same database)::
+Schema, version :data:`QUEUE_SCHEMA_VERSION` (prefix ``steadyloop_`` by default, the
+journal's prefix)::
 
+    {p}audit_schema(version)
     {p}audit_tasks(seq, task_id UNIQUE, idempotency_key UNIQUE, digest, spec, priority,
                    status, not_before, owner, lease_token, lease_expires, attempts,
-                   round, audit_rounds, detail, submitted_at, updated_at)
+                   round, audit_rounds, detail, submitted_at, updated_at,
+                   cancel_requested, settled_token, submit_token, prev_owner, prev_token)
     {p}audit_deps(task_id, depends_on)
 
+Version 1 (no ``audit_schema`` table, no last five columns) is migrated on open; a
+newer version is refused with one line.
+
+Lost connections and a busy store: every operation is retried with bounded backoff
+(:attr:`TaskQueue.reconnect_for` seconds in all). A transaction whose commit may or may
+not have happened is rerun safely, because each plan recognises its own earlier work:
+a claim by its lease token (made before the first attempt), a settle by the token it
+recorded, a submission by its submission token. So a blip never costs a task a claim.
+
 The queue is an index for picking work; the task's journal trail is the record of
-what happened (see :mod:`steadyloop.audit._board`). Times are integer microseconds
-from the queue's clock on SQLite, so a test can drive lease expiry by hand; on
-PostgreSQL they come from the server's clock, read in each transaction, so workers on
-machines whose clocks disagree still agree on who holds a lease.
+what happened (see :class:`~steadyloop.audit.TaskBoard`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import os
-import sqlite3
+import contextlib
 import uuid
-from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from steadyloop._errors import (
-    BackendUnavailable,
+    CorruptionError,
     LeaseLost,
+    TaskCancelled,
     TaskNotFound,
     TaskSpecError,
     UnknownBackend,
 )
 from steadyloop.audit._tasks import TaskSpec, TaskStatus, check_dependencies
-from steadyloop.records import Clock, IdSource, SystemClock, decode
+from steadyloop.journal._sql import (
+    Dialect,
+    Plan,
+    PlanJournal,
+    Query,
+    Row,
+    no_store_here,
+    table_exists_plan,
+)
+from steadyloop.journal._sql_async import RetryPolicy, retry_transaction
+from steadyloop.records import Clock, IdSource, SystemClock, canonical_json, decode
 
 __all__ = [
+    "QUEUE_SCHEMA_VERSION",
     "Claim",
+    "MySQLQueue",
     "PostgresQueue",
     "QueuedTask",
     "SQLiteQueue",
@@ -59,13 +81,23 @@ __all__ = [
     "open_queue",
 ]
 
-Row = tuple[Any, ...]
-Execute = Callable[[str, Sequence[Any]], Awaitable[list[Row]]]
+QUEUE_SCHEMA_VERSION = 2
+"""The queue schema version this code writes and reads."""
+
+RECONNECT = RetryPolicy(attempts=1000, base_delay=0.05, max_delay=2.0)
+"""Pauses between attempts after a lost connection or a busy store (doubling, jittered)."""
 
 _COLUMNS = (
     "seq, task_id, spec, priority, status, not_before, owner, lease_token, lease_expires, "
-    "attempts, round, audit_rounds, detail, submitted_at, updated_at"
+    "attempts, round, audit_rounds, detail, submitted_at, updated_at, cancel_requested"
 )
+_CLAIMABLE = (
+    "((t.status = 'queued' AND t.not_before <= ?) OR (t.status = 'running' "
+    "AND t.lease_expires < ?)) AND NOT EXISTS (SELECT 1 FROM {p}audit_deps d "
+    "JOIN {p}audit_tasks u ON u.task_id = d.depends_on WHERE d.task_id = t.task_id "
+    "AND u.status <> 'completed')"
+)
+_ENDED_BADLY = "('needs-human', 'goal-unmet', 'blocked', 'cancelled')"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +134,7 @@ class QueuedTask:
         detail: Why it is where it is (the last decision).
         submitted_at: When it was submitted (µs).
         updated_at: When the row last changed (µs).
+        cancel_requested: Why a cancel was asked for while it ran, if one was.
     """
 
     seq: int
@@ -119,26 +152,50 @@ class QueuedTask:
     detail: str
     submitted_at: int
     updated_at: int
+    cancel_requested: str | None = None
 
     @classmethod
-    def from_row(cls, row: Row) -> QueuedTask:
-        """Build from a row of the columns the queue selects."""
+    def from_row(cls, row: Row, d: Dialect | None = None) -> QueuedTask:
+        """Build from a row of the columns the queue selects.
+
+        Raises:
+            CorruptionError: The row holds a status or spec this version does not know
+                (the queue was written by another version of Steadyloop), naming the row.
+        """
+        task_id = d.load_name(row[1]) if d is not None else str(row[1])
+        where = f"{d.location_name if d else 'queue'} table {d.prefix if d else ''}audit_tasks"
+        try:
+            status = TaskStatus(_text(row[4]))
+        except ValueError:
+            raise CorruptionError(
+                f"task {task_id!r} has status {_text(row[4])!r}, which this steadyloop does "
+                "not know (written by another version?)",
+                location=f"{where}[task_id={task_id!r}]",
+            ) from None
+        try:
+            spec = TaskSpec.from_json(decode(_text(row[2])))
+        except (ValueError, TypeError) as exc:
+            raise CorruptionError(
+                f"task {task_id!r} has a spec this steadyloop cannot read: {exc}",
+                location=f"{where}[task_id={task_id!r}]",
+            ) from None
         return cls(
             seq=int(row[0]),
-            task_id=str(row[1]),
-            spec=TaskSpec.from_json(decode(row[2])),
+            task_id=task_id,
+            spec=spec,
             priority=int(row[3]),
-            status=TaskStatus(row[4]),
+            status=status,
             not_before=int(row[5]),
-            owner=row[6],
-            lease_token=row[7],
+            owner=_opt(row[6]),
+            lease_token=_opt(row[7]),
             lease_expires=None if row[8] is None else int(row[8]),
             attempts=int(row[9]),
             round=int(row[10]),
             audit_rounds=int(row[11]),
-            detail=str(row[12] or ""),
+            detail=_text(row[12] or ""),
             submitted_at=int(row[13]),
             updated_at=int(row[14]),
+            cancel_requested=_opt(row[15]) if len(row) > 15 else None,
         )
 
 
@@ -156,6 +213,8 @@ class Claim:
         previous_owner: When the task was taken over from a worker whose lease expired:
             that worker.
         previous_token: And its lease token.
+        cancel_requested: Why a cancel was asked for while the task ran (its worker
+            was then lost): the claimer records it cancelled instead of working on it.
     """
 
     task_id: str
@@ -166,6 +225,17 @@ class Claim:
     lease_expires: int
     previous_owner: str | None = None
     previous_token: str | None = None
+    cancel_requested: str | None = None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8")
+    return str(value)
+
+
+def _opt(value: Any) -> str | None:
+    return None if value is None else _text(value)
 
 
 def _lease_us(seconds: float) -> int:
@@ -174,92 +244,203 @@ def _lease_us(seconds: float) -> int:
     return int(seconds * 1_000_000)
 
 
-class TaskQueue(ABC):
-    """A queue of tasks with leases; the SQL is shared, the transactions are the backend's.
+# -- plans ----------------------------------------------------------------------------
+
+
+def _create_statements(d: Dialect) -> list[str]:
+    n, t, i, s = d.name_type, d.data_type, d.int_type, d.short_text
+    suffix = d.table_suffix
+    return [
+        f"CREATE TABLE {{p}}audit_tasks ({d.serial_key}, task_id {n} NOT NULL UNIQUE, "
+        f"idempotency_key {n} UNIQUE, digest {s} NOT NULL, spec {t} NOT NULL, "
+        f"priority {i} NOT NULL, status {s} NOT NULL, not_before {i} NOT NULL, "
+        f"owner {t}, lease_token {s}, lease_expires {i}, attempts {i} NOT NULL, "
+        f"round {i} NOT NULL, audit_rounds {i} NOT NULL, detail {t} NOT NULL, "
+        f"submitted_at {i} NOT NULL, updated_at {i} NOT NULL, cancel_requested {t}, "
+        f"settled_token {s}, submit_token {s}, prev_owner {t}, prev_token {s}){suffix}",
+        f"CREATE TABLE {{p}}audit_deps (task_id {n} NOT NULL, depends_on {n} NOT NULL, "
+        f"PRIMARY KEY (task_id, depends_on)){suffix}",
+        "CREATE INDEX {p}audit_pick ON {p}audit_tasks (status, priority DESC, seq)",
+        "CREATE INDEX {p}audit_deps_on ON {p}audit_deps (depends_on)",
+    ]
+
+
+def _version_2_columns(d: Dialect) -> list[str]:
+    t, s = d.data_type, d.short_text
+    return [
+        f"ALTER TABLE {{p}}audit_tasks ADD COLUMN {name} {kind}"
+        for name, kind in (
+            ("cancel_requested", t),
+            ("settled_token", s),
+            ("submit_token", s),
+            ("prev_owner", t),
+            ("prev_token", s),
+        )
+    ]
+
+
+def migrate_queue_plan(d: Dialect, *, create: bool) -> Plan:
+    """Create the queue's tables, migrate an older layout, refuse a newer one.
+
+    Raises:
+        BackendUnavailable: With ``create=False``: no queue is here; nothing created.
+        CorruptionError: The queue was written by a newer Steadyloop.
+    """
+    versioned = yield from table_exists_plan(d, "audit_schema")
+    if versioned:
+        rows = yield Query(d.sql("SELECT version FROM {p}audit_schema"), fetch=True)
+        version = max((int(r[0]) for r in rows), default=0)
+    elif (yield from table_exists_plan(d, "audit_tasks")):
+        version = 1  # the layout before versions: the tables without the v2 columns
+    elif not create:
+        raise no_store_here(d, "task store", "audit_tasks")
+    else:
+        version = 0
+    if version > QUEUE_SCHEMA_VERSION:
+        raise CorruptionError(
+            f"the task queue's schema version {version} is newer than this steadyloop's "
+            f"({QUEUE_SCHEMA_VERSION}); upgrade steadyloop",
+            location=d.location("audit_schema", version=version),
+        )
+    if version == QUEUE_SCHEMA_VERSION:
+        return None
+    statements = _create_statements(d) if version == 0 else _version_2_columns(d)
+    for statement in statements:
+        yield Query(d.sql(statement))
+    if not versioned:
+        yield Query(
+            d.sql(f"CREATE TABLE {{p}}audit_schema (version {d.int_type} NOT NULL)")
+            + d.table_suffix
+        )
+    yield Query(d.sql("DELETE FROM {p}audit_schema"))
+    yield Query(d.sql("INSERT INTO {p}audit_schema (version) VALUES (?)"), (QUEUE_SCHEMA_VERSION,))
+    return None
+
+
+class TaskQueue:
+    """A queue of tasks with leases, on the SQL database of a journal.
 
     Args:
-        prefix: Table name prefix (ASCII letters, digits, ``_``).
-        clock: Where times come from (the wall clock by default).
+        journal: The SQL journal whose database (and connection) holds the queue.
+        clock: Where lease times come from on SQLite, or with ``server_clock=False``
+            (the wall clock by default).
         ids: Where generated task ids come from (random by default).
+        server_clock: On PostgreSQL and MySQL, read lease times from the server's
+            clock (the default), so machines with skewed clocks agree on leases.
+            ``False`` uses ``clock``, for tests that drive lease expiry by hand.
+        poll: Seconds between looks at the queue while :meth:`wait_for_task` waits
+            (on PostgreSQL only when notifications are not available).
+        reconnect_for: Seconds an operation keeps retrying a lost connection or a busy
+            store before :class:`~steadyloop.BackendUnavailable` escapes.
+        owned: Close the journal when the queue is closed.
     """
 
-    placeholder = "?"
-    lock_clause = ""
-    name_type = "TEXT"
-
-    url: str = ""
-    """The URL the queue was opened with (secrets removed)."""
-
     def __init__(
-        self, *, prefix: str | None = None, clock: Clock | None = None, ids: IdSource | None = None
+        self,
+        journal: PlanJournal,
+        *,
+        clock: Clock | None = None,
+        ids: IdSource | None = None,
+        server_clock: bool = True,
+        poll: float = 0.2,
+        reconnect_for: float = 30.0,
+        owned: bool = False,
     ) -> None:
-        prefix = "steadyloop_" if prefix is None else prefix
-        if not prefix.replace("_", "").isalnum() or not prefix.isascii():
-            raise UnknownBackend(f"table prefix {prefix!r} must be ASCII letters, digits or _")
-        self.prefix = prefix
+        if not isinstance(journal, PlanJournal):
+            raise UnknownBackend(
+                f"the task queue runs on a SQL journal (sqlite, postgresql, mysql), "
+                f"not on {type(journal).__name__}"
+            )
+        if not poll > 0:
+            raise ValueError(f"poll must be a positive number of seconds, got {poll!r}")
+        self.journal = journal
+        self.dialect = journal.dialect
         self.clock: Clock = clock or SystemClock()
+        self.server_clock = server_clock
+        self.poll = poll
+        self.reconnect_for = reconnect_for
+        self.url: str = journal.url
+        """The URL the queue was opened with (secrets removed)."""
         self._ids = ids
+        self._owned = owned
+        self._wake: asyncio.Event | None = None
+        self._listener: asyncio.Task[None] | None = None
+        self._listening = False
 
-    # -- backend hooks -----------------------------------------------------------------
+    @property
+    def prefix(self) -> str:
+        """The table name prefix."""
+        return self.dialect.prefix
 
-    @abstractmethod
-    def _transaction(self) -> Any:
-        """An async context manager giving an :data:`Execute` inside one transaction."""
+    async def migrate(self, *, create: bool = True) -> None:
+        """Create or migrate the queue's tables (done by :func:`open_queue`).
 
-    @abstractmethod
+        Raises:
+            BackendUnavailable: With ``create=False``: no queue is here.
+            CorruptionError: The tables were written by a newer Steadyloop.
+        """
+        await self._run(lambda _: migrate_queue_plan(self.dialect, create=create))
+
     async def close(self) -> None:
-        """Release connections. Closing twice is harmless."""
+        """Stop listening; close the journal if the queue opened it. Closing twice is harmless."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.cancel()
+            with contextlib.suppress(BaseException):
+                await listener
+        if self._owned:
+            await self.journal.close()
 
-    def _unique_violation(self, exc: BaseException) -> bool:
-        return False
+    async def __aenter__(self) -> TaskQueue:
+        return self
 
-    async def _now(self, ex: Execute) -> int:
-        """The time (µs since the epoch) that leases are written and compared with."""
-        return self.clock.now_us()
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
-    # -- helpers -----------------------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.url}>"
 
-    def _sql(self, text: str) -> str:
-        return text.replace("{p}", self.prefix).replace("?", self.placeholder)
+    # -- running plans -----------------------------------------------------------------
 
-    def _schema(self) -> list[str]:
-        n = self.name_type
-        seq = (
-            "seq INTEGER PRIMARY KEY AUTOINCREMENT"
-            if self.placeholder == "?"
-            else "seq BIGSERIAL PRIMARY KEY"
+    async def _run(self, make: Callable[[bool], Plan], *, write: bool = True) -> Any:
+        """Run a plan in one transaction, retrying a lost connection or a busy store.
+
+        ``make(recovering)`` builds the plan; ``recovering`` is true on every attempt
+        after one whose outcome is unknown, so the plan first looks for its own work.
+        """
+        attempts = 0
+
+        async def once() -> Any:
+            nonlocal attempts
+            attempts += 1
+            recovering = attempts > 1
+            return await self.journal.run_plan(lambda: make(recovering), write=write)
+
+        return await retry_transaction(
+            once, self.journal.transient, RECONNECT, budget=self.reconnect_for
         )
-        return [
-            f"CREATE TABLE IF NOT EXISTS {{p}}audit_tasks ({seq}, task_id {n} NOT NULL UNIQUE, "
-            f"idempotency_key {n} UNIQUE, digest TEXT NOT NULL, spec TEXT NOT NULL, "
-            "priority BIGINT NOT NULL, status TEXT NOT NULL, not_before BIGINT NOT NULL, "
-            "owner TEXT, lease_token TEXT, lease_expires BIGINT, attempts BIGINT NOT NULL, "
-            "round BIGINT NOT NULL, audit_rounds BIGINT NOT NULL, detail TEXT NOT NULL, "
-            "submitted_at BIGINT NOT NULL, updated_at BIGINT NOT NULL)",
-            f"CREATE TABLE IF NOT EXISTS {{p}}audit_deps (task_id {n} NOT NULL, "
-            f"depends_on {n} NOT NULL, PRIMARY KEY (task_id, depends_on))",
-            "CREATE INDEX IF NOT EXISTS {p}audit_pick ON {p}audit_tasks "
-            "(status, priority DESC, seq)",
-            "CREATE INDEX IF NOT EXISTS {p}audit_deps_on ON {p}audit_deps (depends_on)",
-        ]
+
+    def _now(self) -> Plan:
+        """The time leases are written and compared with (µs): the server's, if it has one."""
+        d = self.dialect
+        if d.now_sql is None or not self.server_clock:
+            return self.clock.now_us()
+        rows = yield Query(d.now_sql, fetch=True)
+        return int(rows[0][0])
+
+    def _notify(self) -> Plan:
+        """Tell idle workers that something may be claimable (sent at commit)."""
+        d = self.dialect
+        if d.notify_sql is not None:
+            yield Query(d.sql(d.notify_sql), (self._channel(),))
+
+    def _channel(self) -> str:
+        return f"{self.prefix}audit"
 
     def _new_id(self) -> str:
         return self._ids.new_id() if self._ids is not None else f"t-{uuid.uuid4().hex[:12]}"
 
-    async def _run(self, body: Callable[[Execute], Awaitable[Any]]) -> Any:
-        """Run ``body`` in one transaction, again if a racing insert made it fail."""
-        for attempt in range(5):
-            try:
-                async with self._transaction() as ex:
-                    return await body(ex)
-            except Exception as exc:
-                if attempt < 4 and self._unique_violation(exc):
-                    await asyncio.sleep(0.005 * (attempt + 1))
-                    continue
-                raise
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    # -- public API --------------------------------------------------------------------
+    # -- submitting --------------------------------------------------------------------
 
     async def submit(self, spec: TaskSpec) -> SubmitResult:
         """Submit one task; see :meth:`submit_many`."""
@@ -282,27 +463,40 @@ class TaskQueue(ABC):
         for spec in specs:
             if not isinstance(spec, TaskSpec):
                 raise TaskSpecError(f"expected a TaskSpec, got {type(spec).__name__}")
+        token = uuid.uuid4().hex
+        chosen: dict[int, str] = {}  # generated ids, kept across attempts
+        planned: list[list[SubmitResult]] = []
+        d = self.dialect
 
-        async def body(ex: Execute) -> list[SubmitResult]:
-            now = await self._now(ex)
+        def plan(recovering: bool) -> Plan:
+            if recovering and planned:
+                rows = yield Query(
+                    d.sql("SELECT 1 FROM {p}audit_tasks WHERE submit_token = ?"),
+                    (token,),
+                    fetch=True,
+                )
+                if rows:  # the attempt whose reply was lost did commit
+                    return planned[-1]
+            now = yield from self._now()
             results: list[SubmitResult] = []
             new: list[tuple[TaskSpec, str]] = []
             by_key: dict[str, tuple[str, str]] = {}
             ids_in_batch: set[str] = set()
-            for spec in specs:
+            for index, spec in enumerate(specs):
                 digest = spec.digest()
                 key = spec.idempotency_key
                 if key is not None:
                     seen = by_key.get(key)
                     if seen is None:
-                        rows = await ex(
-                            self._sql(
+                        rows = yield Query(
+                            d.sql(
                                 "SELECT task_id, digest FROM {p}audit_tasks "
                                 "WHERE idempotency_key = ?"
                             ),
-                            (key,),
+                            (d.bind_name(key),),
+                            fetch=True,
                         )
-                        seen = (str(rows[0][0]), str(rows[0][1])) if rows else None
+                        seen = (d.load_name(rows[0][0]), _text(rows[0][1])) if rows else None
                     if seen is not None:
                         if seen[1] != digest:
                             raise TaskSpecError(
@@ -312,11 +506,16 @@ class TaskQueue(ABC):
                             )
                         results.append(SubmitResult(seen[0], duplicate=True))
                         continue
-                task_id = spec.task_id or self._new_id()
+                if spec.task_id is not None:
+                    task_id = spec.task_id
+                else:
+                    task_id = chosen.get(index) or chosen.setdefault(index, self._new_id())
                 if task_id in ids_in_batch:
                     raise TaskSpecError(f"task id {task_id!r} appears twice", field="task_id")
-                rows = await ex(
-                    self._sql("SELECT 1 FROM {p}audit_tasks WHERE task_id = ?"), (task_id,)
+                rows = yield Query(
+                    d.sql("SELECT 1 FROM {p}audit_tasks WHERE task_id = ?"),
+                    (d.bind_name(task_id),),
+                    fetch=True,
                 )
                 if rows:
                     raise TaskSpecError(f"task id {task_id!r} is already taken", field="task_id")
@@ -325,40 +524,62 @@ class TaskQueue(ABC):
                     by_key[key] = (task_id, digest)
                 new.append((spec.with_id(task_id), digest))
                 results.append(SubmitResult(task_id))
-            deps = sorted({d for s, _ in new for d in s.depends_on} - ids_in_batch)
+            deps = sorted({dep for s, _ in new for dep in s.depends_on} - ids_in_batch)
             known: set[str] = set()
             for dep in deps:
-                if await ex(self._sql("SELECT 1 FROM {p}audit_tasks WHERE task_id = ?"), (dep,)):
+                rows = yield Query(
+                    d.sql("SELECT 1 FROM {p}audit_tasks WHERE task_id = ?"),
+                    (d.bind_name(dep),),
+                    fetch=True,
+                )
+                if rows:
                     known.add(dep)
             check_dependencies([s for s, _ in new], known)
-            for spec, digest in new:
-                await ex(
-                    self._sql(
+            if new:
+                yield Query(
+                    d.sql(
                         "INSERT INTO {p}audit_tasks (task_id, idempotency_key, digest, spec, "
                         "priority, status, not_before, attempts, round, audit_rounds, detail, "
-                        "submitted_at, updated_at) VALUES (?, ?, ?, ?, ?, 'queued', ?, 0, 0, 0, "
-                        "'', ?, ?)"
+                        "submitted_at, updated_at, submit_token) VALUES (?, ?, ?, ?, ?, "
+                        "'queued', ?, 0, 0, 0, '', ?, ?, ?)"
                     ),
-                    (
-                        spec.task_id,
-                        spec.idempotency_key,
-                        digest,
-                        _canonical(spec),
-                        spec.priority,
-                        now,
-                        now,
-                        now,
-                    ),
+                    [
+                        (
+                            d.bind_name(str(spec.task_id)),
+                            None
+                            if spec.idempotency_key is None
+                            else d.bind_name(spec.idempotency_key),
+                            digest,
+                            canonical_json(spec.to_json()),
+                            spec.priority,
+                            now,
+                            now,
+                            now,
+                            token,
+                        )
+                        for spec, digest in new
+                    ],
+                    many=True,
                 )
-                for dep in spec.depends_on:
-                    await ex(
-                        self._sql("INSERT INTO {p}audit_deps (task_id, depends_on) VALUES (?, ?)"),
-                        (spec.task_id, dep),
+                edges = [
+                    (d.bind_name(str(spec.task_id)), d.bind_name(dep))
+                    for spec, _ in new
+                    for dep in spec.depends_on
+                ]
+                if edges:
+                    yield Query(
+                        d.sql("INSERT INTO {p}audit_deps (task_id, depends_on) VALUES (?, ?)"),
+                        edges,
+                        many=True,
                     )
+                yield from self._notify()
+            planned.append(results)
             return results
 
-        result: list[SubmitResult] = await self._run(body)
-        return result
+        out: list[SubmitResult] = await self._run(plan)
+        return out
+
+    # -- claiming and leases -----------------------------------------------------------
 
     async def claim(self, worker: str, lease: float = 30.0) -> Claim | None:
         """Lease the next claimable task to ``worker``.
@@ -372,46 +593,85 @@ class TaskQueue(ABC):
         """
         lease_us = _lease_us(lease)
         token = uuid.uuid4().hex
+        d = self.dialect
 
-        async def body(ex: Execute) -> Claim | None:
-            now = await self._now(ex)
-            rows = await ex(
-                self._sql(
-                    "SELECT t.task_id, t.spec, t.status, t.owner, t.lease_token, t.attempts "
-                    "FROM {p}audit_tasks t WHERE ((t.status = 'queued' AND t.not_before <= ?) "
-                    "OR (t.status = 'running' AND t.lease_expires < ?)) AND NOT EXISTS ("
-                    "SELECT 1 FROM {p}audit_deps d JOIN {p}audit_tasks u "
-                    "ON u.task_id = d.depends_on WHERE d.task_id = t.task_id "
-                    "AND u.status <> 'completed') ORDER BY t.priority DESC, t.seq ASC LIMIT 1"
+        def plan(recovering: bool) -> Plan:
+            if recovering:
+                rows = yield Query(
+                    d.sql(
+                        "SELECT task_id, spec, attempts, lease_expires, prev_owner, prev_token, "
+                        "cancel_requested FROM {p}audit_tasks WHERE lease_token = ? "
+                        "AND status = 'running'"
+                    ),
+                    (token,),
+                    fetch=True,
                 )
-                + self.lock_clause,
+                if rows:  # the attempt whose reply was lost did claim this task
+                    task_id, spec, attempts, expires, prev_owner, prev_token, cancel = rows[0]
+                    return Claim(
+                        task_id=d.load_name(task_id),
+                        spec=TaskSpec.from_json(decode(_text(spec))),
+                        worker=worker,
+                        lease_token=token,
+                        attempt=int(attempts),
+                        lease_expires=int(expires),
+                        previous_owner=_opt(prev_owner),
+                        previous_token=_opt(prev_token),
+                        cancel_requested=_opt(cancel),
+                    )
+            now = yield from self._now()
+            rows = yield Query(
+                d.sql(
+                    "SELECT t.task_id, t.spec, t.status, t.owner, t.lease_token, t.attempts, "
+                    f"t.cancel_requested FROM {{p}}audit_tasks t WHERE {_CLAIMABLE} "
+                    "ORDER BY t.priority DESC, t.seq ASC LIMIT 1"
+                )
+                + d.skip_locked,
                 (now, now),
+                fetch=True,
             )
             if not rows:
                 return None
-            task_id, spec, status, owner, old_token, attempts = rows[0]
+            task_id, spec, status, owner, old_token, attempts, cancel = rows[0]
+            stolen = _text(status) == TaskStatus.RUNNING.value
+            previous = (_opt(owner), _opt(old_token)) if stolen else (None, None)
             expires = now + lease_us
-            await ex(
-                self._sql(
+            yield Query(
+                d.sql(
                     "UPDATE {p}audit_tasks SET status = 'running', owner = ?, lease_token = ?, "
-                    "lease_expires = ?, attempts = attempts + 1, updated_at = ? WHERE task_id = ?"
+                    "lease_expires = ?, attempts = attempts + 1, updated_at = ?, "
+                    "prev_owner = ?, prev_token = ? WHERE task_id = ?"
                 ),
-                (worker, token, expires, now, task_id),
+                (worker, token, expires, now, previous[0], previous[1], task_id),
             )
-            stolen = status == TaskStatus.RUNNING.value
             return Claim(
-                task_id=str(task_id),
-                spec=TaskSpec.from_json(decode(spec)),
+                task_id=d.load_name(task_id),
+                spec=TaskSpec.from_json(decode(_text(spec))),
                 worker=worker,
                 lease_token=token,
                 attempt=int(attempts) + 1,
                 lease_expires=expires,
-                previous_owner=owner if stolen else None,
-                previous_token=old_token if stolen else None,
+                previous_owner=previous[0],
+                previous_token=previous[1],
+                cancel_requested=_opt(cancel),
             )
 
-        claim: Claim | None = await self._run(body)
+        claim: Claim | None = await self._run(plan)
         return claim
+
+    def _held(self, task_id: str, lease_token: str, columns: str = "cancel_requested") -> Plan:
+        """Lock the task's row if ``lease_token`` holds it; its ``columns``, or ``None``."""
+        d = self.dialect
+        rows = yield Query(
+            d.sql(
+                f"SELECT {columns} FROM {{p}}audit_tasks WHERE task_id = ? AND lease_token = ? "
+                "AND status = 'running'"
+            )
+            + d.lock_suffix,
+            (d.bind_name(task_id), lease_token),
+            fetch=True,
+        )
+        return rows[0] if rows else None
 
     async def heartbeat(self, task_id: str, lease_token: str, lease: float = 30.0) -> bool:
         """Renew a lease for another ``lease`` seconds.
@@ -419,22 +679,48 @@ class TaskQueue(ABC):
         Returns:
             False when the lease is no longer this token's (it was taken over or
             settled): the worker must stop.
+
+        Raises:
+            TaskCancelled: Someone asked for the task to be cancelled (``audit cancel``).
+                The lease was renewed all the same, so the worker still holds it while
+                it stops, records the task cancelled and settles it.
         """
         lease_us = _lease_us(lease)
+        d = self.dialect
 
-        async def body(ex: Execute) -> bool:
-            now = await self._now(ex)
-            rows = await ex(
-                self._sql(
-                    "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ? WHERE task_id = ? "
-                    "AND lease_token = ? AND status = 'running' RETURNING task_id"
+        def plan(_: bool) -> Plan:
+            now = yield from self._now()
+            row = yield from self._held(task_id, lease_token)
+            if row is None:
+                return False, None
+            yield Query(
+                d.sql(
+                    "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ? WHERE task_id = ?"
                 ),
-                (now + lease_us, now, task_id, lease_token),
+                (now + lease_us, now, d.bind_name(task_id)),
             )
-            return bool(rows)
+            return True, _opt(row[0])
 
-        ok: bool = await self._run(body)
-        return ok
+        ok, cancel = await self._run(plan)
+        if ok and cancel is not None:
+            raise TaskCancelled(task_id, cancel)
+        return bool(ok)
+
+    async def cancel_requested(self, task_id: str, lease_token: str) -> str | None:
+        """Why a cancel was asked for the task this lease holds, or ``None`` (one read).
+
+        Raises:
+            LeaseLost: The lease is no longer this token's.
+        """
+
+        def plan(_: bool) -> Plan:
+            row = yield from self._held(task_id, lease_token)
+            return row
+
+        row = await self._run(plan, write=False)
+        if row is None:
+            raise LeaseLost(f"task {task_id!r}: the lease {lease_token[:8]}… is no longer held")
+        return _opt(row[0])
 
     async def settle(
         self,
@@ -463,15 +749,32 @@ class TaskQueue(ABC):
         """
         if status is TaskStatus.RUNNING:
             raise ValueError("settle moves a task out of running")
+        d = self.dialect
 
-        async def body(ex: Execute) -> bool:
-            now = await self._now(ex)
-            rows = await ex(
-                self._sql(
+        def plan(recovering: bool) -> Plan:
+            now = yield from self._now()
+            rows = yield Query(
+                d.sql(
+                    "SELECT lease_token, status, settled_token FROM {p}audit_tasks "
+                    "WHERE task_id = ?"
+                )
+                + d.lock_suffix,
+                (d.bind_name(task_id),),
+                fetch=True,
+            )
+            if not rows:
+                return False
+            held, current, settled = (_opt(v) for v in rows[0])
+            if held != lease_token or current != TaskStatus.RUNNING.value:
+                # A settle whose reply was lost did commit: the same outcome again.
+                return recovering and settled == lease_token and current == status.value
+            keep_cancel = "cancel_requested" if status is TaskStatus.QUEUED else "NULL"
+            yield Query(
+                d.sql(
                     "UPDATE {p}audit_tasks SET status = ?, owner = NULL, lease_token = NULL, "
                     "lease_expires = NULL, not_before = ?, round = ?, audit_rounds = ?, "
-                    "detail = ?, updated_at = ? WHERE task_id = ? AND lease_token = ? "
-                    "RETURNING task_id"
+                    f"detail = ?, updated_at = ?, settled_token = ?, cancel_requested = "
+                    f"{keep_cancel} WHERE task_id = ?"
                 ),
                 (
                     status.value,
@@ -480,32 +783,71 @@ class TaskQueue(ABC):
                     audit_rounds,
                     detail,
                     now,
-                    task_id,
                     lease_token,
+                    d.bind_name(task_id),
                 ),
             )
-            return bool(rows)
+            yield from self._notify()
+            return True
 
-        if not await self._run(body):
+        if not await self._run(plan):
             raise LeaseLost(f"task {task_id!r}: the lease {lease_token[:8]}… is no longer held")
 
     async def progress(
         self, task_id: str, lease_token: str, *, round: int, audit_rounds: int
     ) -> bool:
         """Record a running task's counters (for ``status``); False if the lease is gone."""
+        d = self.dialect
 
-        async def body(ex: Execute) -> bool:
-            rows = await ex(
-                self._sql(
+        def plan(_: bool) -> Plan:
+            now = yield from self._now()
+            row = yield from self._held(task_id, lease_token)
+            if row is None:
+                return False
+            yield Query(
+                d.sql(
                     "UPDATE {p}audit_tasks SET round = ?, audit_rounds = ?, updated_at = ? "
-                    "WHERE task_id = ? AND lease_token = ? RETURNING task_id"
+                    "WHERE task_id = ?"
                 ),
-                (round, audit_rounds, await self._now(ex), task_id, lease_token),
+                (round, audit_rounds, now, d.bind_name(task_id)),
             )
-            return bool(rows)
+            return True
 
-        ok: bool = await self._run(body)
+        ok: bool = await self._run(plan)
         return ok
+
+    # -- ending tasks that are not running ---------------------------------------------
+
+    def _set_status(
+        self, task_id: str, old: tuple[str, ...], new: TaskStatus, detail: str
+    ) -> Callable[[bool], Plan]:
+        """A plan moving a task from one of ``old`` statuses to ``new``; True if it did."""
+        d = self.dialect
+
+        def plan(recovering: bool) -> Plan:
+            now = yield from self._now()
+            rows = yield Query(
+                d.sql("SELECT status FROM {p}audit_tasks WHERE task_id = ?") + d.lock_suffix,
+                (d.bind_name(task_id),),
+                fetch=True,
+            )
+            if not rows:
+                raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+            current = _text(rows[0][0])
+            if current not in old:
+                return recovering and current == new.value
+            yield Query(
+                d.sql(
+                    "UPDATE {p}audit_tasks SET status = ?, detail = ?, updated_at = ?, "
+                    "not_before = ?, owner = NULL, lease_token = NULL, lease_expires = NULL, "
+                    "cancel_requested = NULL WHERE task_id = ?"
+                ),
+                (new.value, detail, now, now, d.bind_name(task_id)),
+            )
+            yield from self._notify()
+            return True
+
+        return plan
 
     async def block(self, task_id: str, detail: str) -> bool:
         """Mark a queued task blocked (a dependency ended without completing).
@@ -513,20 +855,78 @@ class TaskQueue(ABC):
         Returns:
             False when the task was not queued.
         """
-
-        async def body(ex: Execute) -> bool:
-            now = await self._now(ex)
-            rows = await ex(
-                self._sql(
-                    "UPDATE {p}audit_tasks SET status = 'blocked', detail = ?, updated_at = ? "
-                    "WHERE task_id = ? AND status = 'queued' RETURNING task_id"
-                ),
-                (detail, now, task_id),
-            )
-            return bool(rows)
-
-        ok: bool = await self._run(body)
+        ok: bool = await self._run(
+            self._set_status(task_id, ("queued",), TaskStatus.BLOCKED, detail)
+        )
         return ok
+
+    async def cancel(self, task_id: str, reason: str) -> TaskStatus:
+        """Cancel a task in the queue: a queued one now, a running one through its worker.
+
+        A queued task becomes ``cancelled``. A running one is marked: its worker's next
+        :meth:`heartbeat` raises :class:`~steadyloop.TaskCancelled`, and a worker that
+        takes it over after its lease expired finds :attr:`Claim.cancel_requested`.
+        :meth:`~steadyloop.audit.TaskBoard.cancel` writes the trail; use that.
+
+        Returns:
+            ``cancelled``, ``running`` (the cancel is requested), or the terminal
+            status the task already had (nothing changed).
+
+        Raises:
+            TaskNotFound: No such task.
+        """
+        d = self.dialect
+
+        def plan(_: bool) -> Plan:
+            now = yield from self._now()
+            rows = yield Query(
+                d.sql("SELECT status FROM {p}audit_tasks WHERE task_id = ?") + d.lock_suffix,
+                (d.bind_name(task_id),),
+                fetch=True,
+            )
+            if not rows:
+                raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+            status = TaskStatus(_text(rows[0][0]))
+            if status is TaskStatus.QUEUED:
+                yield Query(
+                    d.sql(
+                        "UPDATE {p}audit_tasks SET status = 'cancelled', detail = ?, "
+                        "updated_at = ?, cancel_requested = NULL WHERE task_id = ?"
+                    ),
+                    (reason, now, d.bind_name(task_id)),
+                )
+                yield from self._notify()
+                return TaskStatus.CANCELLED
+            if status is TaskStatus.RUNNING:
+                yield Query(
+                    d.sql(
+                        "UPDATE {p}audit_tasks SET cancel_requested = ?, updated_at = ? "
+                        "WHERE task_id = ?"
+                    ),
+                    (reason, now, d.bind_name(task_id)),
+                )
+            return status
+
+        out: TaskStatus = await self._run(plan)
+        return out
+
+    async def requeue(self, task_id: str, detail: str) -> bool:
+        """Queue a task that ended needing a person (``needs-human`` or ``goal-unmet``).
+
+        :meth:`~steadyloop.audit.TaskBoard.retry` writes the trail; use that.
+
+        Returns:
+            False when the task was in neither status.
+
+        Raises:
+            TaskNotFound: No such task.
+        """
+        ok: bool = await self._run(
+            self._set_status(task_id, ("needs-human", "goal-unmet"), TaskStatus.QUEUED, detail)
+        )
+        return ok
+
+    # -- reading -----------------------------------------------------------------------
 
     async def doomed(self) -> list[tuple[str, str, str]]:
         """Queued tasks that can never run: a dependency ended without completing.
@@ -534,20 +934,39 @@ class TaskQueue(ABC):
         Returns:
             ``(task, dependency, dependency's status)`` for each.
         """
+        d = self.dialect
 
-        async def body(ex: Execute) -> list[tuple[str, str, str]]:
-            rows = await ex(
-                self._sql(
+        def plan(_: bool) -> Plan:
+            rows = yield Query(
+                d.sql(
                     "SELECT t.task_id, u.task_id, u.status FROM {p}audit_tasks t "
                     "JOIN {p}audit_deps d ON d.task_id = t.task_id JOIN {p}audit_tasks u "
-                    "ON u.task_id = d.depends_on WHERE t.status = 'queued' AND u.status IN "
-                    "('needs-human', 'goal-unmet', 'blocked') ORDER BY t.seq"
+                    f"ON u.task_id = d.depends_on WHERE t.status = 'queued' AND u.status IN "
+                    f"{_ENDED_BADLY} ORDER BY t.seq"
                 ),
-                (),
+                fetch=True,
             )
-            return [(str(a), str(b), str(c)) for a, b, c in rows]
+            return [(d.load_name(a), d.load_name(b), _text(c)) for a, b, c in rows]
 
-        out: list[tuple[str, str, str]] = await self._run(body)
+        out: list[tuple[str, str, str]] = await self._run(plan, write=False)
+        return out
+
+    async def dependents(self, task_id: str) -> list[str]:
+        """The tasks that depend on ``task_id``, in submission order."""
+        d = self.dialect
+
+        def plan(_: bool) -> Plan:
+            rows = yield Query(
+                d.sql(
+                    "SELECT t.task_id FROM {p}audit_deps d JOIN {p}audit_tasks t "
+                    "ON t.task_id = d.task_id WHERE d.depends_on = ? ORDER BY t.seq"
+                ),
+                (d.bind_name(task_id),),
+                fetch=True,
+            )
+            return [d.load_name(r[0]) for r in rows]
+
+        out: list[str] = await self._run(plan, write=False)
         return out
 
     async def get(self, task_id: str) -> QueuedTask:
@@ -555,351 +974,274 @@ class TaskQueue(ABC):
 
         Raises:
             TaskNotFound: No such task.
+            CorruptionError: Its row was written by another version (one line).
         """
+        d = self.dialect
 
-        async def body(ex: Execute) -> list[Row]:
-            return await ex(
-                self._sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks WHERE task_id = ?"), (task_id,)
+        def plan(_: bool) -> Plan:
+            rows = yield Query(
+                d.sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks WHERE task_id = ?"),
+                (d.bind_name(task_id),),
+                fetch=True,
             )
+            return rows
 
-        rows: list[Row] = await self._run(body)
+        rows: list[Row] = await self._run(plan, write=False)
         if not rows:
             raise TaskNotFound(f"no task {task_id!r} in {self.url}")
-        return QueuedTask.from_row(rows[0])
+        return QueuedTask.from_row(rows[0], d)
 
     async def tasks(self, status: TaskStatus | None = None) -> list[QueuedTask]:
         """Every task (or those with ``status``), in submission order."""
+        d = self.dialect
 
-        async def body(ex: Execute) -> list[Row]:
+        def plan(_: bool) -> Plan:
             if status is None:
-                return await ex(
-                    self._sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks ORDER BY seq"), ()
+                rows = yield Query(
+                    d.sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks ORDER BY seq"), fetch=True
                 )
-            return await ex(
-                self._sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks WHERE status = ? ORDER BY seq"),
-                (status.value,),
-            )
+            else:
+                rows = yield Query(
+                    d.sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks WHERE status = ? ORDER BY seq"),
+                    (status.value,),
+                    fetch=True,
+                )
+            return rows
 
-        rows: list[Row] = await self._run(body)
-        return [QueuedTask.from_row(r) for r in rows]
+        rows: list[Row] = await self._run(plan, write=False)
+        return [QueuedTask.from_row(r, d) for r in rows]
 
     async def counts(self) -> dict[TaskStatus, int]:
-        """How many tasks are in each status (every status listed, zeros included)."""
+        """How many tasks are in each status (every status listed, zeros included).
 
-        async def body(ex: Execute) -> list[Row]:
-            return await ex(
-                self._sql("SELECT status, COUNT(*) FROM {p}audit_tasks GROUP BY status"), ()
+        Raises:
+            CorruptionError: The queue holds a status this version does not know.
+        """
+        d = self.dialect
+
+        def plan(_: bool) -> Plan:
+            rows = yield Query(
+                d.sql("SELECT status, COUNT(*) FROM {p}audit_tasks GROUP BY status"), fetch=True
             )
+            return rows
 
-        rows: list[Row] = await self._run(body)
+        rows: list[Row] = await self._run(plan, write=False)
         out = dict.fromkeys(TaskStatus, 0)
         for status, n in rows:
-            out[TaskStatus(status)] = int(n)
+            try:
+                out[TaskStatus(_text(status))] = int(n)
+            except ValueError:
+                raise CorruptionError(
+                    f"the queue holds {int(n)} task(s) with status {_text(status)!r}, which "
+                    "this steadyloop does not know (written by another version?)",
+                    location=d.location("audit_tasks", status=_text(status)),
+                ) from None
         return out
 
-    async def __aenter__(self) -> TaskQueue:
-        return self
+    # -- waiting for work --------------------------------------------------------------
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    async def _due(self) -> tuple[bool, float | None]:
+        """Whether a task is claimable now, and else in how many seconds one may be."""
+        d = self.dialect
 
-    def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.url}>"
+        def plan(_: bool) -> Plan:
+            now = yield from self._now()
+            rows = yield Query(
+                d.sql(f"SELECT 1 FROM {{p}}audit_tasks t WHERE {_CLAIMABLE} LIMIT 1"),
+                (now, now),
+                fetch=True,
+            )
+            if rows:
+                return True, None
+            rows = yield Query(
+                d.sql(
+                    "SELECT MIN(CASE WHEN status = 'queued' THEN not_before "
+                    "ELSE lease_expires END) FROM {p}audit_tasks WHERE "
+                    "(status = 'queued' AND not_before > ?) OR status = 'running'"
+                ),
+                (now,),
+                fetch=True,
+            )
+            nxt = rows[0][0] if rows else None
+            return False, None if nxt is None else max(0.0, (int(nxt) - now) / 1_000_000)
+
+        out: tuple[bool, float | None] = await self._run(plan, write=False)
+        return out
+
+    async def wait_for_task(self, timeout: float) -> bool:  # noqa: ASYNC109 - a wait, bounded
+        """Wait until a task may be claimable, at most ``timeout`` seconds.
+
+        On PostgreSQL an idle worker sleeps on ``LISTEN``: a submission, a push-back,
+        a release, a retry or a settled dependency wakes it at once (``NOTIFY`` at
+        commit), and a lease or delay running out wakes it when it is due. Elsewhere
+        (and on PostgreSQL while the notification connection is down) it looks every
+        :attr:`poll` seconds.
+
+        Returns:
+            True when a task is claimable (another worker may still claim it first),
+            False when ``timeout`` passed.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0.0, timeout)
+        listen = self._start_listening()
+        while True:
+            if self._wake is not None:
+                self._wake.clear()
+            ready, due = await self._due()
+            if ready:
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            pause = left if listen and self._listening else min(left, self.poll)
+            if due is not None:
+                pause = min(pause, due + 0.001)
+            if self._wake is None:
+                await asyncio.sleep(pause)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), pause)
+
+    def _start_listening(self) -> bool:
+        """Start the notification listener if the journal offers one; whether it does."""
+        listen = getattr(self.journal, "listen", None)
+        if listen is None or self.dialect.notify_sql is None:
+            return False
+        if self._listener is None:
+            self._wake = asyncio.Event()
+            self._listener = asyncio.ensure_future(self._listen(listen))
+        return True
+
+    async def _listen(self, listen: Callable[[str], Any]) -> None:
+        """Set the wake-up event on every notification; reconnect with backoff when lost."""
+        failures = 0
+        while True:
+            try:
+                async for _ in listen(self._channel()):
+                    if not self._listening:
+                        self._listening = True
+                        failures = 0
+                    assert self._wake is not None
+                    self._wake.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                failures += 1
+            self._listening = False
+            if self._wake is not None:
+                self._wake.set()  # look at the queue: a notification may have been missed
+            await asyncio.sleep(RECONNECT.delay(min(failures, 8) or 1))
 
 
-def _canonical(spec: TaskSpec) -> str:
-    from steadyloop.records import canonical_json
-
-    return canonical_json(spec.to_json())
+async def _open(journal: PlanJournal, *, create: bool, owned: bool, **options: Any) -> TaskQueue:
+    queue = TaskQueue(journal, owned=owned, **options)
+    try:
+        await queue.migrate(create=create)
+    except BaseException:
+        if owned:
+            await journal.close()
+        raise
+    return queue
 
 
 class SQLiteQueue(TaskQueue):
-    """The queue in a SQLite file (WAL, ``synchronous=FULL``), shared by local processes.
-
-    Args:
-        path: The database file; may be the journal's file (the tables differ).
-        busy_timeout: Seconds to wait for another process's write.
-        **options: ``prefix``, ``clock``, ``ids`` (see :class:`TaskQueue`).
-    """
-
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0, **options: Any):
-        super().__init__(**options)
-        self.path = str(path)
-        self.url = f"sqlite:///{self.path}" if self.path.startswith("/") else f"sqlite:{self.path}"
-        self._busy_timeout = busy_timeout
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="steadyloop-queue")
-        self._lock = asyncio.Lock()
-        self._conn: sqlite3.Connection | None = None
+    """The queue in a SQLite file (WAL, ``synchronous=FULL``), shared by local processes."""
 
     @classmethod
-    async def open(cls, path: str | os.PathLike[str], **options: Any) -> SQLiteQueue:
-        """Open (and create if needed) a queue in a SQLite file.
+    async def open(
+        cls, path: str, *, busy_timeout: float = 30.0, create: bool = True, **options: Any
+    ) -> TaskQueue:
+        """Open (and, with ``create``, create) a queue in a SQLite file.
 
         Raises:
-            BackendUnavailable: The directory is missing or the file is not a database.
+            BackendUnavailable: The directory is missing, the file is not a database,
+                or (``create=False``) no queue is there.
         """
-        queue = cls(path, **options)
-        try:
-            await queue._call(queue._connect)
-        except BaseException:
-            queue._executor.shutdown(wait=False)
-            raise
-        return queue
+        from steadyloop.journal._sqlite import SQLiteJournal
 
-    def _connect(self) -> None:
-        parent = Path(self.path).resolve().parent
-        if not parent.is_dir():
-            raise BackendUnavailable(f"{self.url}: directory {parent} does not exist")
-        try:
-            conn = sqlite3.connect(
-                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                for stmt in self._schema():
-                    conn.execute(self._sql(stmt))
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        except sqlite3.DatabaseError as exc:
-            raise BackendUnavailable(f"{self.url}: cannot open the queue: {exc}") from exc
-        self._conn = conn
-
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
-
-    def _exec(self, sql: str, params: Sequence[Any]) -> list[Row]:
-        assert self._conn is not None
-        return list(self._conn.execute(sql, tuple(params)).fetchall())
-
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[Execute]:
-        if self._conn is None:
-            raise BackendUnavailable(f"{self.url}: the queue is closed")
-        conn = self._conn
-
-        async def ex(sql: str, params: Sequence[Any]) -> list[Row]:
-            rows: list[Row] = await self._call(self._exec, sql, params)
-            return rows
-
-        async with self._lock:
-            try:
-                await self._call(conn.execute, "BEGIN IMMEDIATE")
-            except sqlite3.DatabaseError as exc:
-                raise BackendUnavailable(f"{self.url}: cannot begin: {exc}") from exc
-            except asyncio.CancelledError:
-                # BEGIN goes on in the queue's thread and may still open a transaction:
-                # roll it back there, after it (one thread, in order), without waiting.
-                self._executor.submit(self._rollback_if_open, conn)
-                raise
-            try:
-                yield ex
-            except asyncio.CancelledError:
-                self._executor.submit(self._rollback_if_open, conn)
-                raise
-            except BaseException:
-                await self._call(conn.execute, "ROLLBACK")
-                raise
-            try:
-                await self._call(conn.execute, "COMMIT")
-            except sqlite3.DatabaseError as exc:
-                if conn.in_transaction:
-                    await self._call(conn.execute, "ROLLBACK")
-                raise BackendUnavailable(f"{self.url}: commit failed: {exc}") from exc
-
-    @staticmethod
-    def _rollback_if_open(conn: sqlite3.Connection) -> None:
-        """Roll back a transaction a cancelled caller left open (runs in the thread)."""
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-
-    def _unique_violation(self, exc: BaseException) -> bool:
-        return isinstance(exc, sqlite3.IntegrityError)
-
-    async def close(self) -> None:
-        """Close the connection."""
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await self._call(conn.close)
-        self._executor.shutdown(wait=False)
-
-
-def _lock_id(prefix: str) -> int:
-    digest = hashlib.sha256(f"steadyloop audit migrate {prefix}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+        journal = await SQLiteJournal.open(path, busy_timeout=busy_timeout, create=create)
+        return await _open(journal, create=create, owned=True, **options)
 
 
 class PostgresQueue(TaskQueue):
-    """The queue in PostgreSQL, shared by workers on several machines.
-
-    A claim picks its row with ``SELECT … FOR UPDATE OF t SKIP LOCKED``: rows another
-    claimer has locked are skipped, not waited for, so no two claimers ever hold the
-    same task, and none blocks the others.
-
-    Args:
-        url: A ``postgresql://`` URL; its ``prefix`` and ``pool_size`` query parameters
-            are read here, the rest goes to libpq.
-        **options: ``prefix``, ``clock``, ``ids`` (see :class:`TaskQueue`). Queue
-            times (leases, ``not_before``, timestamps) come from the server's clock, not
-            from ``clock``, so machines with skewed clocks still agree on leases.
-        server_clock: Read times from the server (the default). ``False`` uses
-            ``clock`` instead, for tests that drive lease expiry by hand on one machine.
-    """
-
-    placeholder = "%s"
-    lock_clause = " FOR UPDATE OF t SKIP LOCKED"
-    name_type = 'TEXT COLLATE "C"'
-
-    def __init__(self, url: str, *, server_clock: bool = True, **options: Any) -> None:
-        self.server_clock = server_clock
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        own = {k: v for k, v in query if k in ("prefix", "pool_size")}
-        rest = [(k, v) for k, v in query if k not in ("prefix", "pool_size")]
-        options.setdefault("prefix", own.get("prefix"))
-        super().__init__(**options)
-        self._conninfo = parts._replace(scheme="postgresql", query=urlencode(rest)).geturl()
-        from steadyloop.journal import redact_url
-
-        self.url = redact_url(url)
-        try:
-            self.pool_size = int(own.get("pool_size", 4))
-        except ValueError:
-            raise UnknownBackend(f"{self.url}: pool_size must be an integer") from None
-        self._pool: Any = None
+    """The queue in PostgreSQL, shared by workers on several machines (``SKIP LOCKED``)."""
 
     @classmethod
-    async def open(cls, url: str, **options: Any) -> PostgresQueue:
-        """Connect and create the tables if needed.
+    async def open(cls, url: str, *, create: bool = True, **options: Any) -> TaskQueue:
+        """Connect, and create or migrate the tables (with ``create``).
 
         Raises:
             BackendUnavailable: The server cannot be reached, or psycopg is missing.
         """
-        queue = cls(url, **options)
-        await queue._connect()
-        return queue
+        return await open_queue(url, create=create, **options)
 
-    async def _connect(self) -> None:
-        try:
-            import psycopg
-            from psycopg_pool import AsyncConnectionPool
-        except ImportError as exc:  # pragma: no cover - depends on the install
-            raise BackendUnavailable(
-                "the PostgreSQL driver is missing; install steadyloop[postgres]"
-            ) from exc
-        try:
-            conn = await psycopg.AsyncConnection.connect(
-                self._conninfo, autocommit=True, connect_timeout=10
-            )
-            async with conn, conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_id(self.prefix),))
-                for stmt in self._schema():
-                    await conn.execute(self._sql(stmt))
-        except psycopg.Error as exc:
-            raise BackendUnavailable(f"{self.url}: cannot prepare the queue: {exc}") from exc
-        pool: Any = AsyncConnectionPool(
-            self._conninfo,
-            kwargs={"autocommit": True},
-            min_size=1,
-            max_size=self.pool_size,
-            open=False,
-            name=f"steadyloop-audit-{self.prefix}",
-        )
-        try:
-            await pool.open(wait=True, timeout=10)
-        except psycopg.Error as exc:
-            await pool.close()
-            raise BackendUnavailable(f"{self.url}: cannot open a connection pool: {exc}") from exc
-        self._pool = pool
 
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[Execute]:
-        import psycopg
+class MySQLQueue(TaskQueue):
+    """The queue in MySQL 8 or MariaDB 10.6+, shared by workers on several machines."""
 
-        if self._pool is None:
-            raise BackendUnavailable(f"{self.url}: the queue is closed")
-        try:
-            async with self._pool.connection() as conn, conn.transaction():
+    @classmethod
+    async def open(cls, url: str, *, create: bool = True, **options: Any) -> TaskQueue:
+        """Connect, and create or migrate the tables (with ``create``).
 
-                async def ex(sql: str, params: Sequence[Any]) -> list[Row]:
-                    async with conn.cursor() as cur:
-                        await cur.execute(sql, tuple(params))
-                        if cur.description is None:
-                            return []
-                        return list(await cur.fetchall())
-
-                yield ex
-        except psycopg.OperationalError as exc:
-            raise BackendUnavailable(f"{self.url}: {type(exc).__name__}: {exc}") from exc
-
-    async def _now(self, ex: Execute) -> int:
-        """The server's clock, read in the transaction: one clock for every machine.
-
-        Workers on several machines compare leases against the same time, so a worker
-        whose clock runs ahead cannot take a lease that is still live.
+        Raises:
+            BackendUnavailable: The server cannot be reached, or asyncmy is missing.
         """
-        if not self.server_clock:
-            return self.clock.now_us()
-        rows = await ex("SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint", ())
-        return int(rows[0][0])
-
-    def _unique_violation(self, exc: BaseException) -> bool:
-        import psycopg
-
-        return isinstance(
-            exc,
-            psycopg.errors.UniqueViolation
-            | psycopg.errors.SerializationFailure
-            | psycopg.errors.DeadlockDetected,
-        )
-
-    async def close(self) -> None:
-        """Close the connection pool."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
+        return await open_queue(url, create=create, **options)
 
 
-def _sqlite_path(url: str) -> str:
-    rest = url[len("sqlite:") :].split("?", 1)[0]
-    if rest.startswith("//"):
-        parts = urlsplit(url)
-        if parts.netloc not in ("", "localhost"):
-            raise UnknownBackend(f"{url!r}: a sqlite URL takes a path, not a host")
-        path = unquote(parts.path)
-    else:
-        path = unquote(rest)
-    if not path:
-        raise UnknownBackend(f"{url!r}: the sqlite URL names no path")
-    return os.path.expanduser(path)
+_QUEUE_OPTIONS = ("clock", "ids", "server_clock", "poll", "reconnect_for")
+_QUEUE_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 
 
-async def open_queue(url: str, **options: Any) -> TaskQueue:
+async def open_queue(
+    url: str, *, create: bool = True, journal: PlanJournal | None = None, **options: Any
+) -> TaskQueue:
     """Open the task queue a URL names.
 
-    URLs: ``sqlite:FILE``, ``sqlite:///FILE`` or ``postgresql://…`` (with
-    ``?prefix=…`` to share a database).
+    URLs are journal URLs: ``sqlite:FILE``, ``sqlite:///FILE``, ``postgresql://…`` or
+    ``mysql://…`` / ``mariadb://…`` (``?prefix=…`` to share a database; ``?poll=S``
+    sets :attr:`TaskQueue.poll`). The queue's tables sit next to the journal's.
 
     Args:
-        url: The queue URL; it may be the journal's URL (the tables differ).
-        **options: ``clock``, ``ids``, ``prefix``.
+        url: The queue URL; it may be the journal's URL.
+        create: Whether a missing queue is created. Commands that only read or work
+            on a queue pass ``False``: a mistyped path or prefix is then an error and
+            nothing is created.
+        journal: An open journal on ``url`` to share (its connection runs the queue's
+            plans); the queue then does not close it.
+        **options: ``clock``, ``ids``, ``server_clock``, ``poll``, ``reconnect_for``;
+            ``prefix`` and the backend's own options go to the journal.
 
     Raises:
-        UnknownBackend: The scheme is not sqlite or postgresql.
-        BackendUnavailable: The store cannot be opened.
+        UnknownBackend: The scheme is not one of a SQL journal.
+        BackendUnavailable: The store cannot be opened, or (``create=False``) no queue
+            is there.
+        CorruptionError: The queue was written by a newer Steadyloop.
     """
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    from steadyloop.journal import open_journal
+
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme == "sqlite":
-        prefix = dict(parse_qsl(urlsplit(url).query)).get("prefix")
-        if prefix is not None:
-            options.setdefault("prefix", prefix)
-        return await SQLiteQueue.open(_sqlite_path(url), **options)
-    if scheme in ("postgresql", "postgres"):
-        return await PostgresQueue.open(url, **options)
-    raise UnknownBackend(
-        f"the task queue runs on sqlite or postgresql, not {scheme or url!r}; "
-        "use sqlite:FILE or postgresql://…"
-    )
+    if scheme not in _QUEUE_SCHEMES:
+        raise UnknownBackend(
+            f"the task queue runs on sqlite, postgresql or mysql, not {scheme or url!r}; "
+            "use sqlite:FILE, postgresql://… or mysql://…"
+        )
+    mine = {k: options.pop(k) for k in _QUEUE_OPTIONS if k in options}
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(k == "poll" for k, _ in query):
+        try:
+            mine.setdefault("poll", float(dict(query)["poll"]))
+        except ValueError:
+            raise UnknownBackend(f"{url}: poll must be a number of seconds") from None
+        url = parts._replace(query=urlencode([(k, v) for k, v in query if k != "poll"])).geturl()
+    owned = journal is None
+    if journal is None:
+        opened = await open_journal(url, create=create, **options)
+        if not isinstance(opened, PlanJournal):  # pragma: no cover - schemes are SQL ones
+            await opened.close()
+            raise UnknownBackend(f"{url}: not a SQL journal")
+        journal = opened
+    return await _open(journal, create=create, owned=owned, **mine)

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from steadyloop import _names
 from steadyloop._errors import CorruptionError, EncodingError, IllegalTransition, TaskSpecError
 from steadyloop.records import JSONValue, StoredRecord, canonical_json, check_canonical
 
@@ -66,6 +67,7 @@ class TaskStatus(enum.StrEnum):
         GOAL_UNMET: Goal mode spent its round budget without the verify command
             passing. Terminal.
         BLOCKED: A dependency ended without completing. Terminal.
+        CANCELLED: Someone cancelled it (``audit cancel``). Terminal.
     """
 
     QUEUED = "queued"
@@ -74,6 +76,7 @@ class TaskStatus(enum.StrEnum):
     NEEDS_HUMAN = "needs-human"
     GOAL_UNMET = "goal-unmet"
     BLOCKED = "blocked"
+    CANCELLED = "cancelled"
 
     @property
     def terminal(self) -> bool:
@@ -82,7 +85,13 @@ class TaskStatus(enum.StrEnum):
 
 
 TERMINAL = frozenset(
-    {TaskStatus.COMPLETED, TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET, TaskStatus.BLOCKED}
+    {
+        TaskStatus.COMPLETED,
+        TaskStatus.NEEDS_HUMAN,
+        TaskStatus.GOAL_UNMET,
+        TaskStatus.BLOCKED,
+        TaskStatus.CANCELLED,
+    }
 )
 """The statuses a task never leaves."""
 
@@ -107,6 +116,8 @@ class TaskEvent(enum.StrEnum):
     NEEDS_HUMAN = "task.needs_human"
     GOAL_UNMET = "task.goal_unmet"
     BLOCKED = "task.blocked"
+    CANCELLED = "task.cancelled"
+    RETRIED = "task.retried"
 
     @property
     def short(self) -> str:
@@ -131,6 +142,8 @@ TRANSITIONS: dict[TaskEvent, tuple[frozenset[TaskStatus | None], TaskStatus]] = 
     TaskEvent.NEEDS_HUMAN: (frozenset({_R}), TaskStatus.NEEDS_HUMAN),
     TaskEvent.GOAL_UNMET: (frozenset({_R}), TaskStatus.GOAL_UNMET),
     TaskEvent.BLOCKED: (frozenset({_Q}), TaskStatus.BLOCKED),
+    TaskEvent.CANCELLED: (frozenset({_Q, _R}), TaskStatus.CANCELLED),
+    TaskEvent.RETRIED: (frozenset({TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET}), _Q),
 }
 """For each event: the statuses it may be applied in (``None``: a task not yet
 submitted), and the status it leads to. Round phases add finer rules; see
@@ -150,10 +163,8 @@ _PHASES: dict[TaskEvent, tuple[frozenset[str | None], str | None]] = {
 
 
 def task_stream(task_id: str) -> str:
-    """Return the trail stream of a task: ``["task", task_id]`` as canonical JSON."""
-    if not isinstance(task_id, str) or not task_id:
-        raise ValueError(f"task id must be a non-empty string, got {task_id!r}")
-    return canonical_json(["task", task_id])
+    """Return the trail stream of a task: ``["task", task_id]`` (see :mod:`steadyloop._names`)."""
+    return _names.task_stream(task_id)
 
 
 def _positive_int(value: object, name: str, field_name: str) -> int:
@@ -580,15 +591,15 @@ def _audit_passed(audit: Mapping[str, Any]) -> bool:
 
 
 def _name(value: object, field_name: str) -> str:
-    if not isinstance(value, str) or not value or not value.strip():
-        raise TaskSpecError(
-            f"{field_name} must be a non-empty string, got {value!r}", field=field_name
-        )
-    if any(ord(c) < 32 for c in value) or len(value.encode("utf-8", "surrogatepass")) > 200:
-        raise TaskSpecError(
-            f"{field_name} {value!r} must have no control characters and at most 200 bytes",
-            field=field_name,
-        )
+    # One id rule for every layer (steadyloop._names): what a task id may hold, its
+    # trail stream and its queue row can both store.
+    if field_name == "user_id":
+        problem = _names.id_problem(value, field_name)
+    else:
+        problem = _names.task_id_problem(value, field_name)
+    if problem is not None:
+        raise TaskSpecError(problem, field=field_name)
+    assert isinstance(value, str)
     return value
 
 
@@ -669,6 +680,11 @@ class TaskState:
         audit: The open round's audit (``audited`` payload).
         packet: The packet of the last push-back (its JSON form), if any.
         detail: Why the task ended (for terminal states).
+        retries: How many times a person sent it back to the queue (``retried``).
+        retry_note: The note of the last retry: the person's instruction for the
+            next round.
+        submitted: The spec as submitted (``spec`` is the one in force: a retry
+            raises its caps).
     """
 
     task_id: str
@@ -691,6 +707,9 @@ class TaskState:
     audit: dict[str, Any] | None = None
     packet: dict[str, Any] | None = None
     detail: str = ""
+    retries: int = 0
+    retry_note: str | None = None
+    submitted: TaskSpec | None = None
 
     @classmethod
     def fold(cls, task_id: str, records: Sequence[StoredRecord]) -> TaskState:
@@ -866,7 +885,7 @@ class TaskState:
         if phases is not None:
             self.phase = phases[1]
         if event is TaskEvent.SUBMITTED:
-            self.spec = spec
+            self.spec = self.submitted = spec
         elif event is TaskEvent.CLAIMED:
             self.claims += 1
             self.round_claims += 1
@@ -903,6 +922,23 @@ class TaskState:
             self.packet = dict(payload["packet"])
             self.round_claims = 0
             self.owner = self.lease_token = None
+        elif event is TaskEvent.RETRIED:
+            # Counters go on; the retry grants the task its allowance again, counted
+            # from where it stopped (the caps of the spec in force grow accordingly).
+            assert self.spec is not None
+            base = self.submitted or self.spec
+            goal = self.spec.goal
+            if goal is not None and base.goal is not None:
+                goal = replace(goal, round_budget=self.round + base.goal.round_budget)
+            self.spec = replace(
+                self.spec,
+                max_audit_rounds=self.audit_rounds + base.max_audit_rounds,
+                goal=goal,
+            )
+            self.retries += 1
+            self.retry_note = str(payload.get("note") or "")
+            self.round_claims = 0
+            self.detail = ""
         if self.status is not None and self.status.terminal:
             self.detail = str(payload.get("reason") or payload.get("detail") or "")
             self.phase = None

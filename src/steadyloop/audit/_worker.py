@@ -57,6 +57,7 @@ from steadyloop._errors import (
     RunBusy,
     RunFinished,
     RunNotFound,
+    TaskCancelled,
 )
 from steadyloop.audit._auditor import AuditContext, Auditor, AuditReport
 from steadyloop.audit._board import TaskBoard
@@ -201,7 +202,9 @@ class Worker:
         scratch_root: Where scratch folders for tasks without a ``workdir`` are made.
         lease: Seconds a claim lasts without a heartbeat.
         heartbeat: Seconds between heartbeats (a third of the lease by default).
-        poll: Seconds to wait when nothing is claimable.
+        poll: Most seconds an idle worker waits before it looks at the queue again
+            (the queue wakes it earlier when a task becomes claimable: at once on
+            PostgreSQL, within the queue's own poll interval elsewhere).
         max_claims: Claims of one round (the claim working it plus those whose worker
             was lost or released it) after which the task goes to a person. Push-backs
             start the count again, so a task may take as many rounds as its audit cap.
@@ -223,7 +226,7 @@ class Worker:
         scratch_root: str | os.PathLike[str] | None = None,
         lease: float = 30.0,
         heartbeat: float | None = None,
-        poll: float = 0.2,
+        poll: float = 1.0,
         max_claims: int = 10,
         on_event: Callable[[WorkerEvent], None] | None = None,
         grace: float = DEFAULT_GRACE,
@@ -252,6 +255,9 @@ class Worker:
         self._work: asyncio.Future[None] | None = None
         self._interrupting = False
         self._timer: asyncio.TimerHandle | None = None
+        self._cancelled: str | None = None  # why the held task is to be cancelled
+        self._cancel_run = asyncio.Event()
+        self._verifying = False
 
     # -- public ------------------------------------------------------------------------
 
@@ -278,11 +284,12 @@ class Worker:
         self._timer = asyncio.get_running_loop().call_later(wait, self.interrupt)
 
     def interrupt(self) -> None:
-        """Interrupt the current round now (see [shutdown][steadyloop.audit.Worker.shutdown])."""
+        """Stop claiming and interrupt the current round now.
+
+        See [shutdown][steadyloop.audit.Worker.shutdown].
+        """
         self._stop.set()
-        if self._work is not None and not self._work.done():
-            self._interrupting = True
-            self._work.cancel()
+        self.interrupt_round()
 
     async def run(self, *, until_idle: bool = True, max_tasks: int | None = None) -> int:
         """Claim and work on tasks.
@@ -305,9 +312,23 @@ class Worker:
                 counts = await self.board.counts()
                 if counts[TaskStatus.QUEUED] + counts[TaskStatus.RUNNING] == 0:
                     break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.poll)
+            await self._idle()
         return done
+
+    async def _idle(self) -> None:
+        """Wait until a task may be claimable, ``poll`` seconds pass, or the worker stops."""
+        waits = [
+            asyncio.ensure_future(self.board.queue.wait_for_task(self.poll)),
+            asyncio.ensure_future(self._stop.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            for w in waits:
+                with contextlib.suppress(BaseException):
+                    await w
 
     async def run_once(self) -> str | None:
         """Claim one task and work one round of it.
@@ -321,8 +342,10 @@ class Worker:
                 self._emit("blocked", task_id, "a dependency ended without completing")
             return None
         self._lost = asyncio.Event()
-        beat = asyncio.ensure_future(self._beat(claim))
         self._interrupting = False
+        self._cancelled = claim.cancel_requested
+        self._cancel_run = asyncio.Event()
+        beat = asyncio.ensure_future(self._beat(claim))
         self._work = work = asyncio.ensure_future(self._process(claim))
         try:
             try:
@@ -331,7 +354,12 @@ class Worker:
                 current = asyncio.current_task()
                 if not self._interrupting or (current is not None and current.cancelling()):
                     raise
-                await self._release_interrupted(claim)
+                if self._cancelled is not None:
+                    await self._record_cancelled(claim, self._cancelled)
+                else:
+                    await self._release_interrupted(claim)
+            except TaskCancelled as exc:
+                await self._record_cancelled(claim, exc.reason)
         except LeaseLost as exc:
             self._emit("lease-lost", claim.task_id, str(exc))
         except Exception as exc:
@@ -355,17 +383,61 @@ class Worker:
             await asyncio.sleep(self.heartbeat)
             try:
                 ok = await self.board.queue.heartbeat(claim.task_id, claim.lease_token, self.lease)
+            except TaskCancelled as exc:
+                self._cancel(exc.reason)
+                continue  # the lease was renewed: keep it while the round stops
             except Exception:
                 continue  # a failed renewal is retried; the lease may still hold
             if not ok:
                 self._lost.set()
                 return
 
+    def _cancel(self, reason: str) -> None:
+        """Someone cancelled the held task: stop the round at its next write boundary.
+
+        The run is asked to end (``cancelled``) at its next write; a verify command is
+        killed at once; a round still going after the grace period is interrupted.
+        """
+        if self._cancelled is not None:
+            return
+        self._cancelled = reason
+        self._cancel_run.set()
+        if self._verifying:
+            self.interrupt_round()
+        else:
+            asyncio.get_running_loop().call_later(self.grace, self.interrupt_round)
+
+    def interrupt_round(self) -> None:
+        """Interrupt the current round now, without stopping the worker."""
+        if self._work is not None and not self._work.done():
+            self._interrupting = True
+            self._work.cancel()
+
+    async def _record_cancelled(self, claim: Claim, reason: str) -> None:
+        """Record the held task cancelled, as its canceller asked, and settle it."""
+        state = await self.board.state(claim.task_id)
+        if state.status is None or state.status.terminal:
+            return
+        state = await self._write(
+            state,
+            [(TaskEvent.CANCELLED, {"reason": reason, "worker": self.worker_id})],
+            cancelling=True,
+        )
+        await self._settle(claim, state, TaskStatus.CANCELLED)
+        self._emit("cancelled", claim.task_id, reason)
+
     async def _write(
-        self, state: TaskState, events: list[tuple[TaskEvent, Mapping[str, JSONValue]]]
+        self,
+        state: TaskState,
+        events: list[tuple[TaskEvent, Mapping[str, JSONValue]]],
+        *,
+        cancelling: bool = False,
     ) -> TaskState:
+        """Append to the trail, fenced: never after the lease is lost or a cancel came."""
         if self._lost.is_set():
             raise LeaseLost(f"task {state.task_id!r}: the lease was lost")
+        if self._cancelled is not None and not cancelling:
+            raise TaskCancelled(state.task_id, self._cancelled)
         try:
             return await self.board.record(state, events)
         except ConflictError:
@@ -385,7 +457,7 @@ class Worker:
             detail=state.detail,
             delay=delay,
         )
-        if status in (TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET):
+        if status in (TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET, TaskStatus.CANCELLED):
             for task_id in await self.board.block_doomed():
                 self._emit("blocked", task_id, f"{claim.task_id} ended {status.value}")
 
@@ -620,6 +692,7 @@ class Worker:
                             run_id,
                             records=board.records,
                             takeover=True,
+                            cancel=self._cancel_run,
                         )
                     else:
                         outcome = await run(
@@ -631,6 +704,7 @@ class Worker:
                             run_id,
                             spec.input_text(),
                             records=board.records,
+                            cancel=self._cancel_run,
                         )
             except TimeoutError:
                 # The run was cancelled where it stood, and recorded how it ended.
@@ -733,7 +807,11 @@ class Worker:
             if state.phase == "verified" and state.verification is not None:
                 verification = Verification.from_json(state.verification)
             else:
-                verification = await self.verifier.verify(spec.goal.verify, workdir)
+                self._verifying = True
+                try:
+                    verification = await self.verifier.verify(spec.goal.verify, workdir)
+                finally:
+                    self._verifying = False
                 state = await self._write(
                     state,
                     [(TaskEvent.VERIFIED, {"round": state.round, **verification.to_json()})],

@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import ExecutorUnavailable, SteadyloopError, TaskNotFound, TaskSpecError
+from steadyloop._errors import ExecutorUnavailable, IllegalTransition, TaskNotFound, TaskSpecError
 from steadyloop.audit import (
     DEFAULT_APP,
     DEFAULT_GRACE,
@@ -43,7 +43,6 @@ from steadyloop.audit import (
 )
 from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
 from steadyloop.journal import DEFAULT_URL
-from steadyloop.journal._factory import _local_path
 from steadyloop.loop import Agent, load_agent
 
 __all__ = ["audit_app"]
@@ -70,22 +69,6 @@ def _time(us: int) -> str:
 def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {escape(message)}")
     return typer.Exit(code)
-
-
-def _existing_store(store: str) -> None:
-    """Refuse to read a SQLite store that does not exist (opening it would create it).
-
-    Raises:
-        typer.Exit: The store is a ``sqlite:`` file that does not exist (exit 2).
-    """
-    if store.split(":", 1)[0].lower() != "sqlite":
-        return
-    try:
-        path = _local_path(store, "sqlite")
-    except SteadyloopError:
-        return  # opening the store reports the malformed URL
-    if path != ":memory:" and not os.path.exists(path):
-        raise _fail(f"no task store exists at {path} (from {store}); nothing was created")
 
 
 def _positive_seconds(value: float) -> float:
@@ -286,6 +269,14 @@ def work(  # noqa: PLR0917 - typer reads the parameters
         list[str] | None,
         typer.Option("--hide", help="With --isolate: a path the sandbox sees as an empty folder."),
     ] = None,
+    poll: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds between looks at the queue of an idle worker on SQLite or MySQL "
+            "(PostgreSQL wakes workers at once through LISTEN/NOTIFY).",
+            callback=lambda v: None if v is None else _positive_seconds(v),
+        ),
+    ] = None,
     store: Annotated[str, STORE] = DEFAULT_URL,
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
@@ -301,7 +292,6 @@ def work(  # noqa: PLR0917 - typer reads the parameters
         loaded = _load_agent(agent)
     except Exception as exc:
         raise _fail(str(exc)) from None
-    _existing_store(store)
     try:
         executor = (
             BubblewrapExecutor(allow_env=allow_env or [], network=network, hide=hide or [])
@@ -310,7 +300,7 @@ def work(  # noqa: PLR0917 - typer reads the parameters
         )
     except ExecutorUnavailable as exc:
         raise _fail(str(exc)) from None
-    settings = _WorkSettings(workers, lease, scratch, forever, grace, round_time)
+    settings = _WorkSettings(workers, lease, scratch, forever, grace, round_time, poll)
     run_async(_work, store, app, loaded, executor, settings)
 
 
@@ -349,6 +339,7 @@ class _WorkSettings:
     forever: bool
     grace: float
     round_time: float
+    poll: float | None
 
 
 async def _work(
@@ -360,7 +351,7 @@ async def _work(
         settings.scratch,
         settings.forever,
     )
-    async with await TaskBoard.open(store, app=app) as board:
+    async with await TaskBoard.open(store, app=app, create=False, poll=settings.poll) as board:
         counts = await board.counts()
         total = sum(counts.values())
         done = sum(v for k, v in counts.items() if k.terminal)
@@ -374,12 +365,20 @@ async def _work(
             transient=False,
         )
         bar = progress.add_task("", total=total, completed=done)
-        final = {"completed", "needs-human", "goal-unmet", "blocked"}
+        final = {"completed", "needs-human", "goal-unmet", "blocked", "cancelled"}
 
         def on_event(event: WorkerEvent) -> None:
             if event.kind in final:
                 progress.advance(bar)
-            if event.kind in final | {"pushed_back", "resumed", "lease-lost", "error", "released"}:
+            if event.kind in final | {
+                "pushed_back",
+                "resumed",
+                "lease-lost",
+                "error",
+                "released",
+                "interrupted",
+                "time-limit",
+            }:
                 progress.console.print(
                     f"[dim]{escape(event.worker)}[/dim] {escape(str(event.task_id))}: "
                     f"[bold]{event.kind}[/bold] {escape(event.detail)}"
@@ -444,12 +443,11 @@ def status(
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
     """Show every task: status, priority, rounds, audits, claims, owner and why."""
-    _existing_store(store)
     run_async(_status, store, app, as_json)
 
 
 async def _status(store: str, app: str, as_json: bool) -> None:
-    async with await TaskBoard.open(store, app=app) as board:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
         tasks = await board.tasks()
     if as_json:
         for t in tasks:
@@ -518,12 +516,11 @@ def show(
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
     """Show a task's trail: every transition, in order."""
-    _existing_store(store)
     run_async(_show, store, app, task, as_json)
 
 
 async def _show(store: str, app: str, task: str, as_json: bool) -> None:
-    async with await TaskBoard.open(store, app=app) as board:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
         try:
             row = await board.get(task)
         except TaskNotFound as exc:
@@ -572,3 +569,71 @@ async def _show(store: str, app: str, task: str, as_json: bool) -> None:
                     f"    reproduction: {f.reproduction}\n    acceptance: {f.acceptance}"
                 )
             )
+
+
+# -- a person's decisions: cancel and retry -------------------------------------------
+
+
+@audit_app.command("cancel")
+def cancel(
+    task: Annotated[str, typer.Argument(help="The task id.")],
+    reason: Annotated[
+        str, typer.Option("--reason", help="Why (recorded in the trail).")
+    ] = "cancelled by a person",
+    store: Annotated[str, STORE] = DEFAULT_URL,
+    app: Annotated[str, APP] = DEFAULT_APP,
+) -> None:
+    """Cancel a task: a queued one now (its dependents are blocked), a running one by its worker."""
+    run_async(_cancel, store, app, task, reason)
+
+
+async def _cancel(store: str, app: str, task: str, reason: str) -> None:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
+        try:
+            status = await board.cancel(task, reason)
+        except TaskNotFound as exc:
+            raise _fail(str(exc)) from None
+        except IllegalTransition as exc:
+            raise _fail(str(exc)) from None
+        blocked = [t.task_id for t in await board.tasks(TaskStatus.BLOCKED)]
+    if status is TaskStatus.CANCELLED:
+        console.print(Text(f"{task}  cancelled"))
+        dependents = [t for t in blocked if t != task]
+        if dependents:
+            console.print(Text(f"blocked: {', '.join(dependents)}"))
+    else:
+        console.print(
+            Text(f"{task}  cancel requested: its worker stops at the next write boundary")
+        )
+
+
+@audit_app.command("retry")
+def retry(
+    task: Annotated[str, typer.Argument(help="The task id.")],
+    note: Annotated[
+        str, typer.Option("--note", help="What to do differently; the agent reads it.")
+    ],
+    store: Annotated[str, STORE] = DEFAULT_URL,
+    app: Annotated[str, APP] = DEFAULT_APP,
+) -> None:
+    """Queue a needs-human or goal-unmet task again, keeping its trail and counters."""
+    run_async(_retry, store, app, task, note)
+
+
+async def _retry(store: str, app: str, task: str, note: str) -> None:
+    async with await TaskBoard.open(store, app=app, create=False) as board:
+        try:
+            state = await board.retry(task, note)
+        except (TaskNotFound, IllegalTransition, TaskSpecError) as exc:
+            raise _fail(str(exc)) from None
+        waiting = [t for t in await board.queue.dependents(task)]
+        blocked = {t.task_id for t in await board.tasks(TaskStatus.BLOCKED)}
+    console.print(
+        Text(
+            f"{task}  queued again (retry {state.retries}; {state.round} round(s) and "
+            f"{state.audit_rounds} audit(s) so far)"
+        )
+    )
+    stuck = [t for t in waiting if t in blocked]
+    if stuck:
+        console.print(Text(f"still blocked (submit them again if needed): {', '.join(stuck)}"))

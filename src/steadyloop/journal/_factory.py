@@ -93,15 +93,16 @@ async def open_journal(url: str | None = None, *, create: bool = True, **options
 
     Args:
         url: The journal URL; :data:`DEFAULT_URL` when ``None``.
-        create: Whether a SQLite file that does not exist is created. Tools that only
-            inspect a journal pass ``False``, so that a mistyped path is an error
-            rather than a new, empty journal.
+        create: Whether a journal that does not exist is created (a SQLite file, a
+            server's tables or keys under the URL's prefix). Tools that only inspect a
+            journal pass ``False``, so that a mistyped path or prefix is an error ("no
+            journal here") rather than a new, empty journal.
         **options: Passed to the backend (for example ``files=`` for JSONL).
 
     Raises:
         UnknownBackend: The scheme is unknown or the URL is malformed.
         BackendUnavailable: The backend cannot be reached or its driver is missing, or
-            (with ``create=False``) the SQLite file does not exist.
+            (with ``create=False``) no journal exists at the URL.
     """
     url = url or os.environ.get("STEADYLOOP_JOURNAL") or DEFAULT_URL
     if not isinstance(url, str) or ":" not in url:
@@ -135,5 +136,7 @@ async def open_journal(url: str | None = None, *, create: bool = True, **options
             options["create"] = False
         opener = cls.open
         return await opener(path, **options)
+    if not create:
+        options["create"] = False
     opener = cls.open
     return await opener(url, **options)

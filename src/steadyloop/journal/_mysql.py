@@ -72,6 +72,8 @@ _DUPLICATE_KEY = 1062
 _LOCK_WAIT_TIMEOUT = 1205
 _DEADLOCK = 1213
 _RECORD_CHANGED = 1020
+_CONNECTION_LOST = {2003, 2006, 2013, 1927, 1053}
+"""Can't connect, server gone, lost during query, connection killed, server shutdown."""
 _RETRYABLE = {_DUPLICATE_KEY, _LOCK_WAIT_TIMEOUT, _DEADLOCK, _RECORD_CHANGED}
 _STATEMENT_OVERHEAD = 4096
 """Bytes allowed for a single-row INSERT beyond its record and names."""
@@ -86,6 +88,16 @@ class MySQLDialect(Dialect):
     int_type = "BIGINT"
     lock_suffix = " FOR UPDATE"
     location_name = "mysql"
+    serial_key = "seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY"
+    table_suffix = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+    # MariaDB (10.6+) and MySQL (8.0+) skip rows other claimers locked; the claim's
+    # subquery reads without locks, so only the picked task row is locked.
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+    now_sql = "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)"
+    tables_sql = (
+        "SELECT table_name FROM information_schema.tables "
+        "WHERE table_schema = DATABASE() AND table_name = ?"
+    )
 
     def bind_name(self, name: str) -> Any:
         """Bind a name as its UTF-8 bytes, compared byte for byte by ``VARBINARY``."""
@@ -110,8 +122,7 @@ class MySQLDialect(Dialect):
 
     def create_statements(self) -> list[str]:
         """The shared schema, as InnoDB tables in ``utf8mb4``."""
-        suffix = " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
-        return [statement + suffix for statement in super().create_statements()]
+        return [statement + self.table_suffix for statement in super().create_statements()]
 
 
 def _lock_name(database: str, prefix: str) -> str:
@@ -135,6 +146,9 @@ class MySQLJournal(PlanJournal):
         pool_size: Most connections held open at once.
         retries: Most attempts of a transaction the server refuses.
         connect_timeout: Seconds to wait for the server when connecting.
+        create: Whether missing tables are created; with ``False`` opening a database
+            without them raises :class:`~steadyloop.BackendUnavailable` ("no journal
+            here") and creates nothing (for tools that only inspect).
     """
 
     def __init__(
@@ -145,8 +159,10 @@ class MySQLJournal(PlanJournal):
         pool_size: int | None = None,
         retries: int | None = None,
         connect_timeout: float = 10.0,
+        create: bool = True,
     ) -> None:
         super().__init__()
+        self.create = create
         self.url = redact_url(url)
         parts = urlsplit(url)
         if parts.scheme not in ("mysql", "mariadb"):
@@ -241,7 +257,7 @@ class MySQLJournal(PlanJournal):
                 f"{self.url}: another process held the schema lock {name} for 60 s"
             )
         try:
-            await run_async(migrate_plan(self._dialect), execute)
+            await run_async(migrate_plan(self._dialect, create=self.create), execute)
         finally:
             await execute(Query("SELECT RELEASE_LOCK(%s)", (name,), fetch=True))
         rows = await execute(
@@ -279,6 +295,16 @@ class MySQLJournal(PlanJournal):
     def _duplicate_row(self, exc: BaseException | None) -> bool:
         return isinstance(exc, my_errors.MySQLError) and exc.args[:1] == (_DUPLICATE_KEY,)
 
+    def transient(self, exc: BaseException) -> bool:
+        """A lost or killed connection, or a server going away: worth another try."""
+        cause = exc.__cause__ if isinstance(exc, BackendUnavailable) else exc
+        if isinstance(cause, my_errors.MySQLError):
+            code = cause.args[0] if cause.args else None
+            return isinstance(cause, my_errors.OperationalError | my_errors.InterfaceError) or (
+                code in _CONNECTION_LOST
+            )
+        return isinstance(cause, OSError | EOFError | ConnectionError)
+
     async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
         pool = self._pool
@@ -286,6 +312,9 @@ class MySQLJournal(PlanJournal):
 
         async def attempt() -> Any:
             async with pool.acquire() as conn:
+                # A connection the server closed while idle in the pool (KILL, a
+                # restart, wait_timeout) reconnects here, before anything is sent.
+                await conn.ping(reconnect=True)
                 if not write:
                     return await run_async(make_plan(), lambda q: self._execute(conn, q))
                 await conn.begin()

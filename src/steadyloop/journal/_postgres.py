@@ -33,7 +33,7 @@ the caller cannot know which, and resubmitting with the same idempotency key is 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -51,6 +51,7 @@ from steadyloop.journal._sql_async import pool_options, retry_transaction, run_a
 
 try:
     import psycopg
+    import psycopg.sql
     from psycopg import AsyncConnection
     from psycopg import errors as pg_errors
     from psycopg_pool import AsyncConnectionPool
@@ -80,6 +81,13 @@ class PostgresDialect(Dialect):
     int_type = "BIGINT"
     lock_suffix = " FOR UPDATE"
     location_name = "postgresql"
+    serial_key = "seq BIGSERIAL PRIMARY KEY"
+    skip_locked = " FOR UPDATE OF t SKIP LOCKED"
+    now_sql = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+    tables_sql = (
+        "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?"
+    )
+    notify_sql = "SELECT pg_notify(?, '')"
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -115,6 +123,9 @@ class PostgresJournal(PlanJournal):
         retries: Most attempts of a transaction the server refuses (serialisation
             failure, deadlock, a racing idempotency key).
         connect_timeout: Seconds to wait for the server when connecting.
+        create: Whether missing tables are created; with ``False`` opening a database
+            without them raises :class:`~steadyloop.BackendUnavailable` ("no journal
+            here") and creates nothing (for tools that only inspect).
     """
 
     def __init__(
@@ -125,8 +136,10 @@ class PostgresJournal(PlanJournal):
         pool_size: int | None = None,
         retries: int | None = None,
         connect_timeout: float = 10.0,
+        create: bool = True,
     ) -> None:
         super().__init__()
+        self.create = create
         self._conninfo, own = _split_url(url)
         self.url = redact_url(url)
         self._dialect, self.pool_size, self._policy = pool_options(
@@ -170,7 +183,10 @@ class PostgresJournal(PlanJournal):
                 # safe to race in PostgreSQL. The lock ends with the transaction.
                 async with conn.transaction():
                     await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_id(self.prefix),))
-                    await run_async(migrate_plan(self._dialect), lambda q: self._execute(conn, q))
+                    await run_async(
+                        migrate_plan(self._dialect, create=self.create),
+                        lambda q: self._execute(conn, q),
+                    )
                 cur = await conn.execute(
                     "SELECT current_setting('fsync'), current_setting('synchronous_commit'), "
                     "current_setting('server_version')"
@@ -190,6 +206,10 @@ class PostgresJournal(PlanJournal):
             open=False,
             name=f"steadyloop-{self.prefix}",
             timeout=max(self._connect_timeout, 30.0),
+            # A connection the server closed while it sat idle in the pool (a restart,
+            # pg_terminate_backend, an idle timeout) is replaced before it is handed
+            # out, instead of failing the transaction given to it.
+            check=AsyncConnectionPool.check_connection,
         )
         try:
             await pool.open(wait=True, timeout=self._connect_timeout)
@@ -219,6 +239,11 @@ class PostgresJournal(PlanJournal):
     def _duplicate_row(self, exc: BaseException | None) -> bool:
         return isinstance(exc, pg_errors.UniqueViolation)
 
+    def transient(self, exc: BaseException) -> bool:
+        """A lost connection or a server shutting down or starting: worth another try."""
+        cause = exc.__cause__ if isinstance(exc, BackendUnavailable) else exc
+        return isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError)
+
     async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
         pool = self._pool
@@ -239,6 +264,32 @@ class PostgresJournal(PlanJournal):
             raise BackendUnavailable(
                 f"{self.url}: {type(exc).__name__}: {str(exc).strip() or 'connection failed'}"
             ) from exc
+
+    async def listen(self, channel: str) -> AsyncIterator[None]:
+        """Yield once listening on ``channel``, then once per notification on it.
+
+        Uses a connection of its own (outside the pool), closed when the iteration
+        ends. A lost connection ends the iteration with
+        :class:`~steadyloop.BackendUnavailable`; listen again to reconnect.
+        """
+        try:
+            conn = await AsyncConnection.connect(
+                self._conninfo,
+                autocommit=True,
+                connect_timeout=max(1, round(self._connect_timeout)),
+            )
+        except psycopg.Error as exc:
+            raise BackendUnavailable(f"{self.url}: cannot listen: {exc}".strip()) from exc
+        try:
+            async with conn:
+                await conn.execute(
+                    psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(channel))
+                )
+                yield None
+                async for _ in conn.notifies():
+                    yield None
+        except psycopg.Error as exc:
+            raise BackendUnavailable(f"{self.url}: listening stopped: {exc}".strip()) from exc
 
     # -- backend hooks ----------------------------------------------------------------
 

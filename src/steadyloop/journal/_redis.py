@@ -56,6 +56,7 @@ from steadyloop._errors import (
     ConflictError,
     CorruptionError,
     IdempotencyKeyReused,
+    StoreNotFound,
     UnknownBackend,
 )
 from steadyloop.journal._factory import redact_url
@@ -210,6 +211,10 @@ class RedisJournal(Journal):
             :class:`~steadyloop.BackendUnavailable` (the batch is then written but not
             known to be on disk).
         connect_timeout: Seconds to wait for the server when connecting.
+        create: Whether a missing journal is started (its layout key written); with
+            ``False`` a prefix holding no journal raises
+            :class:`~steadyloop.BackendUnavailable` ("no journal here") and writes
+            nothing (for tools that only inspect).
     """
 
     def __init__(
@@ -220,8 +225,10 @@ class RedisJournal(Journal):
         wait_aof: bool | None = None,
         wait_aof_timeout: int | None = None,
         connect_timeout: float = 10.0,
+        create: bool = True,
     ) -> None:
         super().__init__()
+        self.create = create
         self._client_url, own = _split_url(url)
         self.url = redact_url(url)
         self.prefix = prefix if prefix is not None else own.get("prefix", "steadyloop:")
@@ -300,8 +307,14 @@ class RedisJournal(Journal):
         self._delete_stream_script = client.register_script(_DELETE_STREAM_LUA)
         self._delete_namespace_script = client.register_script(_DELETE_NAMESPACE_LUA)
         try:
-            await client.set(f"{self.prefix}schema", str(LAYOUT_VERSION), nx=True)
+            if self.create:
+                await client.set(f"{self.prefix}schema", str(LAYOUT_VERSION), nx=True)
             raw = await client.get(f"{self.prefix}schema")
+            if raw is None and not self.create:
+                raise StoreNotFound(
+                    f"{self.url}: no journal here: key {self.prefix}schema does not exist "
+                    "(check the URL and its prefix); nothing was created"
+                )
         except redis_errors.RedisError as exc:
             raise BackendUnavailable(f"{self.url}: cannot connect: {_describe(exc)}") from exc
         try:

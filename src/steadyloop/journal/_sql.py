@@ -31,6 +31,7 @@ from steadyloop._errors import (
     ConflictError,
     CorruptionError,
     IdempotencyKeyReused,
+    StoreNotFound,
 )
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
 from steadyloop.records import Record, StoredRecord, canonical_json, decode
@@ -102,6 +103,23 @@ class Dialect:
     int_type = "BIGINT"
     lock_suffix = ""
     location_name = "database"
+    short_text = "VARCHAR(128)"
+    """Column type of short ASCII values that are indexed (statuses, lease tokens)."""
+    serial_key = "seq INTEGER PRIMARY KEY AUTOINCREMENT"
+    """The column definition of an auto-numbered primary key named ``seq``."""
+    skip_locked = ""
+    """Appended to a claim's ``SELECT`` so that rows another claimer locked are skipped
+    (``FOR UPDATE SKIP LOCKED``); empty where a transaction already excludes others."""
+    now_sql: str | None = None
+    """A query returning the server's clock in integer microseconds since the epoch, so
+    machines whose clocks disagree agree on leases; ``None``: the caller's clock."""
+    tables_sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?"
+    """A query returning a row when the table named by its one parameter exists."""
+    table_suffix = ""
+    """Appended to every ``CREATE TABLE`` (MySQL: the engine and character set)."""
+    notify_sql: str | None = None
+    """A statement that wakes listeners on the channel named by its one parameter when
+    the transaction commits (PostgreSQL ``pg_notify``); ``None``: listeners poll."""
     head_upsert_returning = False
     """Whether one ``INSERT … ON CONFLICT … DO UPDATE … RETURNING`` may create a
     stream's head row if missing, advance it by the batch's records and return it, in
@@ -198,10 +216,35 @@ class Dialect:
         return f"{self.location_name} table {self.prefix}{table}[{inner}]"
 
 
-def migrate_plan(d: Dialect) -> Plan:
-    """Create the schema if missing; refuse a database written by a newer version."""
-    yield Query(d.sql(f"CREATE TABLE IF NOT EXISTS {{p}}schema (version {d.int_type} NOT NULL)"))
-    rows = yield Query(d.sql("SELECT version FROM {p}schema"), fetch=True)
+def table_exists_plan(d: Dialect, name: str) -> Generator[Query, list[Row], bool]:
+    """Whether the table ``{prefix}{name}`` exists (a sub-plan: ``yield from`` it)."""
+    rows = yield Query(d.sql(d.tables_sql), (d.prefix + name,), fetch=True)
+    return bool(rows)
+
+
+def no_store_here(d: Dialect, what: str, table: str) -> StoreNotFound:
+    """The error of an inspecting open that finds no store (and creates none)."""
+    return StoreNotFound(
+        f"{d.location_name}: no {what} here: table {d.prefix}{table} does not exist "
+        "(check the URL and its prefix); nothing was created"
+    )
+
+
+def migrate_plan(d: Dialect, *, create: bool = True) -> Plan:
+    """Create the schema if missing; refuse a database written by a newer version.
+
+    The tables are created only when missing (so no server warns that one already
+    exists), and with ``create=False`` not at all: a missing schema is then
+    :class:`~steadyloop.BackendUnavailable` saying there is no journal here.
+    """
+    exists = yield from table_exists_plan(d, "schema")
+    if not exists:
+        if not create:
+            raise no_store_here(d, "journal", "schema")
+        yield Query(d.sql(f"CREATE TABLE {{p}}schema (version {d.int_type} NOT NULL)"))
+        rows: list[Row] = []
+    else:
+        rows = yield Query(d.sql("SELECT version FROM {p}schema"), fetch=True)
     version = max((int(r[0]) for r in rows), default=0)
     if version > SCHEMA_VERSION:
         raise CorruptionError(
@@ -471,6 +514,34 @@ class PlanJournal(Journal):
     @abstractmethod
     async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         """Run the plan ``make_plan()`` returns in one transaction; return its result."""
+
+    @property
+    def dialect(self) -> Dialect:
+        """The SQL dialect (table prefix, placeholders, quirks) of this journal's database."""
+        return self._dialect
+
+    async def run_plan(self, make_plan: Callable[[], Plan], *, write: bool = True) -> Any:
+        """Run another layer's plan on this journal's connection, in one transaction.
+
+        The audit queue keeps its tables next to the journal's and runs its plans here,
+        on the same SQLite thread or server pool, with the same retry of refused
+        transactions.
+
+        Raises:
+            JournalClosed: The journal is closed.
+            BackendUnavailable: The database failed; :meth:`transient` says whether
+                trying again later may succeed.
+        """
+        self._check_open()
+        return await self._run_plan(make_plan, write=write)
+
+    def transient(self, exc: BaseException) -> bool:
+        """Whether an error from :meth:`run_plan` is a lost connection or a busy store.
+
+        Such a failure may go away by itself; the transaction may or may not have been
+        committed, so only a plan that recognises its own earlier work may be rerun.
+        """
+        return False
 
     def _duplicate_row(self, exc: BaseException | None) -> bool:
         """Whether a driver error is a unique-key violation (each backend knows its own)."""

@@ -115,6 +115,8 @@ async def retry_transaction(
     attempt: Callable[[], Awaitable[T]],
     should_retry: Callable[[BaseException], bool],
     policy: RetryPolicy,
+    *,
+    budget: float | None = None,
 ) -> T:
     """Run ``attempt`` until it succeeds, a non-retryable error occurs, or attempts run out.
 
@@ -127,6 +129,7 @@ async def retry_transaction(
         attempt: Runs one transaction.
         should_retry: Whether an error from ``attempt`` is a refusal worth retrying.
         policy: How many attempts and what pauses.
+        budget: Seconds after which no further attempt starts (``None``: attempts only).
 
     Returns:
         The result of the first successful attempt.
@@ -134,11 +137,16 @@ async def retry_transaction(
     Raises:
         BaseException: The last error, when it is not retryable or attempts ran out.
     """
+    loop = asyncio.get_running_loop()
+    deadline = None if budget is None else loop.time() + budget
     for number in range(1, policy.attempts + 1):
+        pause = policy.delay(number)
         try:
             return await attempt()
         except Exception as exc:
             if number >= policy.attempts or not should_retry(exc):
                 raise
-        await asyncio.sleep(policy.delay(number))
+            if deadline is not None and loop.time() + pause > deadline:
+                raise
+        await asyncio.sleep(pause)
     raise AssertionError("unreachable")  # pragma: no cover

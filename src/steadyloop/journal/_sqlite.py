@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from steadyloop._errors import BackendUnavailable, CorruptionError, JournalLocked
+from steadyloop._errors import BackendUnavailable, CorruptionError, JournalLocked, StoreNotFound
 from steadyloop.journal._files import fsync_directory
 from steadyloop.journal._sql import (
     Dialect,
@@ -189,7 +189,9 @@ class SQLiteJournal(PlanJournal):
                 raise BackendUnavailable(f"sqlite:{self.path}: directory {parent} is not writable")
             created = not os.path.exists(self.path)
             if created and not self.create:
-                raise BackendUnavailable(f"{self.url}: no journal here: no such file")
+                raise StoreNotFound(
+                    f"{self.url}: no journal here: no such file; nothing was created"
+                )
         else:
             created = False
         try:
@@ -203,7 +205,7 @@ class SQLiteJournal(PlanJournal):
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             conn.execute("PRAGMA foreign_keys=ON")
             self._conn = conn
-            self._transaction(migrate_plan(self._dialect))
+            self._transaction(migrate_plan(self._dialect, create=self.create))
         except sqlite3.DatabaseError as exc:
             if self._conn is not None:
                 self._conn.close()
@@ -250,6 +252,13 @@ class SQLiteJournal(PlanJournal):
 
     def _duplicate_row(self, exc: BaseException | None) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
+
+    def transient(self, exc: BaseException) -> bool:
+        """Another process held the write lock past the busy timeout: worth another try."""
+        return isinstance(exc, JournalLocked) or (
+            isinstance(exc, BackendUnavailable)
+            and any(word in str(exc) for word in ("database is locked", "database is busy"))
+        )
 
     async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
         try:

@@ -35,9 +35,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from steadyloop import _names
 from steadyloop._errors import CorruptionError
 from steadyloop.loop._types import Budgets, ReplayPolicy, RunResult, StopReason
-from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, StoredRecord, canonical_json
+from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, StoredRecord
 
 __all__ = [
     "RUN_CANCEL_REQUESTED",
@@ -77,10 +78,12 @@ REDO_STATUSES = frozenset({"interrupted", "not_happened"})
 
 
 def run_stream(run_id: str) -> str:
-    """Return the stream name of a run: ``["run", run_id]`` as canonical JSON."""
-    if not isinstance(run_id, str) or not run_id:
-        raise ValueError(f"run id must be a non-empty string, got {run_id!r}")
-    return canonical_json(["run", run_id])
+    """Return the stream name of a run: ``["run", run_id]`` (see :mod:`steadyloop._names`).
+
+    Raises:
+        ValueError: The run id is not a valid id.
+    """
+    return _names.run_stream(run_id)
 
 
 def parse_run_stream(name: str) -> str | None:

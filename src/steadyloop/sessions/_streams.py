@@ -1,8 +1,9 @@
 """Where sessions live in the journal: stream names and record kinds.
 
 All streams of one app live in the journal namespace named after the app. Stream names
-are canonical JSON arrays, so any user id and session id (spaces, quotes, colons, NUL,
-text differing only by case) maps to its own stream and never collides with another:
+are canonical JSON arrays built by :mod:`steadyloop._names`, so any user id and
+session id (spaces, quotes, colons, NUL, text differing only by case) maps to its own
+stream and never collides with another:
 
 =========================================  ==========================================
 stream                                     holds
@@ -37,8 +38,8 @@ Record kinds (payload fields in brackets):
 
 from __future__ import annotations
 
-from steadyloop._errors import InvalidBatch, SessionError
-from steadyloop.journal import check_name
+from steadyloop._errors import SessionError
+from steadyloop._names import app_problem, id_problem, stream_name
 from steadyloop.records import canonical_json, decode
 
 __all__ = [
@@ -87,54 +88,25 @@ RECORD_KINDS: tuple[str, ...] = (
 """Every record kind the sessions layer writes."""
 
 
-def _escape_controls(text: str) -> str:
-    # json.dumps escapes C0 controls but leaves DEL and the C1 controls as they are;
-    # journal names refuse every control character, so escape those too. The result is
-    # still JSON that decodes to the same array, so the mapping stays injective.
-    return "".join(
-        f"\\u{ord(ch):04x}" if ch == "\x7f" or "\x80" <= ch <= "\x9f" else ch for ch in text
-    )
-
-
-_NAMES: dict[tuple[str, ...], str] = {}
-"""Stream names already made: a run names the same few streams on every append, and
-encoding them (canonical JSON, escaping, the name check) is the cost. Keys are tuples
-of exact ``str`` ids, checked before they get here; a name never changes."""
-
-_NAMES_MAX = 4096
-
-
 def _name(parts: list[str]) -> str:
-    key = tuple(parts)
-    cached = _NAMES.get(key)
-    if cached is not None:
-        return cached
-    name = _escape_controls(canonical_json(parts))
     try:
-        check_name(name, "stream name")
-    except InvalidBatch as exc:
-        raise SessionError(f"cannot name a stream for {parts[1:]!r}: {exc}") from None
-    if all(type(p) is str for p in parts):
-        if len(_NAMES) >= _NAMES_MAX:
-            _NAMES.clear()
-        _NAMES[key] = name
-    return name
+        return stream_name(parts[0], *parts[1:])
+    except ValueError as exc:
+        raise SessionError(str(exc)) from None
 
 
 def check_id(value: object, what: str) -> str:
-    """Check a user id, session id or app name: a non-empty string of valid Unicode.
+    """Check a user id, session id or app name by the one id rule of :mod:`steadyloop._names`.
+
+    An app name is a journal namespace, so it may not hold control characters either.
 
     Raises:
-        SessionError: If it is not.
+        SessionError: If it is not a valid id.
     """
-    if not isinstance(value, str) or not value:
-        raise SessionError(f"{what} must be a non-empty string, got {value!r}")
-    if value.isascii():
-        return value
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise SessionError(f"{what} {value!r} is not valid Unicode") from None
+    problem = app_problem(value, what) if what == "app name" else id_problem(value, what)
+    if problem is not None:
+        raise SessionError(problem)
+    assert isinstance(value, str)
     return value
 
 

@@ -2,11 +2,13 @@
 
 * :class:`JournalConformance` — the journal contract as pytest tests; subclass it and
   supply a :class:`JournalFactory`.
+* :class:`QueueConformance` — the audit task queue contract as pytest tests; subclass
+  it and supply a :class:`QueueFactory`.
 * :class:`FaultyFiles` — a file layer that cuts writes at any byte and simulates power
   loss, for file-based backends.
 * :func:`crash_matrix` — crash an agent run at every write boundary, resume, compare.
 
-The conformance suite needs ``pytest`` and ``pytest-asyncio`` (the
+The conformance suites need ``pytest`` and ``pytest-asyncio`` (the
 ``steadyloop[testing]`` extra); it is imported only when first used, so the other kits
 work without them.
 """
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
         JournalConformance,
         JournalFactory,
     )
+    from steadyloop.testing._queue_conformance import QueueConformance, QueueFactory
 
 __all__ = [
     "ADVERSARIAL_PAYLOADS",
@@ -39,17 +42,25 @@ __all__ = [
     "FaultyFiles",
     "JournalConformance",
     "JournalFactory",
+    "QueueConformance",
+    "QueueFactory",
     "SimulatedCrash",
     "crash_matrix",
 ]
 
-_NEEDS_PYTEST = {"ADVERSARIAL_PAYLOADS", "JournalConformance", "JournalFactory"}
+_NEEDS_PYTEST = {
+    "ADVERSARIAL_PAYLOADS": "steadyloop.testing._conformance",
+    "JournalConformance": "steadyloop.testing._conformance",
+    "JournalFactory": "steadyloop.testing._conformance",
+    "QueueConformance": "steadyloop.testing._queue_conformance",
+    "QueueFactory": "steadyloop.testing._queue_conformance",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """Import the pytest-based conformance suite on first use."""
+    """Import the pytest-based conformance suites on first use."""
     if name in _NEEDS_PYTEST:
-        module = importlib.import_module("steadyloop.testing._conformance")
+        module = importlib.import_module(_NEEDS_PYTEST[name])
         value = getattr(module, name)
         globals()[name] = value
         return value

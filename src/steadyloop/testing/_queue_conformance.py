@@ -1,0 +1,516 @@
+"""The task queue conformance suite: the contract every queue backend must keep, as pytest tests.
+
+Use it on any SQL journal the queue runs on, including your own, by subclassing and
+supplying a factory::
+
+    import pytest
+    from steadyloop.audit import open_queue
+    from steadyloop.testing import QueueConformance, QueueFactory
+
+    class TestMyQueue(QueueConformance):
+        @pytest.fixture
+        def queue_factory(self, tmp_path):
+            url = f"sqlite:///{tmp_path}/q.db"
+            return QueueFactory(open=lambda **options: open_queue(url, **options))
+
+``open(**options)`` must return a queue on the *same* store each time it is called, and
+pass ``options`` (``clock``, ``ids``, ``server_clock``, ``poll``, ``create``) on to
+:func:`~steadyloop.audit.open_queue`. ``missing``, when given, opens with
+``create=False`` a place that holds no queue. ``notifies`` says that idle workers are
+woken by the store (PostgreSQL ``NOTIFY``) rather than by polling. The suite needs
+``pytest`` and ``pytest-asyncio``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from steadyloop._errors import (
+    BackendUnavailable,
+    CorruptionError,
+    LeaseLost,
+    StoreNotFound,
+    TaskCancelled,
+    TaskNotFound,
+    TaskSpecError,
+)
+from steadyloop.audit._queue import QUEUE_SCHEMA_VERSION, TaskQueue
+from steadyloop.audit._tasks import TaskSpec, TaskStatus
+from steadyloop.journal._sql import Plan, Query
+from steadyloop.records import SequentialIds
+
+__all__ = ["QueueConformance", "QueueFactory"]
+
+
+@dataclass(frozen=True)
+class QueueFactory:
+    """How the queue conformance suite reaches a backend.
+
+    Attributes:
+        open: Opens a queue on the store under test with the given options; every
+            call reaches the same store.
+        missing: Opens, with ``create=False``, a place that holds no queue (expected to
+            raise :class:`~steadyloop.StoreNotFound`); ``None`` skips that test.
+        notifies: Whether an idle waiter is woken by the store (not by polling).
+        server_clock: Whether the backend reads lease times from a server clock (the
+            suite then opens with ``server_clock=False`` to drive leases by hand).
+    """
+
+    open: Callable[..., Awaitable[TaskQueue]]
+    missing: Callable[[], Awaitable[TaskQueue]] | None = None
+    notifies: bool = False
+    server_clock: bool = False
+
+
+class _Clock:
+    """A clock that moves only when told to."""
+
+    def __init__(self, start: int = 1_700_000_000_000_000) -> None:
+        self.now = start
+
+    def now_us(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * 1_000_000)
+
+
+def _sql_plan(sql: str, *params: Any) -> Callable[[], Plan]:
+    def make() -> Plan:
+        yield Query(sql, params)
+
+    return make
+
+
+class QueueConformance:
+    """The task queue contract as tests. Subclass it and provide ``queue_factory``."""
+
+    @pytest.fixture
+    def queue_factory(self) -> QueueFactory:
+        """Override: return the factory of the backend under test."""
+        raise NotImplementedError("subclass QueueConformance and define queue_factory")
+
+    @pytest.fixture
+    def clock(self) -> _Clock:
+        """The suite's clock: leases expire only when a test moves it."""
+        return _Clock()
+
+    async def _open(self, factory: QueueFactory, clock: _Clock, **options: Any) -> TaskQueue:
+        if factory.server_clock:
+            options.setdefault("server_clock", False)
+        return await factory.open(clock=clock, ids=SequentialIds("t"), **options)
+
+    # -- submitting ---------------------------------------------------------------------
+
+    @pytest.mark.asyncio
+    async def test_claims_follow_priority_then_submission_order(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """Higher priority is claimed first; equal priorities go in submission order."""
+        async with await self._open(queue_factory, clock) as queue:
+            for tid, prio in [("a", 0), ("b", 5), ("c", 0), ("d", 5)]:
+                await queue.submit(TaskSpec(prompt=tid, task_id=tid, priority=prio))
+            order = []
+            while (claim := await queue.claim("w", 60)) is not None:
+                order.append(claim.task_id)
+            assert order == ["b", "d", "a", "c"]
+
+    @pytest.mark.asyncio
+    async def test_generated_ids_and_the_stored_spec(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A spec without an id gets one, and the queue stores the spec exactly as submitted."""
+        async with await self._open(queue_factory, clock) as queue:
+            spec = TaskSpec(prompt="  keep\n my  spacing ✓ 😀 ")
+            result = await queue.submit(spec)
+            assert result.task_id == "t-000001" and not result.duplicate
+            row = await queue.get(result.task_id)
+            assert row.spec.prompt == spec.prompt and row.status is TaskStatus.QUEUED
+            with pytest.raises(TaskNotFound):
+                await queue.get("nope")
+
+    @pytest.mark.asyncio
+    async def test_ids_are_stored_exactly(self, queue_factory: QueueFactory, clock: _Clock) -> None:
+        """Ids differing by case, a trailing space, Unicode form or a C1 control are distinct."""
+        ids = ["Task", "task", "task ", "caf\u00e9", "cafe\u0301", "a\x85b", "a:b", "a/b"]
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit_many([TaskSpec(prompt=i, task_id=i) for i in ids])
+            rows = await queue.tasks()
+            assert [r.task_id for r in rows] == ids
+            for task_id in ids:
+                assert (await queue.get(task_id)).spec.prompt == task_id
+
+    @pytest.mark.asyncio
+    async def test_idempotency_key_returns_the_first_task(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """The same key with the same body is a duplicate of the first task; nothing is queued."""
+        async with await self._open(queue_factory, clock) as queue:
+            first = await queue.submit(TaskSpec(prompt="p", idempotency_key="k1"))
+            again = await queue.submit(TaskSpec(prompt="p", idempotency_key="k1"))
+            assert again.duplicate and again.task_id == first.task_id
+            other = await queue.submit(TaskSpec(prompt="p", idempotency_key="K1"))
+            assert not other.duplicate, "keys differing by case are different keys"
+            assert len(await queue.tasks()) == 2
+
+    @pytest.mark.asyncio
+    async def test_idempotency_key_with_a_different_body_is_refused(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """The same key with another body is a TaskSpecError naming the key; nothing is queued."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", idempotency_key="k1"))
+            with pytest.raises(
+                TaskSpecError, match="idempotency key 'k1' was already used"
+            ) as info:
+                await queue.submit(TaskSpec(prompt="p2", idempotency_key="k1"))
+            assert info.value.field == "idempotency_key"
+            assert len(await queue.tasks()) == 1
+
+    @pytest.mark.asyncio
+    async def test_taken_task_id_is_refused(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """Submitting a task id that exists (without a matching key) is refused."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", task_id="x"))
+            with pytest.raises(TaskSpecError, match="already taken"):
+                await queue.submit(TaskSpec(prompt="p", task_id="x"))
+
+    @pytest.mark.asyncio
+    async def test_unknown_dependency_and_cycles_queue_nothing(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """An unknown dependency or a cycle in a batch refuses the whole batch."""
+        async with await self._open(queue_factory, clock) as queue:
+            with pytest.raises(TaskSpecError, match="depends on 'ghost', which is not a known"):
+                await queue.submit_many(
+                    [
+                        TaskSpec(prompt="p", task_id="ok"),
+                        TaskSpec(prompt="p", task_id="b", depends_on=("ghost",)),
+                    ]
+                )
+            with pytest.raises(TaskSpecError, match="dependency cycle: a → b → a"):
+                await queue.submit_many(
+                    [
+                        TaskSpec(prompt="p", task_id="a", depends_on=("b",)),
+                        TaskSpec(prompt="p", task_id="b", depends_on=("a",)),
+                    ]
+                )
+            assert await queue.tasks() == []
+
+    # -- dependencies -------------------------------------------------------------------
+
+    @pytest.mark.asyncio
+    async def test_dependencies_hold_a_task_until_they_complete(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A task is claimable only once every dependency is completed."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", task_id="base"))
+            await queue.submit(
+                TaskSpec(prompt="p", task_id="top", depends_on=("base",), priority=9)
+            )
+            first = await queue.claim("w", 60)
+            assert first is not None and first.task_id == "base"
+            assert await queue.claim("w", 60) is None
+            await queue.settle(
+                "base", first.lease_token, TaskStatus.COMPLETED, round=1, audit_rounds=1
+            )
+            second = await queue.claim("w", 60)
+            assert second is not None and second.task_id == "top"
+            assert await queue.dependents("base") == ["top"]
+
+    @pytest.mark.asyncio
+    async def test_failed_dependency_dooms_and_blocks_dependents(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A dependent of a task that ended without completing is doomed and can be blocked."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", task_id="base"))
+            await queue.submit(TaskSpec(prompt="p", task_id="top", depends_on=("base",)))
+            claim = await queue.claim("w", 60)
+            assert claim is not None
+            await queue.settle(
+                "base", claim.lease_token, TaskStatus.NEEDS_HUMAN, round=3, audit_rounds=3
+            )
+            assert await queue.doomed() == [("top", "base", "needs-human")]
+            assert await queue.block("top", "base failed")
+            assert not await queue.block("top", "again")
+            assert (await queue.get("top")).status is TaskStatus.BLOCKED
+
+    # -- leases -------------------------------------------------------------------------
+
+    @pytest.mark.asyncio
+    async def test_expired_lease_is_taken_over_and_the_old_token_is_dead(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """An expired lease passes to another worker; the old token can neither renew nor settle."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", task_id="x"))
+            first = await queue.claim("w1", 10)
+            assert first is not None and first.attempt == 1
+            assert await queue.claim("w2", 10) is None
+            clock.advance(5)
+            assert await queue.heartbeat("x", first.lease_token, 10)  # renewed to now + 10
+            clock.advance(9)
+            assert await queue.claim("w2", 10) is None
+            clock.advance(2)
+            second = await queue.claim("w2", 10)
+            assert second is not None
+            assert (second.attempt, second.previous_owner, second.previous_token) == (
+                2,
+                "w1",
+                first.lease_token,
+            )
+            assert not await queue.heartbeat("x", first.lease_token, 10)
+            with pytest.raises(LeaseLost):
+                await queue.settle(
+                    "x", first.lease_token, TaskStatus.COMPLETED, round=1, audit_rounds=1
+                )
+            await queue.settle(
+                "x", second.lease_token, TaskStatus.COMPLETED, round=1, audit_rounds=1
+            )
+            assert await queue.claim("w3", 10) is None
+
+    @pytest.mark.asyncio
+    async def test_pushed_back_task_waits_for_its_delay(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A task settled back to queued with a delay is not claimable before the delay passes."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", task_id="x"))
+            claim = await queue.claim("w", 10)
+            assert claim is not None
+            await queue.settle(
+                "x", claim.lease_token, TaskStatus.QUEUED, round=1, audit_rounds=1, delay=3
+            )
+            assert await queue.claim("w", 10) is None
+            clock.advance(3)
+            again = await queue.claim("w", 10)
+            assert again is not None and again.attempt == 2
+            counts = await queue.counts()
+            assert counts[TaskStatus.RUNNING] == 1 and sum(counts.values()) == 1
+
+    @pytest.mark.asyncio
+    async def test_concurrent_claimers_never_share_a_task(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """Six claimers with their own connections claim 40 tasks; each task goes to exactly one."""
+        queues = [await self._open(queue_factory, clock) for _ in range(6)]
+        try:
+            await queues[0].submit_many(
+                [TaskSpec(prompt="p", task_id=f"c{i:02d}") for i in range(40)]
+            )
+            got: list[str] = []
+
+            async def claimer(n: int, q: TaskQueue) -> None:
+                while (claim := await q.claim(f"w{n}", 60)) is not None:
+                    got.append(claim.task_id)
+                    await asyncio.sleep(0)
+
+            await asyncio.gather(*(claimer(n, q) for n, q in enumerate(queues)))
+            assert sorted(got) == [f"c{i:02d}" for i in range(40)]
+        finally:
+            for q in queues:
+                await q.close()
+
+    # -- lost replies -------------------------------------------------------------------
+
+    @staticmethod
+    def _lose_next_reply(queue: TaskQueue) -> list[int]:
+        """Make the queue's next transaction commit and then 'lose' its reply (once)."""
+        journal: Any = queue.journal
+        real_run, real_transient = journal.run_plan, journal.transient
+        armed = [1]
+
+        async def run_plan(make: Any, *, write: bool = True) -> Any:
+            result = await real_run(make, write=write)
+            if write and armed[0]:
+                armed[0] = 0
+                raise BackendUnavailable("simulated: the connection dropped after the commit")
+            return result
+
+        def transient(exc: BaseException) -> bool:
+            return "simulated" in str(exc) or bool(real_transient(exc))
+
+        journal.run_plan, journal.transient = run_plan, transient
+        return armed
+
+    @pytest.mark.asyncio
+    async def test_a_lost_reply_costs_no_claim_and_no_settle(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A claim, settle or submission whose reply was lost is retried into the same outcome."""
+        async with await self._open(queue_factory, clock) as queue:
+            armed = self._lose_next_reply(queue)
+            result = await queue.submit(TaskSpec(prompt="p", task_id="x"))
+            assert result.task_id == "x" and not armed[0]
+            assert [t.task_id for t in await queue.tasks()] == ["x"]
+            armed[0] = 1
+            claim = await queue.claim("w", 30)
+            assert claim is not None and claim.task_id == "x" and claim.attempt == 1
+            assert not armed[0]
+            row = await queue.get("x")
+            assert row.lease_token == claim.lease_token and row.attempts == 1
+            assert await queue.heartbeat("x", claim.lease_token, 30)
+            armed[0] = 1
+            await queue.settle(
+                "x", claim.lease_token, TaskStatus.COMPLETED, round=1, audit_rounds=1
+            )
+            assert not armed[0]
+            assert (await queue.get("x")).status is TaskStatus.COMPLETED
+
+    # -- cancel and retry ---------------------------------------------------------------
+
+    @pytest.mark.asyncio
+    async def test_cancel_a_queued_task_and_doom_its_dependents(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A queued task is cancelled at once; it is not claimable and its dependents are doomed."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", task_id="a"))
+            await queue.submit(TaskSpec(prompt="p", task_id="b", depends_on=("a",)))
+            assert await queue.cancel("a", "not needed") is TaskStatus.CANCELLED
+            row = await queue.get("a")
+            assert (row.status, row.detail) == (TaskStatus.CANCELLED, "not needed")
+            assert await queue.doomed() == [("b", "a", "cancelled")]
+            assert await queue.claim("w", 30) is None
+            assert await queue.cancel("a", "again") is TaskStatus.CANCELLED
+            with pytest.raises(TaskNotFound):
+                await queue.cancel("ghost", "x")
+
+    @pytest.mark.asyncio
+    async def test_cancel_a_running_task_reaches_its_worker(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A running task's cancel reaches its worker's heartbeat, which still renews the lease."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", task_id="x"))
+            claim = await queue.claim("w", 10)
+            assert claim is not None
+            assert await queue.cancel_requested("x", claim.lease_token) is None
+            assert await queue.cancel("x", "stop it") is TaskStatus.RUNNING
+            assert await queue.cancel_requested("x", claim.lease_token) == "stop it"
+            clock.advance(8)
+            with pytest.raises(TaskCancelled) as info:
+                await queue.heartbeat("x", claim.lease_token, 10)
+            assert (info.value.task_id, info.value.reason) == ("x", "stop it")
+            clock.advance(8)  # 16 s after the claim, but the cancelled heartbeat renewed it
+            assert await queue.claim("w2", 10) is None
+            await queue.settle(
+                "x", claim.lease_token, TaskStatus.CANCELLED, round=1, audit_rounds=0
+            )
+            row = await queue.get("x")
+            assert row.status is TaskStatus.CANCELLED and row.cancel_requested is None
+
+    @pytest.mark.asyncio
+    async def test_a_cancel_outlives_its_lost_worker(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A worker taking over the expired lease of a task asked to cancel is told so."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", task_id="x"))
+            first = await queue.claim("w1", 10)
+            assert first is not None and first.cancel_requested is None
+            await queue.cancel("x", "stop")
+            clock.advance(11)
+            second = await queue.claim("w2", 10)
+            assert second is not None and second.cancel_requested == "stop"
+
+    @pytest.mark.asyncio
+    async def test_requeue_from_a_person(self, queue_factory: QueueFactory, clock: _Clock) -> None:
+        """A task that went to a person can be queued again, keeping its counters; others cannot."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", task_id="x"))
+            claim = await queue.claim("w", 10)
+            assert claim is not None
+            assert not await queue.requeue("x", "too early")
+            await queue.settle(
+                "x", claim.lease_token, TaskStatus.NEEDS_HUMAN, round=3, audit_rounds=3
+            )
+            assert await queue.requeue("x", "retried: try B")
+            row = await queue.get("x")
+            assert (row.status, row.round, row.audit_rounds, row.attempts) == (
+                TaskStatus.QUEUED,
+                3,
+                3,
+                1,
+            )
+            again = await queue.claim("w", 10)
+            assert again is not None and again.attempt == 2
+
+    # -- waiting for work ---------------------------------------------------------------
+
+    @pytest.mark.asyncio
+    async def test_wait_for_task_returns_when_work_arrives(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """An idle waiter times out on an empty queue and wakes when another process submits."""
+        poll = 30.0 if queue_factory.notifies else 0.1
+        async with (
+            await queue_factory.open(poll=poll) as waiter,
+            await queue_factory.open() as submitter,
+        ):
+            assert not await waiter.wait_for_task(0.3)
+            started = time.monotonic()
+            task = asyncio.ensure_future(waiter.wait_for_task(60))
+            await asyncio.sleep(0.5)
+            assert not task.done()
+            await submitter.submit(TaskSpec(prompt="p", task_id="x"))
+            assert await asyncio.wait_for(task, 60)
+            waited = time.monotonic() - started
+            # Generous: the point is that a notifying store does not wait for its poll.
+            assert waited < 20, f"woke after {waited:.1f}s"
+
+    # -- versions and stores ------------------------------------------------------------
+
+    @pytest.mark.asyncio
+    async def test_a_newer_schema_is_refused_with_one_line(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A queue whose schema version is newer than this code's is refused, in one line."""
+        async with await self._open(queue_factory, clock) as queue:
+            d = queue.dialect
+            await queue.journal.run_plan(
+                _sql_plan(d.sql("UPDATE {p}audit_schema SET version = ?"), QUEUE_SCHEMA_VERSION + 1)
+            )
+        with pytest.raises(CorruptionError, match="newer than this steadyloop") as info:
+            await self._open(queue_factory, clock)
+        assert "\n" not in str(info.value)
+
+    @pytest.mark.asyncio
+    async def test_a_status_from_another_version_is_one_line(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A status this version does not know is a one-line CorruptionError naming the task."""
+        async with await self._open(queue_factory, clock) as queue:
+            await queue.submit(TaskSpec(prompt="p", task_id="x"))
+            d = queue.dialect
+            await queue.journal.run_plan(
+                _sql_plan(
+                    d.sql("UPDATE {p}audit_tasks SET status = 'paused' WHERE task_id = ?"),
+                    d.bind_name("x"),
+                )
+            )
+            for call in (lambda: queue.get("x"), queue.tasks, queue.counts):
+                with pytest.raises(CorruptionError, match="'paused'") as info:
+                    await call()
+                assert "\n" not in str(info.value)
+
+    @pytest.mark.asyncio
+    async def test_inspecting_a_missing_store_creates_nothing(
+        self, queue_factory: QueueFactory
+    ) -> None:
+        """create=False where no queue is raises StoreNotFound, twice: nothing was created."""
+        if queue_factory.missing is None:
+            pytest.skip("the factory names no missing store")
+        for _ in range(2):
+            with pytest.raises(StoreNotFound, match="no "):
+                await queue_factory.missing()
