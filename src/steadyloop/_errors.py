@@ -33,6 +33,7 @@ __all__ = [
     "SteadyloopError",
     "TaskNotFound",
     "TaskSpecError",
+    "ToolTimeout",
     "UnknownBackend",
 ]
 
@@ -195,6 +196,10 @@ class RunFinished(LoopError):
 
 class RunBusy(LoopError):
     """Another process (or task) is driving this run right now."""
+
+
+class ToolTimeout(LoopError, TimeoutError):
+    """A tool call took longer than the tool's ``timeout`` and was given up."""
 
 
 class ModelError(LoopError):

@@ -291,9 +291,9 @@ def test_second_writer_process_gets_locked_error(tmp_path: Path) -> None:
 
 
 async def test_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
-    """Opening a JSONL journal on a missing directory names the directory."""
-    with pytest.raises(BackendUnavailable, match="directory does not exist"):
-        await open_journal(f"jsonl://{tmp_path}/nope")
+    """Inspecting a missing JSONL directory (create=False) names it; not a directory too."""
+    with pytest.raises(BackendUnavailable, match=f"jsonl://{tmp_path}/nope: no journal here"):
+        await open_journal(f"jsonl://{tmp_path}/nope", create=False)
     (tmp_path / "file").write_text("x")
     with pytest.raises(BackendUnavailable, match="not a directory"):
         await open_journal(f"jsonl://{tmp_path}/file")

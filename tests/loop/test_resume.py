@@ -241,7 +241,7 @@ async def test_a_claim_from_another_host_needs_takeover() -> None:
     await journal.append(
         APP, StreamWrite(RUN, [RecordFactory()("run.claimed", {"owner": other.to_json()})])
     )
-    with pytest.raises(RunBusy, match="takeover=True"):
+    with pytest.raises(RunBusy, match=r"take the run over \(--takeover\)"):
         await resume(standard_agent(), journal, APP, "r1")
     result = await resume(standard_agent(), journal, APP, "r1", takeover=True)
     assert result.stop_reason is StopReason.COMPLETED

@@ -5,6 +5,8 @@ Each command group lives in its own private module and is registered here.
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
 from steadyloop.cli._audit import audit_app
@@ -28,5 +30,13 @@ app.add_typer(audit_app, name="audit")
 
 
 def main() -> None:
-    """Entry point of the ``steadyloop`` console script."""
-    app()
+    """Entry point of the ``steadyloop`` console script.
+
+    Ctrl-C before a command has installed its own handling (while Python imports an
+    agent, say) ends the command with exit code 130 and one line, not a traceback.
+    """
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        sys.exit(130)

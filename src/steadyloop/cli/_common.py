@@ -12,7 +12,15 @@ from rich.markup import escape
 
 from steadyloop._errors import BackendUnavailable, SteadyloopError, UnknownBackend
 
-__all__ = ["EXIT_PROBLEM", "EXIT_UNUSABLE", "console", "err_console", "run_async"]
+__all__ = [
+    "EXIT_DECIDE",
+    "EXIT_PROBLEM",
+    "EXIT_UNUSABLE",
+    "console",
+    "err_console",
+    "exit_for_signal",
+    "run_async",
+]
 
 T = TypeVar("T")
 
@@ -22,8 +30,19 @@ EXIT_PROBLEM = 1
 EXIT_UNUSABLE = 2
 """Exit code when the command could not run: bad input or an unreachable backend."""
 
+EXIT_DECIDE = 3
+"""Exit code when a run waits for a person's decision (``resume_state_unknown``)."""
+
+
+def exit_for_signal(signum: int) -> int:
+    """The exit code of a command stopped by a signal: 128 + its number (130 for Ctrl-C)."""
+    return 128 + signum
+
+
 console = Console(highlight=False, soft_wrap=False, emoji=False)
-err_console = Console(stderr=True, highlight=False, emoji=False)
+# Soft wrap: an error is one line however narrow the terminal (or log) is; Rich would
+# otherwise break it at 80 columns whenever stderr is not a terminal.
+err_console = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
 
 
 def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:

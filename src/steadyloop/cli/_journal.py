@@ -12,9 +12,10 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import CorruptionError
+from steadyloop._errors import CorruptionError, SessionError
 from steadyloop.cli._common import EXIT_PROBLEM, console, run_async
 from steadyloop.journal import Journal, JSONLJournal, open_journal, redact_url
+from steadyloop.loop import check_session_copies, load_run, parse_run_stream
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
 
 __all__ = ["Finding", "diagnose", "journal_app"]
@@ -80,7 +81,8 @@ class Finding:
 
     Attributes:
         severity: ``"error"`` (the journal is damaged) or ``"warning"``.
-        what: A short code: ``corruption``, ``torn-tail``, ``open-intent``.
+        what: A short code: ``corruption``, ``torn-tail``, ``unchecked``,
+            ``open-intent``, ``copy-mismatch``.
         location: Where: file and line, table and key, or namespace/stream/seq.
         detail: What exactly was found.
     """
@@ -94,14 +96,28 @@ class Finding:
 async def diagnose(journal: Journal) -> list[Finding]:
     """Check every stream of a journal and return what was found.
 
-    Looks for corruption (unreadable records, sequence gaps, broken batches), torn
-    tails of file backends, and intents without a result (an effect that may or may
-    not have happened: resuming such a run must decide, not guess).
+    Looks for corruption (unreadable records, sequence gaps, broken batches, JSONL
+    batches that do not match their check), torn tails of file backends, JSONL batches
+    written before checksums (unchecked), intents without a result (an effect that may
+    or may not have happened: resuming such a run must decide, not guess), and run
+    results that differ from the session events copying them.
     """
     findings: list[Finding] = []
     for ns in await journal.namespaces():
         if isinstance(journal, JSONLJournal):
-            torn = journal.torn_tail(ns) if _readable(journal, ns) else None
+            readable = _readable(journal, ns)
+            unchecked = journal.unchecked_batches(ns) if readable else 0
+            if unchecked:
+                findings.append(
+                    Finding(
+                        "warning",
+                        "unchecked",
+                        journal.namespace_path(ns),
+                        f"{unchecked} batch(es) written before checksums (a version 1 "
+                        "file) carry no check: an edit to them cannot be detected",
+                    )
+                )
+            torn = journal.torn_tail(ns) if readable else None
             if torn:
                 findings.append(
                     Finding(
@@ -124,7 +140,25 @@ async def diagnose(journal: Journal) -> list[Finding]:
                 findings.append(Finding("error", "corruption", exc.location, exc.detail))
                 continue
             findings.extend(_open_intents(ns, name, records))
+            if parse_run_stream(name) is not None and records:
+                findings.extend(await _copies(journal, ns, name, records))
     return findings
+
+
+async def _copies(
+    journal: Journal, ns: str, stream: str, records: list[StoredRecord]
+) -> list[Finding]:
+    """The run's results that differ from the session events copying them."""
+    run_id = parse_run_stream(stream)
+    assert run_id is not None
+    try:
+        info = await load_run(journal, ns, run_id)
+        mismatches = await check_session_copies(journal, info)
+    except (CorruptionError, SessionError) as exc:
+        location = exc.location if isinstance(exc, CorruptionError) else f"{ns}/{stream}"
+        detail = exc.detail if isinstance(exc, CorruptionError) else str(exc)
+        return [Finding("error", "corruption", location, detail)]
+    return [Finding("error", "copy-mismatch", m.location, m.detail) for m in mismatches]
 
 
 def _readable(journal: JSONLJournal, namespace: str) -> bool:

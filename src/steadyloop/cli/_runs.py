@@ -1,15 +1,30 @@
 """``steadyloop run``, ``steadyloop resume`` and ``steadyloop runs …``: drive and inspect runs.
 
-Exit codes: 0 when the run completed (or the listing worked); 1 when it stopped for any
-other reason, including ``resume_state_unknown`` (decide with ``steadyloop runs
-resolve``), or the run is finished or busy; 2 when the command could not run: an
-agent path that does not import, an unknown run id, an unreachable journal.
+Exit codes of ``run``, ``resume`` and ``runs resolve`` (the CLI reference lists them):
+
+* 0 — the run completed (``resolve``: the decision is recorded);
+* 1 — the run ended otherwise (``budget_exhausted``, ``parse_failures``,
+  ``cancelled``, ``error``), or it is finished, busy, or its journal is damaged;
+* 2 — the command could not run: an agent that does not import, an unknown run id,
+  bad options, an unreachable journal;
+* 3 — ``resume_state_unknown``: a never-repeat effect may or may not have happened;
+  decide with ``steadyloop runs resolve``;
+* 130 (Ctrl-C) or 143 (SIGTERM) — the run stopped on the signal and can be resumed
+  (the command to do so is printed).
+
+The first Ctrl-C or SIGTERM stops the run at its next write boundary (the effect in
+flight finishes and its result is written); a second one stops at once (the effect in
+flight is abandoned, its intent left open). Either way nothing is cancelled:
+cancelling is ``steadyloop runs cancel``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shlex
+import signal
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -21,7 +36,15 @@ from rich.table import Table
 from rich.text import Text
 
 from steadyloop._errors import AgentLoadError, RunNotFound
-from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
+from steadyloop.cli._common import (
+    EXIT_DECIDE,
+    EXIT_PROBLEM,
+    EXIT_UNUSABLE,
+    console,
+    err_console,
+    exit_for_signal,
+    run_async,
+)
 from steadyloop.cli._journal import _short, _time
 from steadyloop.journal import open_journal, redact_url
 from steadyloop.loop import (
@@ -30,6 +53,7 @@ from steadyloop.loop import (
     NotHappened,
     RunInfo,
     RunResult,
+    SignalStop,
     StopReason,
     list_runs,
     load_agent,
@@ -77,7 +101,59 @@ def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     return run_async(guarded)
 
 
-def _report(result: RunResult, as_json: bool) -> None:
+def _resume_hint(run_id: str, agent: str, journal: str | None, app: str) -> str:
+    """The exact command that resumes a run (the journal's password, if any, elided)."""
+    words = ["steadyloop", "resume", run_id, "--agent", agent]
+    if journal is not None:
+        words += ["--journal", redact_url(journal)]
+    if app != "default":
+        words += ["--app", app]
+    return shlex.join(words)
+
+
+def _say_stopping(signum: int) -> None:
+    """Tell the person at the terminal what the first signal does (from its handler)."""
+    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    sys.stderr.write(
+        f"{name}: stopping at the next write boundary (the effect in flight finishes); "
+        "press Ctrl-C again to stop at once. Either way the run can be resumed.\n"
+    )
+    sys.stderr.flush()
+
+
+def _drive(
+    go: Callable[[asyncio.Event], Awaitable[RunResult]], resume_hint: str
+) -> tuple[RunResult, int | None]:
+    """Run ``go`` with Ctrl-C and SIGTERM turned into stop requests (see the module doc).
+
+    Returns the result and the first signal received, if any. A stop at once (the
+    second signal) ends the command here, with exit code 128 + the first signal's
+    number and the command that resumes the run.
+    """
+    signals: list[SignalStop] = []
+
+    async def guarded() -> RunResult:
+        stop = asyncio.Event()
+        with SignalStop(stop, on_first=_say_stopping) as handler:
+            signals.append(handler)
+            try:
+                return await go(stop)
+            except RunNotFound as exc:
+                err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+                raise typer.Exit(EXIT_UNUSABLE) from None
+
+    try:
+        result = run_async(guarded)
+    except asyncio.CancelledError:
+        received = signals[0].received if signals else None
+        err_console.print(
+            Text(f"stopped at once; if the run had started, resume it with: {resume_hint}")
+        )
+        raise typer.Exit(exit_for_signal(received or signal.SIGINT)) from None
+    return result, signals[0].received
+
+
+def _report(result: RunResult, signum: int | None, as_json: bool, resume_hint: str) -> None:
     if as_json:
         data = result.comparable() | {"ended_at": result.ended_at}
         typer.echo(json.dumps(data, ensure_ascii=False))
@@ -98,8 +174,15 @@ def _report(result: RunResult, as_json: bool) -> None:
                 Text(
                     f"decide with: steadyloop runs resolve {result.run_id} {result.open_intent} "
                     "--happened JSON | --not-happened"
-                )
+                ),
+                soft_wrap=True,
             )
+        if result.stop_reason is StopReason.STOPPED:
+            console.print(Text(f"resume with: {resume_hint}"), soft_wrap=True)
+    if result.stop_reason is StopReason.STOPPED:
+        raise typer.Exit(exit_for_signal(signum or signal.SIGINT))
+    if result.stop_reason is StopReason.RESUME_STATE_UNKNOWN:
+        raise typer.Exit(EXIT_DECIDE)
     if result.stop_reason is not StopReason.COMPLETED:
         raise typer.Exit(EXIT_PROBLEM)
 
@@ -122,12 +205,13 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
     loaded = _agent(agent)
     rid = run_id or uuid.uuid4().hex
     sid = session or f"session-{rid}"
+    hint = _resume_hint(rid, agent, journal, app)
 
-    async def go() -> RunResult:
+    async def go(stop: asyncio.Event) -> RunResult:
         async with await open_journal(journal) as j:
-            return await run(loaded, j, app, user, sid, rid, input)
+            return await run(loaded, j, app, user, sid, rid, input, stop=stop)
 
-    _report(_call(go), as_json)
+    _report(*_drive(go, hint), as_json, hint)
 
 
 def resume_command(  # noqa: PLR0917 - typer maps parameters to options
@@ -142,12 +226,13 @@ def resume_command(  # noqa: PLR0917 - typer maps parameters to options
 ) -> None:
     """Continue a run from its journal; finished effects are not repeated."""
     loaded = _agent(agent)
+    hint = _resume_hint(run_id, agent, journal, app)
 
-    async def go() -> RunResult:
+    async def go(stop: asyncio.Event) -> RunResult:
         async with await open_journal(journal, create=False) as j:
-            return await resume(loaded, j, app, run_id, takeover=takeover)
+            return await resume(loaded, j, app, run_id, stop=stop, takeover=takeover)
 
-    _report(_call(go), as_json)
+    _report(*_drive(go, hint), as_json, hint)
 
 
 @runs_app.command("list")
@@ -267,6 +352,9 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
     note: Annotated[str, typer.Option(help="Why you decided so.")] = "",
     journal: Annotated[str | None, JOURNAL_OPT] = None,
     app: Annotated[str, APP_OPT] = "default",
+    takeover: Annotated[
+        bool, typer.Option(help="Take over from a claimant on another host known to be gone.")
+    ] = False,
 ) -> None:
     """Record your decision about an intent that has no result, then resume the run."""
     chosen = sum([happened is not None or error is not None, not_happened])
@@ -288,7 +376,7 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
 
     async def go() -> None:
         async with await open_journal(journal, create=False) as j:
-            await resolve(j, app, run_id, intent_id, outcome)
+            await resolve(j, app, run_id, intent_id, outcome, takeover=takeover)
 
     _call(go)
     console.print(Text(f"recorded; continue with: steadyloop resume {run_id} --agent MODULE:ATTR"))

@@ -2,11 +2,20 @@ r"""The JSONL backend: one append-only, human-readable file per namespace.
 
 File format (every line is canonical JSON, terminated by ``\n``)::
 
-    {"format":"steadyloop-jsonl","namespace":"demo","version":1}          header
+    {"format":"steadyloop-jsonl","namespace":"demo","version":2}          header
     {"batch":1,"index":0,"size":2,"seq":1,"stream":"a","record":{...},
      "key":"k1","digest":"..."}                                           member 0 (+ key)
-    {"batch":1,"index":1,"size":2,"seq":1,"stream":"b","record":{...}}    member 1
-    {"batch":2,"delete":"a","index":0,"size":1}                           stream deleted
+    {"batch":1,"check":"9f2c…","index":1,"size":2,"seq":1,"stream":"b",
+     "record":{...}}                                                      member 1 (last)
+    {"batch":2,"check":"…","delete":"a","index":0,"size":1}               stream deleted
+
+The last line of every batch carries ``check``: the CRC-32 (8 hex digits) of the
+batch's bytes as written, that last line taken without its ``,"check":"…"`` field.
+Reading verifies it, so an edit that keeps every line valid JSON (``"sent":0`` made
+``"sent":9``) is corruption too. Files of version 1 were written before checksums:
+they still read; their batches without a check are counted as unchecked
+([JSONLJournal.unchecked_batches][steadyloop.journal.JSONLJournal.unchecked_batches]),
+and batches appended to them now carry one. In a version 2 file every batch must.
 
 Rules (DESIGN.md, "Journal"):
 
@@ -14,7 +23,8 @@ Rules (DESIGN.md, "Journal"):
   last line, or an incomplete last batch, is a *torn tail*: ignored on read and cut
   (then synced) before the next append.
 * A terminated line that does not parse, a batch with a member missing before the
-  end of the file, a skipped batch number or sequence number is corruption:
+  end of the file, a batch that does not match its check, a skipped batch number or
+  sequence number is corruption:
   :class:`~steadyloop.CorruptionError` names the file and line. Nothing is skipped.
 * A new file is followed by an ``fsync`` of its directory.
 * One writer per namespace file: the first write takes an exclusive ``flock`` that is
@@ -30,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +59,9 @@ from steadyloop.records import Record, StoredRecord, _trusted_record, canonical_
 __all__ = ["JSONLJournal", "namespace_filename"]
 
 FORMAT = "steadyloop-jsonl"
-VERSION = 1
+VERSION = 2
+"""The version new files get: 2 adds a check to every batch."""
+READABLE_VERSIONS = (1, 2)
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -67,13 +80,44 @@ def namespace_filename(namespace: str) -> str:
     return out + ".jsonl"
 
 
-def _check_directory(path: Path) -> None:
+def _url(path: str | os.PathLike[str]) -> str:
+    """The documented URL of a directory: ``jsonl:///`` and its absolute path."""
+    return "jsonl://" + os.path.abspath(path)
+
+
+def _check_directory(path: Path, create: bool) -> None:
+    """Make sure ``path`` is a writable directory, creating it (and parents) if asked.
+
+    Each directory created is followed by an ``fsync`` of its parent, so it survives
+    power loss before the first file in it does.
+    """
     if not path.exists():
-        raise BackendUnavailable(f"jsonl://{path}: directory does not exist")
+        if not create:
+            raise BackendUnavailable(f"{_url(path)}: no journal here (no such directory)")
+        missing = [p for p in (path, *path.parents) if not p.exists()]
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            for created in reversed(missing):
+                Files().sync_directory(str(created.parent))
+        except OSError as exc:
+            raise BackendUnavailable(
+                f"{_url(path)}: the directory cannot be created: {exc.strerror or exc}"
+            ) from None
     if not path.is_dir():
-        raise BackendUnavailable(f"jsonl://{path}: not a directory")
+        raise BackendUnavailable(f"{_url(path)}: not a directory")
     if not os.access(path, os.W_OK | os.X_OK):
-        raise BackendUnavailable(f"jsonl://{path}: directory is not writable")
+        raise BackendUnavailable(f"{_url(path)}: directory is not writable")
+
+
+def _with_check(texts: list[str]) -> bytes:
+    """The bytes of a batch's lines, its last line carrying the batch's check."""
+    data = "".join(t + "\n" for t in texts).encode("utf-8")
+    check = f"{zlib.crc32(data):08x}"
+    # Canonical JSON sorts keys, and every member line starts with "batch": the check
+    # is always the second field, so a reader finds and removes it textually.
+    head, sep, rest = texts[-1].partition(",")
+    last = f'{head}{sep}"check":"{check}",{rest}' if sep else texts[-1]
+    return "".join(t + "\n" for t in [*texts[:-1], last]).encode("utf-8")
 
 
 @dataclass
@@ -91,6 +135,8 @@ class _Namespace:
     has_header: bool = False
     stamp: tuple[int, int, int] | None = None  # (inode, size, mtime_ns) when parsed
     torn: str | None = None  # description of the torn tail, if any
+    version: int = VERSION  # of the file's header
+    unchecked: int = 0  # batches without a check (written before version 2)
 
 
 class JSONLJournal(Journal):
@@ -100,14 +146,14 @@ class JSONLJournal(Journal):
     ``fsync`` after creating a file).
 
     Args:
-        directory: An existing, writable directory.
+        directory: An existing, writable directory (:meth:`open` creates a missing one).
         files: The file layer; tests pass a fault-injecting one.
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, files: Files | None = None) -> None:
         super().__init__()
         self.directory = str(directory)
-        self.url = f"jsonl://{self.directory}"
+        self.url = _url(self.directory)
         self.files = files or Files()
         self._cache: dict[str, _Namespace] = {}
         self._locks: dict[str, FileLock] = {}
@@ -118,15 +164,23 @@ class JSONLJournal(Journal):
 
     @classmethod
     async def open(
-        cls, directory: str | os.PathLike[str], *, files: Files | None = None
+        cls, directory: str | os.PathLike[str], *, files: Files | None = None, create: bool = True
     ) -> JSONLJournal:
-        """Open a JSONL journal in an existing directory.
+        """Open a JSONL journal in a directory.
+
+        Args:
+            directory: The directory; with ``create`` it is made if missing, parents
+                included (``mkdir -p``), durably.
+            files: The file layer; tests pass a fault-injecting one.
+            create: Whether a missing directory is created. Tools that only inspect
+                a journal pass ``False``: a mistyped path is then an error, not a new
+                empty journal.
 
         Raises:
-            BackendUnavailable: The directory is missing, not a directory, or not
-                writable.
+            BackendUnavailable: The directory is missing (with ``create=False``) or
+                cannot be created, is not a directory, or is not writable.
         """
-        await asyncio.to_thread(_check_directory, Path(directory))
+        await asyncio.to_thread(_check_directory, Path(directory), create)
         return cls(directory, files=files)
 
     # -- paths and parsing ----------------------------------------------------------
@@ -158,6 +212,7 @@ class JSONLJournal(Journal):
         state = _Namespace(path=path, file_length=len(data))
         pending: list[tuple[int, dict[str, Any]]] = []  # (line number, obj) of open batch
         pending_start = 0
+        crc = 0  # of the open batch's lines so far
         offset = 0
         line_no = 0
         while offset < len(data):
@@ -175,7 +230,7 @@ class JSONLJournal(Journal):
             except (ValueError, UnicodeDecodeError) as exc:
                 raise CorruptionError(f"line does not parse: {exc}", location=where) from None
             if line_no == 1:
-                self._check_header(obj, namespace, where)
+                state.version = self._check_header(obj, namespace, where)
                 state.has_header = True
                 offset = end + 1
                 state.valid_length = offset
@@ -189,13 +244,39 @@ class JSONLJournal(Journal):
                 )
             if not pending:
                 pending_start = offset
+                crc = 0
             pending.append((line_no, obj))
             self._check_member(obj, pending, state, where)
             offset = end + 1
-            if len(pending) == obj["size"]:
-                self._apply(state, pending)
-                pending = []
-                state.valid_length = offset
+            check = obj.get("check")
+            if len(pending) < obj["size"]:
+                if check is not None:
+                    raise CorruptionError("a check on a line inside its batch", location=where)
+                crc = zlib.crc32(raw + b"\n", crc)
+                continue
+            if check is None:
+                if state.version >= 2:
+                    raise CorruptionError(
+                        f"batch {obj['batch']} has no check (a version 2 file checks every batch)",
+                        location=where,
+                    )
+                state.unchecked += 1
+            else:
+                field = f',"check":"{check}"'.encode() if isinstance(check, str) else b""
+                if not field or field not in raw:
+                    raise CorruptionError("malformed check field", location=where)
+                crc = zlib.crc32(raw.replace(field, b"", 1) + b"\n", crc)
+                if f"{crc:08x}" != check:
+                    first = pending[0][0]
+                    lines = f"line {first}" if first == line_no else f"lines {first}-{line_no}"
+                    raise CorruptionError(
+                        f"batch {obj['batch']} ({lines}) does not match its check "
+                        f"({crc:08x}, stored {check}): a line of it was changed",
+                        location=f"{path}:{first}",
+                    )
+            self._apply(state, pending)
+            pending = []
+            state.valid_length = offset
         if pending:
             missing = pending[0][1]["size"] - len(pending)
             state.torn = (
@@ -206,16 +287,20 @@ class JSONLJournal(Journal):
             state.valid_length = pending_start if pending else offset
         return state
 
-    def _check_header(self, obj: dict[str, Any], namespace: str, where: str) -> None:
-        if obj.get("format") != FORMAT or obj.get("version") != VERSION:
+    def _check_header(self, obj: dict[str, Any], namespace: str, where: str) -> int:
+        """Check a header line; return the file's version."""
+        version = obj.get("version")
+        if obj.get("format") != FORMAT or version not in READABLE_VERSIONS:
             raise CorruptionError(
-                f"not a {FORMAT} version {VERSION} file (header {obj!r})", location=where
+                f"not a {FORMAT} file of version 1 or 2 (header {obj!r})", location=where
             )
         if obj.get("namespace") != namespace:
             raise CorruptionError(
                 f"file belongs to namespace {obj.get('namespace')!r}, not {namespace!r}",
                 location=where,
             )
+        assert isinstance(version, int)
+        return version
 
     @staticmethod
     def _check_member(
@@ -324,6 +409,7 @@ class JSONLJournal(Journal):
             state.file_length = state.valid_length
             state.torn = None
         if not state.has_header:
+            state.version = VERSION
             header = canonical_json({"format": FORMAT, "namespace": namespace, "version": VERSION})
             self.files.write(fd, header.encode("utf-8") + b"\n")
             self.files.sync(fd)
@@ -333,7 +419,7 @@ class JSONLJournal(Journal):
 
     def _write_lines(self, namespace: str, lines: list[dict[str, Any]]) -> _Namespace:
         state, fd = self._writable(namespace)
-        payload = "".join(canonical_json(obj) + "\n" for obj in lines).encode("utf-8")
+        payload = _with_check([canonical_json(obj) for obj in lines])
         try:
             self.files.write(fd, payload)
             self.files.sync(fd)
@@ -532,12 +618,41 @@ class JSONLJournal(Journal):
                 names.append(namespace)
         return names
 
+    def namespace_path(self, namespace: str) -> str:
+        """The file a namespace lives in."""
+        return self._path(namespace)
+
+    def unchecked_batches(self, namespace: str) -> int:
+        """How many batches of a namespace file carry no check (for ``doctor``).
+
+        Only files written before checksums (version 1) may hold such batches.
+
+        Raises:
+            CorruptionError: The file is damaged.
+        """
+        path = self._path(namespace)
+        return self._parse(namespace, path, self.files.read(path) or b"").unchecked
+
     def torn_tail(self, namespace: str) -> str | None:
         """Describe the torn tail of a namespace file, if it has one (for ``doctor``)."""
         state = self._parse(
             namespace, self._path(namespace), self.files.read(self._path(namespace)) or b""
         )
         return None if state.torn is None else f"{state.path}: {state.torn}"
+
+    def _release_after_death(self) -> None:
+        """Free what the kernel frees when a process dies: descriptors, hence locks.
+
+        Writes nothing (nothing is held back: every append is durable when it
+        returns). For crash kits (see [abandon][steadyloop.testing.abandon]).
+        """
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+        for lock in self._locks.values():
+            lock.release()
+        self._locks.clear()
+        self._cache.clear()
 
     async def _close(self) -> None:
         for fd in self._fds.values():

@@ -26,6 +26,7 @@ Example:
 """
 
 from steadyloop.loop._agent import Agent, DecisionParser, ToolCallParser, load_agent
+from steadyloop.loop._check import Mismatch, check_session_copies
 from steadyloop.loop._messages import (
     LOOP_AUTHOR,
     TOOL_AUTHOR,
@@ -51,12 +52,14 @@ from steadyloop.loop._state import (
     RUN_ENDED,
     RUN_RECORD_KINDS,
     RUN_STARTED,
+    RUN_STOPPED,
     RUN_SUSPENDED,
     Owner,
     RunState,
     parse_run_stream,
     run_stream,
 )
+from steadyloop.loop._stop import SignalStop
 from steadyloop.loop._tools import Tool, ToolContext, ToolRegistry
 from steadyloop.loop._types import (
     Budgets,
@@ -81,6 +84,7 @@ __all__ = [
     "RUN_ENDED",
     "RUN_RECORD_KINDS",
     "RUN_STARTED",
+    "RUN_STOPPED",
     "RUN_SUSPENDED",
     "TOOL_AUTHOR",
     "USER_AUTHOR",
@@ -91,6 +95,7 @@ __all__ = [
     "FinalAnswer",
     "Happened",
     "Message",
+    "Mismatch",
     "ModelClient",
     "ModelReply",
     "NotHappened",
@@ -102,6 +107,7 @@ __all__ = [
     "RunResult",
     "RunState",
     "ScriptedModel",
+    "SignalStop",
     "StopReason",
     "Tool",
     "ToolCall",
@@ -110,6 +116,7 @@ __all__ = [
     "ToolContext",
     "ToolRegistry",
     "ToolSpec",
+    "check_session_copies",
     "event_messages",
     "list_runs",
     "load_agent",

@@ -54,6 +54,7 @@ from steadyloop._errors import (
     RunNotFound,
     SessionExists,
     SessionNotFound,
+    ToolTimeout,
 )
 from steadyloop.journal import Journal, StreamWrite
 from steadyloop.loop._agent import Agent
@@ -72,6 +73,7 @@ from steadyloop.loop._state import (
     RUN_CLAIMED,
     RUN_ENDED,
     RUN_STARTED,
+    RUN_STOPPED,
     RUN_SUSPENDED,
     Owner,
     ParseHook,
@@ -179,7 +181,7 @@ def _check_owner(state: RunState, takeover: bool) -> None:
         raise RunBusy(
             f"run {state.run_id!r} was claimed by process {owner.pid} on host "
             f"{owner.host!r}, which cannot be checked from here; if that process is gone, "
-            "resume with takeover=True"
+            "take the run over (--takeover)"
         )
 
 
@@ -196,6 +198,7 @@ class _Driver:
         service: SessionService,
         session: Session,
         cancel: asyncio.Event | None,
+        stop: asyncio.Event | None,
     ) -> None:
         self.agent = agent
         self.journal = journal
@@ -204,6 +207,7 @@ class _Driver:
         self.service = service
         self.session = session
         self.cancel = cancel
+        self.stop = stop
         self.stream = run_stream(state.run_id)
         self.token = uuid.uuid4().hex
         self.pending: list[Record] = []
@@ -326,6 +330,15 @@ class _Driver:
     def _cancelled(self) -> bool:
         return self.state.cancel_requested or (self.cancel is not None and self.cancel.is_set())
 
+    def _stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    async def _stopped(self, detail: str) -> RunResult:
+        """Write what is queued with a ``run.stopped`` record: the run can be resumed."""
+        rec = self._record(RUN_STOPPED, {"detail": detail})
+        await self._flush(rec)
+        return self.state.result(StopReason.STOPPED, detail, None, rec.time)
+
     async def drive(self) -> RunResult:
         """Run until a stop reason; the end record is durable before this returns."""
         _LIVE.add(self.token)
@@ -354,6 +367,11 @@ class _Driver:
                 return await self._end(StopReason.CANCELLED, "the run was cancelled", None)
             if state.end is not None:
                 return await self._end(*state.end)
+            if self._stopping():
+                return await self._stopped(
+                    "a stop was requested; the run stopped before its next effect "
+                    "and can be resumed"
+                )
             if state.pending_calls:
                 if state.actions >= state.budgets.max_actions:
                     return await self._end(
@@ -361,7 +379,9 @@ class _Driver:
                         f"the action budget is spent ({state.budgets.max_actions} actions)",
                         None,
                     )
-                await self._call_tool()
+                outcome = await self._call_tool()
+                if outcome is not None:
+                    return outcome
                 continue
             if state.steps >= state.budgets.max_steps:
                 return await self._end(
@@ -442,7 +462,8 @@ class _Driver:
             events = []
         self._record_result(payload, result, events)
 
-    async def _call_tool(self) -> None:
+    async def _call_tool(self) -> RunResult | None:
+        """Call the next pending tool; a result only if that stops the run."""
         state = self.state
         call_id, name, arguments = state.pending_calls[0]
         tool = self.agent.tools.get(name) if name in self.agent.tools else None
@@ -457,7 +478,7 @@ class _Driver:
             arguments=arguments,
         )
         if not await self._announce(payload):
-            return
+            return None
         result: dict[str, JSONValue]
         if tool is None:
             result = {"status": "error", "error": f"the agent has no tool {name!r}"}
@@ -473,6 +494,15 @@ class _Driver:
                 value = await tool.invoke(arguments, context)
                 check_canonical(value)
                 result = {"status": "ok", "value": value}
+            except ToolTimeout as exc:
+                if policy is ReplayPolicy.NEVER:
+                    # Given up, not finished: its thread may still act. Its intent stays
+                    # open, exactly as after a crash, and a person decides.
+                    rec = self._suspension(payload, _safe(str(exc)))
+                    await self._flush(rec)
+                    detail = str(rec.payload["detail"])
+                    return state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None, rec.time)
+                result = {"status": "error", "error": _describe(exc)}
             except EncodingError as exc:
                 result = {
                     "status": "error",
@@ -485,6 +515,7 @@ class _Driver:
             result = {"status": "error", "error": f"the result cannot be recorded: {self._why}"}
             events = self._recordable(payload, result) or []
         self._record_result(payload, result, events)
+        return None
 
     def _recordable(
         self, intent: Mapping[str, Any], result: dict[str, JSONValue]
@@ -613,9 +644,10 @@ class _Driver:
         Records queued for the batch that was cut off (an effect's known result and its
         events) are written with the closing record, fenced like every write, so no
         outcome is lost. An effect in flight keeps its intent open: a never-repeat one
-        suspends the run (``RESUME_STATE_UNKNOWN``) so a person can :func:`resolve` it;
-        otherwise the run ends ``CANCELLED``. A run with no durable ``run.started`` gets
-        nothing.
+        suspends the run (``RESUME_STATE_UNKNOWN``) so a person can resolve it;
+        otherwise the run ends ``CANCELLED``, or, if a stop was requested (a stop at
+        once), it gets a ``run.stopped`` record and stays resumable. A run with no
+        durable ``run.started`` gets nothing.
         """
         try:
             durable = self.state.head - len(self.pending)
@@ -641,6 +673,12 @@ class _Driver:
                     return
                 await self._flush(
                     self._suspension(intent, "the task driving the run was cancelled")
+                )
+                return
+            if self._stopping():
+                await self._stopped(
+                    "the run was stopped at once; an effect in flight was abandoned "
+                    "with its intent open; the run can be resumed"
                 )
                 return
             await self._end(StopReason.CANCELLED, "the task driving the run was cancelled", None)
@@ -680,6 +718,7 @@ async def run(  # noqa: PLR0917 - the positional order is the documented API
     *,
     records: RecordFactory | None = None,
     cancel: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
 ) -> RunResult:
     """Start a run: the user's ``input`` in a session, then steps until a stop reason.
 
@@ -696,7 +735,9 @@ async def run(  # noqa: PLR0917 - the positional order is the documented API
         run_id: The run's id, chosen by the caller; unique in the app.
         input: The user's message.
         records: Clock and id source for records (deterministic ones in tests).
-        cancel: Set it to stop the run at its next write (stop reason ``CANCELLED``).
+        cancel: Set it to end the run at its next write (stop reason ``CANCELLED``).
+        stop: Set it to stop the run at its next write boundary, resumable (stop
+            reason ``STOPPED``); see [SignalStop][steadyloop.loop.SignalStop].
 
     Returns:
         How the run stopped. Its end record is durable.
@@ -719,12 +760,19 @@ async def run(  # noqa: PLR0917 - the positional order is the documented API
                 f"run {run_id!r} already exists in app {app!r} with a different "
                 f"{', '.join(differs)}; choose a new run id, or resume it"
             )
-        return await resume(agent, journal, app, run_id, records=records, cancel=cancel)
+        return await resume(agent, journal, app, run_id, records=records, cancel=cancel, stop=stop)
     service = SessionService(journal, app, records=records)
     session = await _session(service, user_id, session_id)
     state = RunState(run_id=run_id, namespace=app)
     driver = _Driver(
-        agent, journal, state, records=records, service=service, session=session, cancel=cancel
+        agent,
+        journal,
+        state,
+        records=records,
+        service=service,
+        session=session,
+        cancel=cancel,
+        stop=stop,
     )
     driver._queue(
         RUN_STARTED,
@@ -763,6 +811,7 @@ async def resume(
     *,
     records: RecordFactory | None = None,
     cancel: asyncio.Event | None = None,
+    stop: asyncio.Event | None = None,
     takeover: bool = False,
 ) -> RunResult:
     """Continue a run from its journal.
@@ -779,7 +828,9 @@ async def resume(
         app: Its app.
         run_id: The run.
         records: Clock and id source for new records.
-        cancel: Set it to stop the run at its next write.
+        cancel: Set it to end the run at its next write (``CANCELLED``).
+        stop: Set it to stop the run at its next write boundary, resumable
+            (``STOPPED``).
         takeover: Take the run over from a claimant on another host that cannot be
             checked; only when you know that process is gone.
 
@@ -815,7 +866,14 @@ async def resume(
             f"{state.user_id!r}, which no longer exists"
         ) from None
     driver = _Driver(
-        agent, journal, state, records=records, service=service, session=session, cancel=cancel
+        agent,
+        journal,
+        state,
+        records=records,
+        service=service,
+        session=session,
+        cancel=cancel,
+        stop=stop,
     )
     return await driver.drive()
 
@@ -828,6 +886,7 @@ async def resolve(
     outcome: Happened | NotHappened,
     *,
     records: RecordFactory | None = None,
+    takeover: bool = False,
 ) -> None:
     """Record a caller's decision about an intent that has no result.
 
@@ -838,6 +897,10 @@ async def resolve(
     * :class:`Happened` — the effect took place: its value (or error) becomes the
       observation, and it is never executed again.
     * :class:`NotHappened` — it did not: resume executes it again, under a new intent.
+
+    A run suspended for a decision has no claimant. One whose driver died with the
+    intent open (never resumed since) is still claimed by it: on another host that
+    cannot be checked, pass ``takeover=True`` once you know that process is gone.
 
     Raises:
         RunNotFound: No such run.
@@ -851,7 +914,7 @@ async def resolve(
     state = await _read_state(journal, app, run_id, None)
     if state.ended is not None:
         raise RunFinished(f"run {run_id!r} ended ({state.ended.stop_reason.value})")
-    _check_owner(state, takeover=state.suspended is not None)
+    _check_owner(state, takeover=takeover or state.suspended is not None)
     intent = state.open_intent
     if intent is None or intent["intent_id"] != intent_id:
         open_id = None if intent is None else intent["intent_id"]
@@ -932,9 +995,10 @@ class RunInfo:
         run_id: Its id.
         state: The fold of its stream.
         records: Its records, in order.
-        status: ``"running"`` (a live driver holds it), ``"interrupted"`` (nobody does:
-            resume it), ``"resume_state_unknown"`` (waiting for :func:`resolve`), or the
-            stop reason it ended with.
+        status: ``"running"`` (a live driver holds it), ``"stopped"`` (it stopped on
+            request: resume it), ``"interrupted"`` (its driver died: resume it),
+            ``"resume_state_unknown"`` (waiting for [resolve][steadyloop.loop.resolve]),
+            or the stop reason it ended with.
     """
 
     app: str
@@ -949,6 +1013,8 @@ def _status(state: RunState) -> str:
         return state.ended.stop_reason.value
     if state.suspended is not None:
         return StopReason.RESUME_STATE_UNKNOWN.value
+    if state.stopped is not None:
+        return StopReason.STOPPED.value
     try:
         _check_owner(state, takeover=False)
     except RunBusy:

@@ -19,6 +19,9 @@ A run lives in the journal namespace of its app, in the stream ``["run", run_id]
     must be done again, under a new intent.
 ``run.suspended`` (``stop_reason``, ``intent_id``, ``detail``)
     Resume found a never-repeat intent without a result; waits for a caller's decision.
+``run.stopped`` (``detail``)
+    The driver stopped at a write boundary because a stop was requested (Ctrl-C,
+    SIGTERM, the ``stop`` event); releases the claim. The run can be resumed.
 ``run.cancel_requested`` (``reason``)
     Someone asked the run to stop; the driver ends it at its next write.
 ``run.ended`` (``stop_reason``, ``output``, ``detail``, ``steps``, ``actions``,
@@ -46,6 +49,7 @@ __all__ = [
     "RUN_ENDED",
     "RUN_RECORD_KINDS",
     "RUN_STARTED",
+    "RUN_STOPPED",
     "RUN_SUSPENDED",
     "Owner",
     "RunState",
@@ -56,6 +60,7 @@ __all__ = [
 RUN_STARTED = "run.started"
 RUN_CLAIMED = "run.claimed"
 RUN_SUSPENDED = "run.suspended"
+RUN_STOPPED = "run.stopped"
 RUN_CANCEL_REQUESTED = "run.cancel_requested"
 RUN_ENDED = "run.ended"
 
@@ -65,6 +70,7 @@ RUN_RECORD_KINDS: tuple[str, ...] = (
     INTENT_KIND,
     RESULT_KIND,
     RUN_SUSPENDED,
+    RUN_STOPPED,
     RUN_CANCEL_REQUESTED,
     RUN_ENDED,
 )
@@ -107,13 +113,19 @@ def _read_text(path: str) -> str | None:
         return None
 
 
-def _pid_start(pid: int) -> int | None:
-    """The start time of a process (Linux clock ticks since boot), to tell reused pids."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name, or None (not Linux)."""
     stat = _read_text(f"/proc/{pid}/stat")
     if stat is None:
         return None
+    return stat.rsplit(")", 1)[-1].split()
+
+
+def _pid_start(pid: int) -> int | None:
+    """The start time of a process (Linux clock ticks since boot), to tell reused pids."""
+    fields = _stat_fields(pid)
     try:
-        return int(stat.rsplit(")", 1)[1].split()[19])
+        return None if fields is None else int(fields[19])
     except (IndexError, ValueError):
         return None
 
@@ -176,7 +188,11 @@ class Owner:
         return self.host == me.host and self.boot == me.boot
 
     def process_alive(self) -> bool:
-        """Whether the owner's process still runs (meaningful on this host only)."""
+        """Whether the owner's process still runs (meaningful on this host only).
+
+        A killed process its parent has not reaped yet (a zombie) is dead: it will
+        never write again.
+        """
         if self.pid == os.getpid():
             return True
         try:
@@ -185,7 +201,15 @@ class Owner:
             return False
         except PermissionError:
             return True
-        start = _pid_start(self.pid)
+        fields = _stat_fields(self.pid)
+        if fields is None:
+            return True  # no /proc: the signal test is all we have
+        if fields[:1] in (["Z"], ["X"]):
+            return False
+        try:
+            start: int | None = int(fields[19])
+        except (IndexError, ValueError):
+            start = None
         return start is None or self.pid_start is None or start == self.pid_start
 
 
@@ -222,6 +246,8 @@ class RunState:
             and not yet written, as ``(reason, detail, output)``.
         ended: The result, once ``run.ended`` is applied.
         suspended: The intent id of the ``run.suspended`` in force, if any.
+        stopped: The detail of the ``run.stopped`` in force (until a driver claims the
+            run again), if any.
         cancel_requested: Whether a ``run.cancel_requested`` was applied.
         owner: The driver holding the run, if it holds it.
         unwritten_events: A caller-resolved result whose session events the next driver
@@ -246,6 +272,7 @@ class RunState:
     end: tuple[StopReason, str, str | None] | None = None
     ended: RunResult | None = None
     suspended: str | None = None
+    stopped: str | None = None
     cancel_requested: bool = False
     owner: Owner | None = None
     unwritten_events: dict[str, Any] | None = None
@@ -334,6 +361,7 @@ class RunState:
         elif kind == RUN_CLAIMED:
             self.owner = Owner.from_json(payload["owner"])
             self.unwritten_events = None
+            self.stopped = None
         elif kind == INTENT_KIND:
             if self.open_intent is not None:
                 raise self._corrupt(
@@ -350,6 +378,9 @@ class RunState:
             self._apply_result(payload, parse, where)
         elif kind == RUN_SUSPENDED:
             self.suspended = str(payload["intent_id"])
+            self.owner = None
+        elif kind == RUN_STOPPED:
+            self.stopped = str(payload.get("detail") or "")
             self.owner = None
         elif kind == RUN_CANCEL_REQUESTED:
             self.cancel_requested = True

@@ -3,18 +3,68 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import inspect
+import math
+import threading
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from steadyloop._errors import ToolTimeout
 from steadyloop.loop._types import ReplayPolicy, ToolSpec
 from steadyloop.records import JSONValue
 
-__all__ = ["Tool", "ToolContext", "ToolRegistry"]
+__all__ = ["Tool", "ToolContext", "ToolRegistry", "inline_tool_running"]
 
 ToolFunction = Callable[..., Awaitable[JSONValue] | JSONValue]
+
+_inline_calls = 0
+"""How many synchronous tool functions are being called inline right now."""
+
+
+def inline_tool_running() -> bool:
+    """Whether the event loop's thread is inside a synchronous tool function.
+
+    A signal handler that finds it so may raise into the tool to stop it: nothing else
+    can, since the event loop does not run until the function returns.
+    """
+    return _inline_calls > 0
+
+
+async def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any], name: str) -> Any:
+    """Call ``fn`` in a daemon thread of its own and await its outcome.
+
+    Not ``asyncio.to_thread``: the default executor's threads are joined when the
+    event loop closes and when the interpreter exits, so a hung tool would keep the
+    process alive after its run stopped. A daemon thread is abandoned instead; if it
+    finishes after its caller gave up, its outcome is dropped.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    ctx = contextvars.copy_context()
+
+    def settle(value: Any, exc: BaseException | None) -> None:
+        if done.done():
+            return
+        if exc is None:
+            done.set_result(value)
+        else:
+            done.set_exception(exc)
+
+    def work() -> None:
+        try:
+            value, exc = ctx.run(fn, **kwargs), None
+        except BaseException as caught:  # handed to the awaiting task
+            value, exc = None, caught
+        # A closed event loop refuses (RuntimeError): nobody waits for the outcome then.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, exc)
+
+    threading.Thread(target=work, name=f"steadyloop-tool-{name}", daemon=True).start()
+    return await done
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +110,19 @@ class Tool:
         policy: May resume run it again if it may or may not have happened?
         description: What it does, for the model.
         parameters: A JSON Schema of its arguments.
-        thread: Call a synchronous function in a worker thread (``asyncio.to_thread``),
-            so that while it blocks the event loop goes on: other runs, and an audit
-            worker's lease heartbeats. Off by default: the hop costs about 0.15 ms per
+        thread: Call a synchronous function in a thread of its own, so that while it
+            blocks the event loop goes on: other runs, an audit worker's lease
+            heartbeats, a stop request. Off by default: the hop costs about 0.1 ms per
             call, and a function called inline may use the loop's objects. Turn it on
             for any sync tool that may block for long (I/O, ``subprocess.run``,
-            ``time.sleep``); an async function is awaited either way.
+            ``time.sleep``); an async function is awaited either way. A run that
+            stops while such a thread hangs abandons it (it is a daemon thread).
+        timeout: Seconds the call may take, or ``None`` for no limit. A call that
+            takes longer is given up: for a ``SAFE`` tool the observation is an error
+            saying so; for a ``NEVER`` tool the run stops with
+            ``RESUME_STATE_UNKNOWN``, its intent left without a result, exactly as
+            after a crash (its thread may still act). Needs an async function or
+            ``thread=True``: a synchronous function called inline cannot be given up.
     """
 
     name: str
@@ -76,11 +133,24 @@ class Tool:
         default_factory=lambda: {"type": "object", "properties": {}}
     )
     thread: bool = False
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.policy, ReplayPolicy):
             raise TypeError(
                 f"tool {self.name!r}: policy must be ReplayPolicy.SAFE or ReplayPolicy.NEVER"
+            )
+        if self.timeout is None:
+            return
+        t = self.timeout
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
+            raise ValueError(
+                f"tool {self.name!r}: timeout must be a positive number of seconds, not {t!r}"
+            )
+        if not self.thread and not inspect.iscoroutinefunction(self.function):
+            raise ValueError(
+                f"tool {self.name!r}: a timeout needs an async function or thread=True; "
+                "a synchronous function called inline cannot be given up"
             )
 
     @property
@@ -101,14 +171,36 @@ class Tool:
             return False
 
     async def invoke(self, arguments: Mapping[str, JSONValue], context: ToolContext) -> Any:
-        """Call the function with ``arguments`` (and ``context`` if it wants it)."""
+        """Call the function with ``arguments`` (and ``context`` if it wants it).
+
+        Raises:
+            ToolTimeout: The call took longer than its ``timeout``.
+        """
+        if self.timeout is None:
+            return await self._call(arguments, context)
+        scope = asyncio.timeout(self.timeout)
+        try:
+            async with scope:
+                return await self._call(arguments, context)
+        except TimeoutError:
+            if not scope.expired():
+                raise  # the tool's own TimeoutError: its outcome
+            raise ToolTimeout(
+                f"tool {self.name!r} did not finish within its timeout of {self.timeout:g} s"
+            ) from None
+
+    async def _call(self, arguments: Mapping[str, JSONValue], context: ToolContext) -> Any:
+        global _inline_calls  # noqa: PLW0603 - read by signal handlers, see inline_tool_running
         kwargs: dict[str, Any] = dict(arguments)
         if self.wants_context:
             kwargs["context"] = context
         if self.thread and not inspect.iscoroutinefunction(self.function):
-            result = await asyncio.to_thread(self.function, **kwargs)
-        else:
+            return await _in_thread(self.function, kwargs, self.name)
+        _inline_calls += 1
+        try:
             result = self.function(**kwargs)
+        finally:
+            _inline_calls -= 1
         if inspect.isawaitable(result):
             result = await result
         return result
@@ -148,11 +240,13 @@ class ToolRegistry:
         description: str = "",
         parameters: Mapping[str, JSONValue] | None = None,
         thread: bool = False,
+        timeout: float | None = None,
     ) -> Callable[[ToolFunction], ToolFunction]:
         """Decorate a function to register it as a tool; the policy must be stated.
 
-        ``thread=True`` calls a synchronous function in a worker thread (see
-        :class:`Tool`), so a tool that blocks does not stall the event loop.
+        ``thread=True`` calls a synchronous function in a thread of its own, so a tool
+        that blocks does not stall the event loop; ``timeout`` gives the call up after
+        that many seconds (see [Tool][steadyloop.loop.Tool]).
         """
 
         def register(fn: ToolFunction) -> ToolFunction:
@@ -164,6 +258,7 @@ class ToolRegistry:
                     description=description or (inspect.getdoc(fn) or ""),
                     parameters=parameters or {"type": "object", "properties": {}},
                     thread=thread,
+                    timeout=timeout,
                 )
             )
             return fn

@@ -48,8 +48,8 @@ class ReplayPolicy(enum.StrEnum):
 class StopReason(enum.StrEnum):
     """Why a run stopped.
 
-    Every reason but :attr:`RESUME_STATE_UNKNOWN` is final: the run's end record is
-    written and resuming it raises :class:`~steadyloop.RunFinished`.
+    Every reason but :attr:`RESUME_STATE_UNKNOWN` and :attr:`STOPPED` is final: the
+    run's end record is written and resuming it raises :class:`~steadyloop.RunFinished`.
 
     Attributes:
         COMPLETED: The model gave a final answer.
@@ -57,6 +57,9 @@ class StopReason(enum.StrEnum):
         PARSE_FAILURES: Too many consecutive model replies did not parse.
         RESUME_STATE_UNKNOWN: A never-repeat effect may or may not have happened; the
             run waits for :func:`~steadyloop.loop.resolve`.
+        STOPPED: A stop was requested (the ``stop`` event of ``run``/``resume``; on
+            the command line, Ctrl-C or SIGTERM): the run stopped at a write boundary
+            and can be resumed.
         CANCELLED: The caller cancelled the run.
         ERROR: The model call failed, or the run could not go on.
     """
@@ -65,13 +68,14 @@ class StopReason(enum.StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"
     PARSE_FAILURES = "parse_failures"
     RESUME_STATE_UNKNOWN = "resume_state_unknown"
+    STOPPED = "stopped"
     CANCELLED = "cancelled"
     ERROR = "error"
 
     @property
     def final(self) -> bool:
         """Whether the run can never continue after stopping for this reason."""
-        return self is not StopReason.RESUME_STATE_UNKNOWN
+        return self not in (StopReason.RESUME_STATE_UNKNOWN, StopReason.STOPPED)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,10 @@
 * :class:`FaultyFiles` — a file layer that cuts writes at any byte and simulates power
   loss, for file-based backends.
 * :func:`crash_matrix` — crash an agent run at every write boundary, resume, compare.
+* [EffectSink][steadyloop.testing.EffectSink] and [abandon][steadyloop.testing.abandon]
+  — the pieces of any crash kit: effects counted outside the store (fsynced, across
+  processes), and the crash model (process death: nothing closed, nothing more
+  written).
 
 The conformance suites need ``pytest`` and ``pytest-asyncio`` (the
 ``steadyloop[testing]`` extra); it is imported only when first used, so the other kits
@@ -24,6 +28,7 @@ from steadyloop.testing._crash_matrix import (
     CrashMatrixReport,
     crash_matrix,
 )
+from steadyloop.testing._effects import EffectSink, Repeat, abandon
 from steadyloop.testing._faults import FaultyFiles, SimulatedCrash
 
 if TYPE_CHECKING:
@@ -39,12 +44,15 @@ __all__ = [
     "CrashCase",
     "CrashMatrixReport",
     "CrashingJournal",
+    "EffectSink",
     "FaultyFiles",
     "JournalConformance",
     "JournalFactory",
     "QueueConformance",
     "QueueFactory",
+    "Repeat",
     "SimulatedCrash",
+    "abandon",
     "crash_matrix",
 ]
 

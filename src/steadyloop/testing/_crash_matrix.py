@@ -7,13 +7,22 @@ append *k*:
 * crashes the run just **before** append *k* (the effect before it happened, its result
   never became durable) and just **after** it (the batch is durable, the code after it
   never ran) — a :class:`SimulatedCrash` raised by a journal wrapper;
-* reopens the journal (closing the crashed one first, as the kernel would release its
-  files and locks) and resumes the run, resolving any ``RESUME_STATE_UNKNOWN`` with
-  the truth (the kit wraps every never-repeat tool and knows whether it ran);
+* abandons the crashed journal as a killed process would — never closed, fenced so
+  nothing more reaches the store, only its OS resources freed (the crash model of
+  [abandon][steadyloop.testing.abandon]) — then opens the journal anew and resumes the
+  run, resolving any ``RESUME_STATE_UNKNOWN`` with the truth (the kit wraps every tool
+  and knows whether it ran);
 * optionally crashes the resume once more and resumes again;
 * compares with the uninterrupted run: the same result (wall times and intent ids
   aside), the same session events, the model shown the same messages at every step,
   and no never-repeat action executed twice.
+
+Every tool's effects are counted outside the journal, in an
+[EffectSink][steadyloop.testing.EffectSink]: each case lists the actions whose effect
+happened more than once, with the policy the tool was declared under. A repeated
+``NEVER`` tool fails the case; a repeated ``SAFE`` one is expected (that is what
+``SAFE`` allows) and is reported, so an irreversible tool wrongly declared ``SAFE``
+shows up (``CrashMatrixReport.assert_no_repeats`` makes it fail).
 
 Use it on your own agent and backend::
 
@@ -34,7 +43,11 @@ return the same value for the same arguments), or the comparison means nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+import shutil
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -56,6 +69,7 @@ from steadyloop.loop._types import (
 )
 from steadyloop.records import INTENT_KIND, JSONValue, RecordFactory
 from steadyloop.sessions import SessionService
+from steadyloop.testing._effects import EffectSink, Repeat, abandon
 from steadyloop.testing._faults import SimulatedCrash
 
 __all__ = ["CrashCase", "CrashMatrixReport", "CrashingJournal", "crash_matrix"]
@@ -89,6 +103,11 @@ class CrashingJournal(ForwardingJournal):
         if self.crashed:
             raise SimulatedCrash("the process already died")
 
+    async def _close(self) -> None:
+        """A dead process closes nothing: only a live one closes the journal it wraps."""
+        if not self.crashed:
+            await super()._close()
+
     async def _append(self, batch: PreparedBatch) -> AppendResult:
         self.check()
         self.appends += 1
@@ -106,7 +125,8 @@ class CrashingJournal(ForwardingJournal):
 class _Recorder:
     """What the instrumented agent did across the attempts of one case."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: EffectSink) -> None:
+        self.sink = sink
         self.prompts: list[tuple[Message, ...]] = []
         self.executions: dict[str, tuple[str, JSONValue]] = {}  # intent id -> outcome
         self.never_runs: dict[tuple[int, int], int] = {}  # (step, index) -> executions
@@ -153,9 +173,9 @@ class _Recorder:
         recorder = self
 
         async def wrapped(context: ToolContext, **arguments: Any) -> Any:
-            if tool.policy is ReplayPolicy.NEVER:
-                key = (context.step, context.index)
-                recorder.never_runs[key] = recorder.never_runs.get(key, 0) + 1
+            recorder.sink.record(
+                tool.name, tool.policy.value, context.idempotency_key, intent=context.intent_id
+            )
             try:
                 value = await tool.invoke(arguments, context)
             except Exception as exc:
@@ -189,6 +209,8 @@ class CrashCase:
         stop_reason: How the resumed run finally stopped.
         resolutions: How many ``RESUME_STATE_UNKNOWN`` stops the caller resolved.
         problems: What differed from the uninterrupted run; empty when the case passed.
+        repeats: Tool actions whose effect happened more than once (from the sink),
+            with their declared policy; a ``NEVER`` one is also a problem.
     """
 
     boundary: int
@@ -197,6 +219,7 @@ class CrashCase:
     stop_reason: str
     resolutions: int
     problems: tuple[str, ...] = ()
+    repeats: tuple[Repeat, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -234,9 +257,35 @@ class CrashMatrixReport:
                 "resolutions": c.resolutions,
                 "ok": c.ok,
                 "problems": "; ".join(c.problems),
+                "repeats": "; ".join(f"{r.tool} ({r.policy}) ×{r.count}" for r in c.repeats),
             }
             for c in self.cases
         ]
+
+    def repeated_tools(self) -> dict[tuple[str, str], int]:
+        """For each ``(tool, declared policy)`` with repeated effects: in how many cases."""
+        out: dict[tuple[str, str], int] = {}
+        for c in self.cases:
+            for key in {(r.tool, r.policy) for r in c.repeats}:
+                out[key] = out.get(key, 0) + 1
+        return out
+
+    def assert_no_repeats(self) -> None:
+        """Raise :class:`AssertionError` if any tool's effect happened twice, whatever its policy.
+
+        For tools whose effect you believe irreversible: a ``SAFE`` tool repeated
+        here will be repeated after a real crash.
+        """
+        repeated = self.repeated_tools()
+        if repeated:
+            raise AssertionError(
+                "effects happened more than once: "
+                + "; ".join(
+                    f"tool {tool!r} (declared {policy}) in {n} of {len(self.cases)} cases"
+                    for (tool, policy), n in sorted(repeated.items())
+                )
+                + " — declare a tool whose effect must not repeat ReplayPolicy.NEVER"
+            )
 
     def assert_ok(self) -> None:
         """Raise :class:`AssertionError` listing every case that did not match."""
@@ -273,6 +322,8 @@ class _Matrix:
     app: str
     user_id: str
     records: Callable[[], RecordFactory]
+    sink: EffectSink
+    dead: list[Journal] = field(default_factory=list)
 
     async def _attempt(
         self,
@@ -324,12 +375,15 @@ class _Matrix:
                 result = await resume(agent, journal, self.app, run_id, records=self.records())
             return result, journal.appends, resolutions
         except SimulatedCrash:
+            abandon(journal)  # process death: unclosed, only OS resources freed
+            self.dead.append(journal.inner)
             return None, journal.appends, resolutions
         finally:
-            await journal.close()  # what the kernel does for a dead process
+            if not journal.crashed:
+                await journal.close()  # a live process shuts down cleanly
 
     async def baseline(self) -> tuple[RunResult, int, list[Any], list[tuple[Message, ...]]]:
-        recorder = _Recorder()
+        recorder = _Recorder(self.sink)
         result, appends, _ = await self._attempt(
             "baseline", "session-baseline", recorder, crash_at=None, side="before", first=True
         )
@@ -347,7 +401,7 @@ class _Matrix:
     ) -> CrashCase:
         tag = f"{k}-{side}" + (f"-{second}" if second else "")
         run_id, session_id = f"run-{tag}", f"session-{tag}"
-        recorder = _Recorder()
+        recorder = _Recorder(self.sink)
         problems: list[str] = []
         result, _, _ = await self._attempt(
             run_id, session_id, recorder, crash_at=k, side=side, first=True
@@ -391,8 +445,16 @@ class _Matrix:
             )
         twice = {key: n for key, n in recorder.never_runs.items() if n > 1}
         if twice:
-            problems.append(f"never-repeat actions ran more than once: {twice}")
-        return CrashCase(k, side, second, result.stop_reason.value, resolutions, tuple(problems))
+            problems.append(f"never-repeat model calls ran more than once: {twice}")
+        repeats = tuple(self.sink.repeats(prefix=f"{run_id}/"))
+        for r in repeats:
+            if r.policy == ReplayPolicy.NEVER.value:
+                problems.append(
+                    f"never-repeat tool {r.tool!r} ran {r.count} times for action {r.action}"
+                )
+        return CrashCase(
+            k, side, second, result.stop_reason.value, resolutions, tuple(problems), repeats
+        )
 
 
 async def crash_matrix(
@@ -406,6 +468,7 @@ async def crash_matrix(
     second_crash: Literal["none", "first", "all"] = "first",
     records: Callable[[], RecordFactory] = RecordFactory,
     boundaries: Sequence[int] | None = None,
+    sink: EffectSink | None = None,
 ) -> CrashMatrixReport:
     """Crash a run at every write boundary, resume it, and compare with a clean run.
 
@@ -422,11 +485,34 @@ async def crash_matrix(
             at each of its appends (``"all"``, quadratic), or not (``"none"``).
         records: Makes the record factory of each process lifetime.
         boundaries: Only these appends (1-based); all by default.
+        sink: Where the kit counts every tool's effects; a temporary file by default.
 
     Returns:
         The report; call :meth:`CrashMatrixReport.assert_ok` in a test.
     """
-    matrix = _Matrix(agent_factory, journal_factory, input, app, user_id, records)
+    scratch = None
+    if sink is None:
+        scratch = tempfile.mkdtemp(prefix="steadyloop-crash-matrix-")
+        sink = EffectSink(os.path.join(scratch, "effects.log"))
+    matrix = _Matrix(agent_factory, journal_factory, input, app, user_id, records, sink)
+    try:
+        return await _cases(matrix, sides, second_crash, boundaries)
+    finally:
+        # The verdict is in: free what the abandoned journals still hold. Whatever a
+        # journal that held writes back writes now comes too late to count.
+        for journal in matrix.dead:
+            with contextlib.suppress(Exception):
+                await journal.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+async def _cases(
+    matrix: _Matrix,
+    sides: Sequence[Side],
+    second_crash: Literal["none", "first", "all"],
+    boundaries: Sequence[int] | None,
+) -> CrashMatrixReport:
     clean, appends, clean_view, clean_prompts = await matrix.baseline()
     report = CrashMatrixReport(baseline=clean, boundaries=appends)
     expected = (clean, clean_view, clean_prompts)
