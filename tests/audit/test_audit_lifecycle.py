@@ -8,22 +8,26 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from audit_helpers import marked, new_marker, wait_for, writer_factory
+from audit_helpers import first_user_text, marked, new_marker, wait_for, writer_factory
 from audit_slow_agent import make_agent
 
 from steadyloop.audit import (
     GoalSpec,
+    InProcessExecutor,
     SubprocessExecutor,
     TaskBoard,
+    TaskContext,
     TaskSpec,
     TaskStatus,
     Verifier,
     VerifySpec,
     Worker,
 )
+from steadyloop.loop import Agent, Message, ModelReply, ScriptedModel, load_run
 
 HERE = Path(__file__).parent
 
@@ -73,7 +77,7 @@ async def wait_until(predicate, timeout: float) -> bool:  # type: ignore[no-unty
 async def test_sigterm_mid_tool_hands_the_task_to_another_worker_within_the_grace(
     tmp_path: Path,
 ) -> None:
-    """SIGTERM during a tool call longer than the grace: the lease is released with a record and another worker claims the task within grace + 2 s, then finishes the round in a new run."""
+    """SIGTERM during a tool call longer than the grace: the lease is released with a record and another worker claims the task within grace + 2 s, then resumes and finishes the stopped run."""
     url = f"sqlite:///{tmp_path}/audit.db"
     grace = 1.0
     async with await TaskBoard.open(url) as board:
@@ -121,8 +125,12 @@ async def test_sigterm_mid_tool_hands_the_task_to_another_worker_within_the_grac
         ], kinds
         trail = await board.trail("t1")
         resumed = next(r for r in trail if r.kind == "task.round_resumed")
-        assert resumed.payload["run_id"] == "t1.r1.2" and resumed.payload["round"] == 1
-        assert resumed.payload["restarted_from"] == "t1.r1"
+        assert resumed.payload["run_id"] == "t1.r1" and resumed.payload["round"] == 1
+        # The same run went on: it was stopped resumably, not ended.
+        run = await load_run(board.journal, board.app, "t1.r1")
+        kinds = [r.kind for r in run.records]
+        assert "run.stopped" in kinds and kinds.count("run.ended") == 1
+        assert run.state.ended is not None and run.state.ended.stop_reason.value == "completed"
         row = await board.get("t1")
         assert (row.round, row.audit_rounds) == (1, 1)
     assert "SIGTERM: claiming no more tasks" in (tmp_path / "first.log").read_text()
@@ -211,3 +219,57 @@ async def test_a_round_past_its_time_limit_is_stopped_and_audited_with_evidence(
         audited = next(r for r in trail if r.kind == "task.audited")
         evidence = [f["evidence"] for f in audited.payload["findings"]]  # type: ignore[index, union-attr]
         assert any("time limit of 0.5 s" in str(e) for e in evidence), evidence
+
+
+async def test_cancel_of_a_running_task_stops_its_round_and_records_it_cancelled(
+    tmp_path: Path,
+) -> None:
+    """Audit cancel on a running task: its worker stops the round (a hung tool too, after the grace), records cancelled, and blocks its dependents."""
+    async with await TaskBoard.open(f"sqlite:///{tmp_path}/audit.db") as board:
+        await board.submit(TaskSpec(prompt="Hang.", task_id="c1"))
+        await board.submit(TaskSpec(prompt="After.", task_id="c2", depends_on=("c1",)))
+        worker = Worker(board, make_agent, scratch_root=tmp_path, lease=5, heartbeat=0.1, grace=0.5)
+        running = asyncio.ensure_future(worker.run())
+        marker = tmp_path / "c1" / "hung-once"
+        assert await asyncio.to_thread(wait_for, marker.exists, 20)
+        assert await board.cancel("c1", "not needed any more") is TaskStatus.RUNNING
+        started = time.monotonic()
+        await asyncio.wait_for(running, 15)
+        assert time.monotonic() - started < 5
+        row = await board.get("c1")
+        assert row.status is TaskStatus.CANCELLED
+        trail = await board.trail("c1")
+        assert trail[-1].kind == "task.cancelled"
+        assert trail[-1].payload["reason"] == "not needed any more"
+        assert (await board.get("c2")).status is TaskStatus.BLOCKED
+        assert not worker.errors
+
+
+async def test_a_retried_task_shows_the_persons_note_to_the_agent(tmp_path: Path) -> None:
+    """After audit retry --note, the next round's first model call carries the note in its preamble."""
+    seen: list[str] = []
+
+    def make(ctx: TaskContext) -> Agent:
+        def script(index: int, messages: Sequence[Message]) -> ModelReply | str:
+            if index == 0:
+                seen.append(first_user_text(messages))
+            return "done"
+
+        return Agent("a", ScriptedModel(script))
+
+    spec = TaskSpec(
+        prompt="Write it.",
+        task_id="r1",
+        goal=GoalSpec("fails", VerifySpec(("check",)), round_budget=1),
+    )
+    calls = iter([1, 0])
+    verifier = Verifier(InProcessExecutor({"check": lambda cwd: next(calls)}))
+    async with await TaskBoard.open(f"sqlite:///{tmp_path}/audit.db") as board:
+        await board.submit(spec)
+        await Worker(board, make, verifier=verifier, scratch_root=tmp_path).run()
+        assert (await board.get("r1")).status is TaskStatus.GOAL_UNMET
+        await board.retry("r1", "use the second file")
+        await Worker(board, make, verifier=verifier, scratch_root=tmp_path).run()
+        assert (await board.get("r1")).status is TaskStatus.COMPLETED
+    assert len(seen) == 2 and "use the second file" not in seen[0]
+    assert "sent it back with this note: use the second file" in seen[1]

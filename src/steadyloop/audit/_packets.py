@@ -103,26 +103,21 @@ def compose_preamble(
     *,
     resume_round: int | None = None,
     lost_worker: str | None = None,
-    restarted: bool = False,
+    note: str | None = None,
 ) -> str | None:
-    """The preamble for a round: a resume note and/or a packet, or ``None`` for neither.
+    """The preamble for a round: a person's note, a resume note, a packet, or ``None``.
 
     Args:
         packet: The findings of the last push-back, if any.
         resume_round: When the round resumes after its worker was lost: its number.
         lost_worker: The worker that was lost, if known.
-        restarted: The round's run was stopped for good when its worker shut down, and
-            the round starts again in a new run (its conversation is not carried over).
+        note: A person's instruction, given when they sent the task back to the queue
+            (``steadyloop audit retry --note``).
     """
     parts: list[str] = []
-    if resume_round is not None and restarted:
-        who = f" (worker {lost_worker} shut down)" if lost_worker else ""
-        parts.append(
-            f"Resume note: round {resume_round} of this task was interrupted{who} and starts "
-            "again in a new conversation. The working folder keeps whatever was done before "
-            "the interruption: check it before you redo anything."
-        )
-    elif resume_round is not None:
+    if note:
+        parts.append(f"A person looked at this task and sent it back with this note: {note}")
+    if resume_round is not None:
         who = f" (worker {lost_worker} stopped)" if lost_worker else ""
         parts.append(
             f"Resume note: round {resume_round} of this task was interrupted{who} and resumes "

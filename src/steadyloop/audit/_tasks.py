@@ -670,9 +670,6 @@ class TaskState:
             works the round, plus any whose worker was lost or released it. Push-backs
             are progress and start the count again.
         resumes: How many times a round was resumed after its worker was lost.
-        interrupted: The open round's run, when a worker that shut down stopped it (it
-            ended ``cancelled``): the next worker starts the round again in a new run.
-        restarts: How many times a round started again in a new run that way.
         owner: The worker holding the task while running.
         lease_token: Its lease token.
         run_result: The open round's run outcome (``run_finished`` payload).
@@ -698,8 +695,6 @@ class TaskState:
     claims: int = 0
     round_claims: int = 0
     resumes: int = 0
-    interrupted: str | None = None
-    restarts: int = 0
     owner: str | None = None
     lease_token: str | None = None
     run_result: dict[str, Any] | None = None
@@ -795,14 +790,7 @@ class TaskState:
                 raise self._refuse(
                     event.short, f"the open round is {self.round}, not {payload.get('round')!r}"
                 )
-            new_run = payload.get("run_id")
-            moves = event is TaskEvent.ROUND_RESUMED and new_run not in (None, self.run_id)
-            if moves and (self.interrupted is None or self.interrupted != self.run_id):
-                raise self._refuse(
-                    event.short,
-                    f"a round moves to a new run ({new_run!r}) only after its run "
-                    f"{self.run_id!r} was interrupted by a worker that shut down",
-                )
+
         elif event is TaskEvent.AUDITED:
             if goal and self.phase != "verified":
                 raise self._refuse(event.short, "a goal-mode round is verified before its audit")
@@ -897,20 +885,12 @@ class TaskState:
             if event is TaskEvent.RELEASED and payload.get("shutdown"):
                 # A worker that shut down gave the task back: not the task's failure.
                 self.round_claims = max(0, self.round_claims - 1)
-                if payload.get("interrupted") is not None:
-                    self.interrupted = str(payload["interrupted"])
         elif event is TaskEvent.ROUND_STARTED:
             self.round = int(payload["round"])
             self.run_id = str(payload["run_id"])
             self.run_result = self.verification = self.audit = None
-            self.interrupted = None
         elif event is TaskEvent.ROUND_RESUMED:
             self.resumes += 1
-            new_run = payload.get("run_id")
-            if new_run is not None and new_run != self.run_id:
-                self.run_id = str(new_run)
-                self.restarts += 1
-            self.interrupted = None
         elif event is TaskEvent.RUN_FINISHED:
             self.run_result = dict(payload)
         elif event is TaskEvent.VERIFIED:

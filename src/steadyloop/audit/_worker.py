@@ -23,11 +23,11 @@ reset.
 A worker told to shut down ([Worker.shutdown][steadyloop.audit.Worker.shutdown], which
 ``steadyloop audit work`` calls on SIGTERM or the first Ctrl-C) claims nothing more and
 lets its current round finish within a grace period. A round still going then is
-*interrupted*: its run is stopped where it stands (the loop records how it ended, an
-effect in flight included), a verify command is killed, and the lease is handed back at
-once with a ``released`` record naming the interrupted run, so another worker claims the
-task without waiting for the lease to expire and starts the round again in a new run
-(the round's number and counters stay; the working folder keeps what was done).
+*interrupted*: its run is stopped where it stands, resumably (the loop's ``stop``: a
+``run.stopped`` record; an effect in flight keeps its intent open, so a ``SAFE`` one is
+done again on resume and a ``NEVER`` one asks a person), a verify command is killed, and
+the lease is handed back at once with a ``released`` record, so another worker claims
+the task without waiting for the lease to expire and resumes the round.
 
 A round has a wall-clock limit (``round_time``): a run still going when it runs out is
 stopped the same way, and the round is audited with the overrun as its evidence, so no
@@ -173,6 +173,10 @@ _TERMINAL_EVENTS = {
 }
 
 
+class _Stopped(Exception):
+    """The round's run returned ``stopped``: the worker is shutting down."""
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:120] or "task"
 
@@ -256,7 +260,8 @@ class Worker:
         self._interrupting = False
         self._timer: asyncio.TimerHandle | None = None
         self._cancelled: str | None = None  # why the held task is to be cancelled
-        self._cancel_run = asyncio.Event()
+        self._cancel_run = asyncio.Event()  # the run's cancel=: end it for good
+        self._stop_run = asyncio.Event()  # the run's stop=: stop it, resumably
         self._verifying = False
 
     # -- public ------------------------------------------------------------------------
@@ -345,14 +350,17 @@ class Worker:
         self._interrupting = False
         self._cancelled = claim.cancel_requested
         self._cancel_run = asyncio.Event()
+        self._stop_run = asyncio.Event()
         beat = asyncio.ensure_future(self._beat(claim))
         self._work = work = asyncio.ensure_future(self._process(claim))
         try:
             try:
                 await work
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, _Stopped):
                 current = asyncio.current_task()
-                if not self._interrupting or (current is not None and current.cancelling()):
+                if current is not None and current.cancelling():
+                    raise
+                if not self._interrupting and not self._stop_run.is_set():
                     raise
                 if self._cancelled is not None:
                     await self._record_cancelled(claim, self._cancelled)
@@ -408,9 +416,14 @@ class Worker:
             asyncio.get_running_loop().call_later(self.grace, self.interrupt_round)
 
     def interrupt_round(self) -> None:
-        """Interrupt the current round now, without stopping the worker."""
+        """Interrupt the current round now, without stopping the worker.
+
+        Its run stops resumably (``run.stopped``, the effect in flight left open), and
+        whatever else it was doing (a verify command, an audit) is cancelled.
+        """
         if self._work is not None and not self._work.done():
             self._interrupting = True
+            self._stop_run.set()
             self._work.cancel()
 
     async def _record_cancelled(self, claim: Claim, reason: str) -> None:
@@ -470,7 +483,7 @@ class Worker:
         if state.phase == "running" and state.run_id is not None:
             with contextlib.suppress(RunNotFound):
                 info = await load_run(self.board.journal, self.board.app, state.run_id)
-                if info.status == StopReason.CANCELLED.value:
+                if info.status in (StopReason.STOPPED.value, StopReason.RESUME_STATE_UNKNOWN.value):
                     interrupted = state.run_id
         reason = f"worker {self.worker_id} shut down; the round was interrupted"
         state = await self._write(
@@ -557,7 +570,7 @@ class Worker:
         if state.phase is None:
             number = state.round + 1
             run_id = f"{task_id}.r{number}"
-            preamble = compose_preamble(packet)
+            preamble = compose_preamble(packet, note=state.retry_note)
             state = await self._write(
                 state,
                 [
@@ -581,22 +594,13 @@ class Worker:
             state = result
         elif state.phase == "running":
             assert state.run_id is not None
-            restart = state.interrupted is not None and state.interrupted == state.run_id
-            if not restart and await self._driven_elsewhere(state.run_id):
+            if await self._driven_elsewhere(state.run_id):
                 await self._release(
                     claim, state, "the round's run is still driven by a live process"
                 )
                 return
-            run_id = state.run_id
-            if restart:
-                # The run was stopped for good by a worker that shut down: the round
-                # starts again in a new run (same number, same counters, same folder).
-                run_id = f"{task_id}.r{state.round}.{state.restarts + 2}"
             preamble = compose_preamble(
-                packet,
-                resume_round=state.round,
-                lost_worker=None if restart else (lost_worker or "unknown"),
-                restarted=restart,
+                packet, resume_round=state.round, lost_worker=lost_worker, note=state.retry_note
             )
             state = await self._write(
                 state,
@@ -605,10 +609,9 @@ class Worker:
                         TaskEvent.ROUND_RESUMED,
                         {
                             "round": state.round,
-                            "run_id": run_id,
+                            "run_id": state.run_id,
                             "worker": self.worker_id,
                             "lost_worker": lost_worker,
-                            "restarted_from": state.run_id if restart else None,
                             "preamble_chars": len(preamble or ""),
                         },
                     )
@@ -693,6 +696,7 @@ class Worker:
                             records=board.records,
                             takeover=True,
                             cancel=self._cancel_run,
+                            stop=self._stop_run,
                         )
                     else:
                         outcome = await run(
@@ -705,12 +709,15 @@ class Worker:
                             spec.input_text(),
                             records=board.records,
                             cancel=self._cancel_run,
+                            stop=self._stop_run,
                         )
             except TimeoutError:
                 # The run was cancelled where it stood, and recorded how it ended.
                 elapsed = asyncio.get_running_loop().time() - started
                 outcome, overrun = await self._overrun(run_id, elapsed)
                 self._emit("time-limit", claim.task_id, overrun)
+            if outcome.stop_reason is StopReason.STOPPED:
+                raise _Stopped  # the worker shuts down: the task is handed back
         except RunFinished:
             ended = (await load_run(board.journal, board.app, run_id)).state.ended
             assert ended is not None
