@@ -154,3 +154,19 @@ async def test_a_sqlite_row_with_a_bad_spec_is_one_line(tmp_path: Path) -> None:
         with pytest.raises(CorruptionError, match="task 'x' has a spec") as info:
             await queue.get("x")
         assert "\n" not in str(info.value)
+
+
+async def test_two_prefixes_share_one_sqlite_file(tmp_path: Path) -> None:
+    """`?prefix=` keeps two queues (and their journals) apart in one SQLite file."""
+    base = f"sqlite:///{tmp_path}/shared.db"
+    async with (
+        await open_queue(f"{base}?prefix=one_") as one,
+        await open_queue(f"{base}?prefix=two_") as two,
+    ):
+        await one.submit(TaskSpec(prompt="p", task_id="x"))
+        assert [t.task_id for t in await one.tasks()] == ["x"]
+        assert await two.tasks() == []
+    conn = sqlite3.connect(tmp_path / "shared.db")
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    conn.close()
+    assert {"one_audit_tasks", "two_audit_tasks", "one_records", "two_records"} <= tables

@@ -140,6 +140,10 @@ def test_cli_cancel_and_retry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     r = runner.invoke(app, ["audit", "status", "-s", store, "--json"])
     statuses = {line.split('"task_id": ')[1].split(",")[0]: line for line in r.output.splitlines()}
     assert '"cancelled"' in statuses['"a"'] and '"blocked"' in statuses['"b"']
+    r = runner.invoke(app, ["audit", "status", "-s", store])
+    assert r.exit_code == 0 and "cancelled" in r.output and "wrong goal" in r.output
+    r = runner.invoke(app, ["audit", "show", "a", "-s", store])
+    assert r.exit_code == 0 and "cancelled" in r.output
     r = runner.invoke(app, ["audit", "cancel", "a", "-s", f"sqlite:///{tmp_path}/typo.db"])
     assert r.exit_code == 2 and not (tmp_path / "typo.db").exists()
 
@@ -168,3 +172,22 @@ def test_cli_retry_after_goal_unmet(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     r = runner.invoke(app, ["audit", "show", "g", "-s", store, "--json"])
     kinds = [line for line in r.output.splitlines() if '"task.round_started"' in line]
     assert len(kinds) == 2 and '"round": 2' in kinds[1]
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("backend", ["postgres", "mysql"])
+async def test_a_board_on_a_server_works_odd_ids_cancels_and_retries(
+    backend: str, tmp_path: Path
+) -> None:
+    """On PostgreSQL and MariaDB a task id with a C1 control completes; cancel blocks a dependent."""
+    from backends import server_store
+
+    async with server_store(backend) as (url, _), await TaskBoard.open(url) as board:
+        assert board.queue.journal is board.journal, "one connection for queue and trail"
+        await board.submit(TaskSpec(prompt="Say done.", task_id="Ä\x85 b"))
+        await board.submit(TaskSpec(prompt="p", task_id="later"))
+        await board.submit(TaskSpec(prompt="p", task_id="after", depends_on=("later",)))
+        assert await board.cancel("later", "no") is TaskStatus.CANCELLED
+        await _worker(board, Agent("echo", ScriptedModel(["done"])), tmp_path).run()
+        assert (await board.state("Ä\x85 b")).status is TaskStatus.COMPLETED
+        assert (await board.get("after")).status is TaskStatus.BLOCKED

@@ -286,6 +286,10 @@ def migrate_queue_plan(d: Dialect, *, create: bool) -> Plan:
         BackendUnavailable: With ``create=False``: no queue is here; nothing created.
         CorruptionError: The queue was written by a newer Steadyloop.
     """
+    if d.migrate_lock_sql is not None:
+        yield Query(
+            d.sql(d.migrate_lock_sql), (f"steadyloop audit migrate {d.prefix}",), fetch=True
+        )
     versioned = yield from table_exists_plan(d, "audit_schema")
     if versioned:
         rows = yield Query(d.sql("SELECT version FROM {p}audit_schema"), fetch=True)

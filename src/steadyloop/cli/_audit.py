@@ -471,6 +471,7 @@ async def _status(store: str, app: str, as_json: bool) -> None:
         TaskStatus.NEEDS_HUMAN: "red",
         TaskStatus.GOAL_UNMET: "red",
         TaskStatus.BLOCKED: "yellow",
+        TaskStatus.CANCELLED: "yellow",
         TaskStatus.RUNNING: "cyan",
         TaskStatus.QUEUED: "white",
     }

@@ -132,6 +132,8 @@ async def open_journal(url: str | None = None, *, create: bool = True, **options
         path = _local_path(url, scheme)
         if scheme == "sqlite" and "synchronous" in query:
             options.setdefault("synchronous", query["synchronous"])
+        if scheme == "sqlite" and "prefix" in query:
+            options.setdefault("prefix", query["prefix"])
         if not create:
             options["create"] = False
         opener = cls.open

@@ -74,7 +74,9 @@ _DEADLOCK = 1213
 _RECORD_CHANGED = 1020
 _CONNECTION_LOST = {2003, 2006, 2013, 1927, 1053}
 """Can't connect, server gone, lost during query, connection killed, server shutdown."""
-_RETRYABLE = {_DUPLICATE_KEY, _LOCK_WAIT_TIMEOUT, _DEADLOCK, _RECORD_CHANGED}
+_TABLE_EXISTS = 1050
+"""A concurrent first open created the table first (DDL is not transactional): rerun."""
+_RETRYABLE = {_DUPLICATE_KEY, _LOCK_WAIT_TIMEOUT, _DEADLOCK, _RECORD_CHANGED, _TABLE_EXISTS}
 _STATEMENT_OVERHEAD = 4096
 """Bytes allowed for a single-row INSERT beyond its record and names."""
 

@@ -88,6 +88,7 @@ class PostgresDialect(Dialect):
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?"
     )
     notify_sql = "SELECT pg_notify(?, '')"
+    migrate_lock_sql = "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))"
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:

@@ -117,6 +117,11 @@ class Dialect:
     """A query returning a row when the table named by its one parameter exists."""
     table_suffix = ""
     """Appended to every ``CREATE TABLE`` (MySQL: the engine and character set)."""
+    migrate_lock_sql: str | None = None
+    """A statement taking a lock, held to the end of the transaction, on the name given
+    as its one parameter, so concurrent first opens create tables one at a time
+    (PostgreSQL ``pg_advisory_xact_lock``); ``None``: the transaction already excludes
+    others, or the dialect's refusals are retried."""
     notify_sql: str | None = None
     """A statement that wakes listeners on the channel named by its one parameter when
     the transaction commits (PostgreSQL ``pg_notify``); ``None``: listeners poll."""

@@ -19,7 +19,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from steadyloop._errors import BackendUnavailable, CorruptionError, JournalLocked, StoreNotFound
+from steadyloop._errors import (
+    BackendUnavailable,
+    CorruptionError,
+    JournalLocked,
+    StoreNotFound,
+    UnknownBackend,
+)
 from steadyloop.journal._files import fsync_directory
 from steadyloop.journal._sql import (
     Dialect,
@@ -138,8 +144,11 @@ class SQLiteJournal(PlanJournal):
         synchronous: SQLite's ``synchronous`` setting. ``"FULL"`` (the default) is the
             only setting that survives power loss; ``"NORMAL"`` survives a process kill
             only. Weakening it is explicit, never silent.
-        create: Whether a missing file is created; with ``False`` opening it raises
-            :class:`~steadyloop.BackendUnavailable` (for tools that only inspect).
+        create: Whether a missing file (or missing tables) is created; with ``False``
+            opening raises :class:`~steadyloop.StoreNotFound` and creates nothing (for
+            tools that only inspect).
+        prefix: Table name prefix (ASCII letters, digits, ``_``; ``steadyloop_``), so
+            several journals share one file (URL: ``?prefix=P``).
     """
 
     def __init__(
@@ -149,6 +158,7 @@ class SQLiteJournal(PlanJournal):
         busy_timeout: float = 30.0,
         synchronous: str = "FULL",
         create: bool = True,
+        prefix: str | None = None,
     ) -> None:
         super().__init__()
         self.path = str(path)
@@ -157,7 +167,10 @@ class SQLiteJournal(PlanJournal):
         if synchronous.upper() not in {"FULL", "NORMAL", "EXTRA", "OFF"}:
             raise ValueError(f"synchronous must be FULL, EXTRA, NORMAL or OFF, got {synchronous!r}")
         self.synchronous = synchronous.upper()
-        self._dialect = SQLiteDialect()
+        try:
+            self._dialect = SQLiteDialect(prefix)
+        except ValueError as exc:
+            raise UnknownBackend(f"{self.url}: {exc}") from None
         self._dialect.location_name = f"sqlite file {self.path}"
         self._busy_timeout = busy_timeout
         # One thread owns the connection; every operation is one call on it.
