@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from steadyloop._errors import (
+    BackendUnavailable,
     ConflictError,
     LeaseLost,
     LoopError,
@@ -122,7 +123,8 @@ class WorkerEvent:
         worker: The worker.
         kind: ``claimed``, ``round``, ``resumed``, ``verified``, ``audited``,
             ``pushed_back``, ``completed``, ``needs-human``, ``goal-unmet``, ``blocked``,
-            ``released``, ``interrupted``, ``time-limit``, ``lease-lost`` or ``error``.
+            ``released``, ``interrupted``, ``time-limit``, ``cancelled``,
+            ``store-unavailable``, ``lease-lost`` or ``error``.
         task_id: The task, if any.
         detail: A sentence.
     """
@@ -175,6 +177,23 @@ _TERMINAL_EVENTS = {
 
 class _Stopped(Exception):
     """The round's run returned ``stopped``: the worker is shutting down."""
+
+
+class _Backoff:
+    """Bounded exponential backoff: 0.1 s, doubling, at most 2 s a wait."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.delay = 0.1
+        self.spent = 0.0
+
+    def next(self) -> float:
+        pause = self.delay
+        self.spent += pause
+        self.delay = min(self.delay * 2, 2.0)
+        return pause
 
 
 def _safe(name: str) -> str:
@@ -308,16 +327,27 @@ class Worker:
             How many claims were worked on.
         """
         done = 0
+        backoff = _Backoff()
         while not self._stop.is_set() and (max_tasks is None or done < max_tasks):
-            worked = await self.run_once()
-            if worked is not None:
-                done += 1
-                continue
-            if until_idle:
-                counts = await self.board.counts()
-                if counts[TaskStatus.QUEUED] + counts[TaskStatus.RUNNING] == 0:
-                    break
-            await self._idle()
+            try:
+                worked = await self.run_once()
+                if worked is not None:
+                    done += 1
+                    backoff.reset()
+                    continue
+                if until_idle:
+                    counts = await self.board.counts()
+                    if counts[TaskStatus.QUEUED] + counts[TaskStatus.RUNNING] == 0:
+                        break
+                await self._idle()
+                backoff.reset()
+            except BackendUnavailable as exc:
+                # The store is gone for longer than the queue's own retries: a worker
+                # outlives it, waiting (and saying so) until it is back.
+                pause = backoff.next()
+                self._emit("store-unavailable", None, f"{exc}; trying again in {pause:.1f} s")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), pause)
         return done
 
     async def _idle(self) -> None:
@@ -352,7 +382,7 @@ class Worker:
         self._cancel_run = asyncio.Event()
         self._stop_run = asyncio.Event()
         beat = asyncio.ensure_future(self._beat(claim))
-        self._work = work = asyncio.ensure_future(self._process(claim))
+        self._work = work = asyncio.ensure_future(self._process_through_blips(claim))
         try:
             try:
                 await work
@@ -474,6 +504,24 @@ class Worker:
             for task_id in await self.board.block_doomed():
                 self._emit("blocked", task_id, f"{claim.task_id} ended {status.value}")
 
+    async def _process_through_blips(self, claim: Claim) -> None:
+        """Work the claim; after a lost connection, wait and go on with the same claim.
+
+        The heartbeat keeps the lease meanwhile, and the trail says how far the round
+        got (a write whose reply was lost is found there), so a blip costs no claim.
+        """
+        backoff = _Backoff()
+        while True:
+            try:
+                await self._process(claim)
+                return
+            except BackendUnavailable as exc:
+                if self._lost.is_set() or backoff.spent >= self.lease * 2 + 30:
+                    raise
+                pause = backoff.next()
+                self._emit("store-unavailable", claim.task_id, f"{exc}; going on in {pause:.1f} s")
+                await asyncio.sleep(pause)
+
     async def _release_interrupted(self, claim: Claim) -> None:
         """After an interrupt: hand the task back at once, naming the run that was stopped."""
         state = await self.board.state(claim.task_id)
@@ -518,6 +566,10 @@ class Worker:
                 claim.task_id,
                 f"{state.detail or state.status.value} (caught up from the trail)",
             )
+            return
+        if state.status is TaskStatus.RUNNING and state.lease_token == claim.lease_token:
+            # Our own claim, recorded before a lost connection: go on with it.
+            await self._round(claim, state, None)
             return
         events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] = []
         lost_worker = None

@@ -378,6 +378,7 @@ async def _work(
                 "released",
                 "interrupted",
                 "time-limit",
+                "store-unavailable",
             }:
                 progress.console.print(
                     f"[dim]{escape(event.worker)}[/dim] {escape(str(event.task_id))}: "
