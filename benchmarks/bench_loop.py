@@ -21,6 +21,15 @@ Everything is measured in one run, on one disk (``--dir``, a temp dir by default
   batch (the final model call's result was never written); the time ``resume`` takes
   to read and fold the run and the session, redo that model call and write the end.
   The runs are built at ``synchronous=OFF`` to save time; resume runs at ``FULL``.
+* ``peers``, per durable unit (one recorded effect), ``--steps`` steps of the same
+  shape (a "model" step and a "tool" step per loop), on SQLite on the same disk:
+  LangGraph's ``SqliteSaver`` (a two-node graph, ``durability="sync"``: one checkpoint
+  per node, durable before the next node runs) and DBOS on its default SQLite system
+  database (a workflow of two ``@DBOS.step`` calls per loop; run in a child process,
+  since DBOS is process-global). Install them with ``uv sync --group bench``; without
+  them the rows say so.
+* ``start-up``: ``steadyloop --help`` against a minimal two-command typer app's
+  ``--help``, alternating, median of ``--startup-repeats`` runs each.
 
 Writes ``benchmarks/results/loop.json`` and prints a table.
 """
@@ -227,6 +236,123 @@ async def resume_time(db: Path, steps: int) -> float:
     return elapsed
 
 
+def langgraph_per_unit(directory: Path, steps: int) -> float | None:
+    """Seconds per checkpoint of a LangGraph ``SqliteSaver`` run, ``durability="sync"``."""
+    try:
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.graph import END, START, StateGraph
+    except ImportError:
+        return None
+    from typing import TypedDict
+
+    class State(TypedDict):
+        i: int
+        last: str
+
+    def model(state: State) -> dict[str, Any]:
+        return {"last": f"call noop {state['i']}"}
+
+    def tool(state: State) -> dict[str, Any]:
+        return {"i": state["i"] + 1, "last": str(state["i"])}
+
+    graph = StateGraph(State)
+    graph.add_node("model", model)
+    graph.add_node("tool", tool)
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", lambda s: "tool" if s["i"] < steps else END)
+    graph.add_edge("tool", "model")
+    conn = sqlite3.connect(directory / "langgraph.db", check_same_thread=False)
+    try:
+        app = graph.compile(checkpointer=SqliteSaver(conn))
+        config: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 4 * steps + 10}
+        t = time.perf_counter()
+        out = app.invoke({"i": 0, "last": ""}, config, durability="sync")
+        elapsed = time.perf_counter() - t
+        assert out["i"] == steps, out
+    finally:
+        conn.close()
+    return elapsed / (2 * steps + 1)  # a checkpoint per node run (model steps+1 times)
+
+
+DBOS_CHILD = """
+import json, sys, time
+from dbos import DBOS
+steps = int(sys.argv[2])
+DBOS(config={"name": "bench", "system_database_url": f"sqlite:///{sys.argv[1]}/dbos.sqlite"})
+
+@DBOS.step()
+def model(i: int) -> str:
+    return f"call noop {i}"
+
+@DBOS.step()
+def tool(i: int) -> int:
+    return i
+
+@DBOS.workflow()
+def agent() -> int:
+    for i in range(steps):
+        model(i)
+        tool(i)
+    return steps
+
+DBOS.launch()
+t = time.perf_counter()
+assert agent() == steps
+print(json.dumps((time.perf_counter() - t) / (2 * steps)))
+DBOS.destroy()
+"""
+
+
+def dbos_per_unit(directory: Path, steps: int) -> float | None:
+    """Seconds per recorded step of a DBOS workflow on its default SQLite database."""
+    try:
+        import dbos  # noqa: F401
+    except ImportError:
+        return None
+    proc = subprocess.run(
+        [sys.executable, "-c", DBOS_CHILD, str(directory), str(steps)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=directory,
+    )
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+MINI_TYPER = """
+import typer
+app = typer.Typer(add_completion=False, no_args_is_help=True)
+
+@app.command()
+def one(x: str) -> None:
+    "One."
+
+@app.command()
+def two(y: str) -> None:
+    "Two."
+
+app()
+"""
+
+
+def startup(directory: Path, repeats: int) -> dict[str, float]:
+    """Median wall seconds of ``steadyloop --help`` and of a minimal typer app's ``--help``."""
+    mini = directory / "mini_typer.py"
+    mini.write_text(MINI_TYPER)
+    ours = [sys.executable, "-m", "steadyloop", "--help"]
+    theirs = [sys.executable, str(mini), "--help"]
+    times: dict[str, list[float]] = {"steadyloop": [], "typer": []}
+    for _ in range(repeats):
+        for name, cmd in (("steadyloop", ours), ("typer", theirs)):
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            times[name].append(time.perf_counter() - t)
+    ours_s, typer_s = statistics.median(times["steadyloop"]), statistics.median(times["typer"])
+    return {"steadyloop_help_s": ours_s, "typer_help_s": typer_s, "ratio": ours_s / typer_s}
+
+
 def _stats(samples: list[float]) -> dict[str, float]:
     ordered = sorted(samples)
     return {
@@ -236,7 +362,9 @@ def _stats(samples: list[float]) -> dict[str, float]:
     }
 
 
-async def main_async(directory: Path, steps: int, repeats: int) -> dict[str, Any]:
+async def main_async(
+    directory: Path, steps: int, repeats: int, startup_repeats: int = 9
+) -> dict[str, Any]:
     floor_samples = floor(directory, 500)
     fl = _stats(floor_samples)
     per_step: list[float] = []
@@ -253,6 +381,24 @@ async def main_async(directory: Path, steps: int, repeats: int) -> dict[str, Any
     for n in (100, 1_000, 10_000):
         resumes[str(n)] = await resume_time(directory / f"resume-{n}.db", n) * 1e3
     appends_per_step = (appends - 3) / steps  # session, first and final batches aside
+    peers: dict[str, Any] = {}
+    for name, fn in (("langgraph_sqlite_sync", langgraph_per_unit), ("dbos_sqlite", dbos_per_unit)):
+        got: list[float] = []
+        for i in range(repeats):
+            where = directory / f"{name}-{i}"
+            where.mkdir()
+            seconds = fn(where, steps)
+            if seconds is not None:
+                got.append(seconds)
+        peers[name] = (
+            None
+            if not got
+            else {
+                "per_unit_us": statistics.median(got) * 1e6,
+                "runs_us": [r * 1e6 for r in got],
+                "x_floor_median": statistics.median(got) * 1e6 / fl["median_us"],
+            }
+        )
     return {
         "machine": {"platform": platform.platform(), "python": platform.python_version()},
         "steps": steps,
@@ -273,6 +419,8 @@ async def main_async(directory: Path, steps: int, repeats: int) -> dict[str, Any
         "appends_per_step": appends_per_step,
         "fsync_syscalls_per_step": syscalls,
         "resume_ms": resumes,
+        "peers": peers,
+        "startup": startup(directory, startup_repeats),
     }
 
 
@@ -281,9 +429,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--startup-repeats", type=int, default=9)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-loop-") as tmp:
-        data = asyncio.run(main_async(Path(tmp), args.steps, args.repeats))
+        data = asyncio.run(main_async(Path(tmp), args.steps, args.repeats, args.startup_repeats))
     fl, step = data["floor_fsync"], data["step"]
     syscalls = data["fsync_syscalls_per_step"]
     rows = [
@@ -303,6 +452,22 @@ def main() -> None:
             "not measured (strace missing)" if syscalls is None else f"{syscalls:.2f}",
         ),
     ] + [(f"resume, {int(n):,} steps", f"{ms:.1f} ms") for n, ms in data["resume_ms"].items()]
+    for name, peer in data["peers"].items():
+        rows.append(
+            (
+                f"peer {name}, per durable unit",
+                "not installed (uv sync --group bench)"
+                if peer is None
+                else f"{peer['per_unit_us']:.0f} us = {peer['x_floor_median']:.2f} x floor",
+            )
+        )
+    su = data["startup"]
+    rows.append(
+        (
+            "steadyloop --help / minimal typer --help",
+            f"{su['steadyloop_help_s']:.3f} s / {su['typer_help_s']:.3f} s = {su['ratio']:.2f}",
+        )
+    )
     width = max(len(r[0]) for r in rows)
     for name, value in rows:
         print(f"{name:<{width}}  {value}")

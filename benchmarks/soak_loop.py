@@ -20,6 +20,9 @@ Checked, after every kill and at the end of every run:
   finished run's sink is exactly ``1..steps``, matching the session's tool results;
 * every run ends in a terminal stop reason (``completed``).
 
+Snapshots are on, and frequent: ``--snapshot-every`` run records (25 by default, so
+resumes start from a snapshot and kills land around snapshot writes).
+
 Children are forked from this (already imported) process by default, so a kill costs
 milliseconds, not an interpreter start; ``--spawn`` starts a fresh interpreter per child
 instead, as the test does. Backends: ``sqlite`` and ``jsonl`` in a temp dir (``--dir``),
@@ -63,6 +66,7 @@ from steadyloop.loop import (
     StopReason,
     ToolContext,
     ToolRegistry,
+    _run,
     load_run,
     resolve,
     resume,
@@ -124,6 +128,7 @@ async def child_main(  # noqa: PLR0917 - a plain entry point
 
 def _spawned_child(argv: list[str]) -> None:
     url, app, run_id, sink, steps = argv[0], argv[1], argv[2], argv[3], int(argv[4])
+    _run.SNAPSHOT_EVERY = int(os.environ.get("SOAK_SNAPSHOT_EVERY", _run.SNAPSHOT_EVERY))
 
     def ready() -> None:
         print("ready", flush=True)
@@ -353,10 +358,13 @@ def main() -> None:
     parser.add_argument("--seed", default="soak")
     parser.add_argument("--spawn", action="store_true", help="a fresh interpreter per child")
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--snapshot-every", type=int, default=25, help="run records apart")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args()
     results: list[BackendStats] = []
     failed = False
+    _run.SNAPSHOT_EVERY = args.snapshot_every  # forked children inherit it
+    os.environ["SOAK_SNAPSHOT_EVERY"] = str(args.snapshot_every)  # spawned ones read it
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="soak-loop-") as tmp:
         work = Path(tmp)
         targets: list[tuple[str, str]] = []
@@ -396,6 +404,7 @@ def main() -> None:
             "duration_s": args.duration,
             "steps_per_run": args.steps,
             "max_delay_s": args.max_delay,
+            "snapshot_every": args.snapshot_every,
             "children": "spawned interpreters" if args.spawn else "forked",
             "seed": args.seed,
         },

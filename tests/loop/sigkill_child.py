@@ -3,6 +3,9 @@
 Usage: ``python sigkill_child.py URL RUN_ID SINK STEPS``. Prints ``ready`` once the
 journal is open (the parent kills it at a random moment after that), then, if it
 lives, one JSON line: the stop reason and the open intent.
+
+Snapshots are written every 25 run records (not the default 1,000), so resumes start
+from one and kills land around snapshot writes.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from loop_helpers import APP, counting_agent
 
 from steadyloop._errors import RunFinished, RunNotFound
 from steadyloop.journal import open_journal
-from steadyloop.loop import load_run, resume, run
+from steadyloop.loop import _run, load_run, resume, run
+
+_run.SNAPSHOT_EVERY = 25
 
 
 async def main(url: str, run_id: str, sink: str, steps: int) -> None:

@@ -187,3 +187,20 @@ def test_ctrl_c_during_start_up_prints_no_traceback(tmp_path: Path) -> None:
     rc, out = finish(child)
     assert rc == 130, out
     assert "Traceback" not in out and "KeyboardInterrupt" not in out
+
+
+def test_ctrl_c_while_the_command_line_itself_is_loading_prints_no_traceback() -> None:
+    """A KeyboardInterrupt during the CLI's own imports ends with exit 130 and one line."""
+    code = (
+        "import sys\n"
+        "class Interrupt:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'typer':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "from steadyloop._entry import main\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr == "interrupted\n"

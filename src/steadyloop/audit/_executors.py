@@ -1,6 +1,6 @@
 """Executors: where commands run — in this process, in a subprocess, or in a sandbox.
 
-[SubprocessExecutor][steadyloop.audit.SubprocessExecutor] runs an argv in a scratch
+[`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor] runs an argv in a scratch
 working directory, with a timeout, a scrubbed environment (the safe defaults, plus only
 the names a command asks for *and* the worker allows) and capped output: beyond the cap
 the middle is cut and the text says how many bytes were cut. A small supervisor
@@ -10,14 +10,14 @@ It does *not* isolate: the command runs as the worker's user, sees the whole
 filesystem, the network and the other processes (``/proc/<pid>/environ`` of the
 worker's user included).
 
-[BubblewrapExecutor][steadyloop.audit.BubblewrapExecutor] runs the same commands in a
+[`BubblewrapExecutor`][steadyloop.audit.BubblewrapExecutor] runs the same commands in a
 bubblewrap sandbox: its own PID namespace (no other process is visible, and the
 sandbox dies with the worker), a read-only root, only the working directory writable,
 a private ``/tmp``, no inherited descriptors, optionally no network, and bubblewrap
 itself started with exactly the command's environment and no secret on its command
 line.
 
-[InProcessExecutor][steadyloop.audit.InProcessExecutor] runs registered Python
+[`InProcessExecutor`][steadyloop.audit.InProcessExecutor] runs registered Python
 functions as commands, for tools and checks that need no process of their own (tests,
 notebooks).
 """
@@ -281,14 +281,14 @@ class SubprocessExecutor:
     and view of other processes: ``/proc/<pid>/environ`` and ``/proc/<pid>/fd`` of every
     process of the same user, the worker's own among them, are readable. Its
     environment is scrubbed, not its reach; use
-    [BubblewrapExecutor][steadyloop.audit.BubblewrapExecutor] when a task must not read
+    [`BubblewrapExecutor`][steadyloop.audit.BubblewrapExecutor] when a task must not read
     the worker's secrets.
 
     Args:
         timeout: Default seconds before the command's process tree is killed.
         max_output: Bytes kept of stdout, and of stderr; the middle is cut beyond it.
         allow_env: Names of variables a command may inherit when it asks for them
-            (its ``allow_env``), besides [DEFAULT_ENV_ALLOW][steadyloop.audit.DEFAULT_ENV_ALLOW],
+            (its ``allow_env``), besides [`DEFAULT_ENV_ALLOW`][steadyloop.audit.DEFAULT_ENV_ALLOW],
             which every command gets. This list belongs to whoever runs the worker: a
             command that asks for a name not in it does not run; one that does not ask
             gets none of them.
@@ -524,9 +524,9 @@ class BubblewrapExecutor(SubprocessExecutor):
         bwrap: The ``bwrap`` executable (found on ``PATH`` by default).
         timeout: Default seconds before the sandbox is killed.
         max_output: Bytes kept of stdout, and of stderr.
-        allow_env: As for [SubprocessExecutor][steadyloop.audit.SubprocessExecutor].
-        scratch_root: As for [SubprocessExecutor][steadyloop.audit.SubprocessExecutor].
-        source_env: As for [SubprocessExecutor][steadyloop.audit.SubprocessExecutor].
+        allow_env: As for [`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor].
+        scratch_root: As for [`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor].
+        source_env: As for [`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor].
 
     Raises:
         ExecutorUnavailable: ``bwrap`` is not installed, or cannot make namespaces here;
@@ -643,7 +643,8 @@ def _kill_group(pid: int) -> None:
 
 
 CommandFunction = Callable[..., Any]
-"""A function run as a command: ``fn(cwd: Path, *args)``; see :class:`InProcessExecutor`."""
+"""A function run as a command: ``fn(cwd: Path, *args)``; see
+[`InProcessExecutor`][steadyloop.audit.InProcessExecutor]."""
 
 
 class InProcessExecutor:

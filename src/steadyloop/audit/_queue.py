@@ -1,14 +1,14 @@
 """The task queue: leases, heartbeats, priority, dependencies, idempotency keys, cancels.
 
 The queue lives in the journal's database and runs on the journal's SQL stack: its
-operations are driver-free plans (generators of :class:`~steadyloop.journal._sql.Query`,
-as in :mod:`steadyloop.journal._sql`), run by the journal's own runner — SQLite's one
+operations are driver-free plans (generators of `Query`,
+as in `steadyloop.journal._sql`), run by the journal's own runner — SQLite's one
 worker thread, or the PostgreSQL or MySQL/MariaDB connection pool — with the journal's
 retry of refused transactions. One URL opens both; the dialect supplies the quirks:
 
 * SQLite (the default): a file shared by the worker processes of one machine. Claims
   take turns under SQLite's write lock (``BEGIN IMMEDIATE``). Lease times come from
-  each process's clock (:attr:`TaskQueue.clock`), so the workers of one machine share
+  each process's clock (`TaskQueue.clock`), so the workers of one machine share
   one clock.
 * PostgreSQL, and MySQL 8 / MariaDB 10.6 or newer: workers on several machines share
   one queue. A claim locks the row it picks with ``FOR UPDATE … SKIP LOCKED``, so
@@ -16,7 +16,7 @@ retry of refused transactions. One URL opens both; the dialect supplies the quir
   **server's** clock, read in each transaction, so workers whose clocks disagree still
   agree on who holds a lease. PostgreSQL also wakes idle workers with ``NOTIFY``.
 
-Schema, version :data:`QUEUE_SCHEMA_VERSION` (prefix ``steadyloop_`` by default, the
+Schema, version `QUEUE_SCHEMA_VERSION` (prefix ``steadyloop_`` by default, the
 journal's prefix)::
 
     {p}audit_schema(version)
@@ -30,13 +30,13 @@ Version 1 (no ``audit_schema`` table, no last five columns) is migrated on open;
 newer version is refused with one line.
 
 Lost connections and a busy store: every operation is retried with bounded backoff
-(:attr:`TaskQueue.reconnect_for` seconds in all). A transaction whose commit may or may
+(`TaskQueue.reconnect_for` seconds in all). A transaction whose commit may or may
 not have happened is rerun safely, because each plan recognises its own earlier work:
 a claim by its lease token (made before the first attempt), a settle by the token it
 recorded, a submission by its submission token. So a blip never costs a task a claim.
 
 The queue is an index for picking work; the task's journal trail is the record of
-what happened (see :class:`~steadyloop.audit.TaskBoard`).
+what happened (see [`TaskBoard`][steadyloop.audit.TaskBoard]).
 """
 
 from __future__ import annotations
@@ -332,10 +332,11 @@ class TaskQueue:
         server_clock: On PostgreSQL and MySQL, read lease times from the server's
             clock (the default), so machines with skewed clocks agree on leases.
             ``False`` uses ``clock``, for tests that drive lease expiry by hand.
-        poll: Seconds between looks at the queue while :meth:`wait_for_task` waits
+        poll: Seconds between looks at the queue while
+            [`wait_for_task`][steadyloop.audit.TaskQueue.wait_for_task] waits
             (on PostgreSQL only when notifications are not available).
         reconnect_for: Seconds an operation keeps retrying a lost connection or a busy
-            store before :class:`~steadyloop.BackendUnavailable` escapes.
+            store before [`BackendUnavailable`][steadyloop.BackendUnavailable] escapes.
         owned: Close the journal when the queue is closed.
     """
 
@@ -377,7 +378,7 @@ class TaskQueue:
         return self.dialect.prefix
 
     async def migrate(self, *, create: bool = True) -> None:
-        """Create or migrate the queue's tables (done by :func:`open_queue`).
+        """Create or migrate the queue's tables ([`open_queue`][steadyloop.audit.open_queue] does).
 
         Raises:
             BackendUnavailable: With ``create=False``: no queue is here.
@@ -426,11 +427,29 @@ class TaskQueue:
 
     def _now(self) -> Plan:
         """The time leases are written and compared with (µs): the server's, if it has one."""
-        d = self.dialect
-        if d.now_sql is None or not self.server_clock:
+        expr = self._server_now()
+        if expr is None:
             return self.clock.now_us()
-        rows = yield Query(d.now_sql, fetch=True)
+        rows = yield Query(f"SELECT {expr}", fetch=True)
         return int(rows[0][0])
+
+    def _server_now(self) -> str | None:
+        """The SQL expression of the server's clock, when leases are measured by it."""
+        d = self.dialect
+        return d.now_expr if d.now_expr is not None and self.server_clock else None
+
+    def _and_now(self, columns: str) -> str:
+        """``columns``, plus the server's clock as the last one when it measures leases.
+
+        Reading the clock with the row a plan selects (and locks) anyway saves a round
+        trip to the server per operation.
+        """
+        expr = self._server_now()
+        return columns if expr is None else f"{columns}, {expr}"
+
+    def _row_now(self, row: Row) -> int:
+        """The lease clock as read by `_and_now` with ``row`` (or the local clock)."""
+        return self.clock.now_us() if self._server_now() is None else int(row[-1])
 
     def _notify(self) -> Plan:
         """Tell idle workers that something may be claimable (sent at commit)."""
@@ -447,7 +466,7 @@ class TaskQueue:
     # -- submitting --------------------------------------------------------------------
 
     async def submit(self, spec: TaskSpec) -> SubmitResult:
-        """Submit one task; see :meth:`submit_many`."""
+        """Submit one task; see [`submit_many`][steadyloop.audit.TaskQueue.submit_many]."""
         return (await self.submit_many([spec]))[0]
 
     async def submit_many(self, specs: Sequence[TaskSpec]) -> list[SubmitResult]:
@@ -623,20 +642,26 @@ class TaskQueue:
                         previous_token=_opt(prev_token),
                         cancel_requested=_opt(cancel),
                     )
-            now = yield from self._now()
+            expr = self._server_now()
+            local = self.clock.now_us()
+            columns = self._and_now(
+                "t.task_id, t.spec, t.status, t.owner, t.lease_token, t.attempts, "
+                "t.cancel_requested"
+            )
+            where = _CLAIMABLE if expr is None else _CLAIMABLE.replace("?", expr)
             rows = yield Query(
                 d.sql(
-                    "SELECT t.task_id, t.spec, t.status, t.owner, t.lease_token, t.attempts, "
-                    f"t.cancel_requested FROM {{p}}audit_tasks t WHERE {_CLAIMABLE} "
+                    f"SELECT {columns} FROM {{p}}audit_tasks t WHERE {where} "
                     "ORDER BY t.priority DESC, t.seq ASC LIMIT 1"
                 )
                 + d.skip_locked,
-                (now, now),
+                (local, local) if expr is None else (),
                 fetch=True,
             )
             if not rows:
                 return None
-            task_id, spec, status, owner, old_token, attempts, cancel = rows[0]
+            task_id, spec, status, owner, old_token, attempts, cancel = rows[0][:7]
+            now = local if expr is None else int(rows[0][7])
             stolen = _text(status) == TaskStatus.RUNNING.value
             previous = (_opt(owner), _opt(old_token)) if stolen else (None, None)
             expires = now + lease_us
@@ -693,10 +718,10 @@ class TaskQueue:
         d = self.dialect
 
         def plan(_: bool) -> Plan:
-            now = yield from self._now()
-            row = yield from self._held(task_id, lease_token)
+            row = yield from self._held(task_id, lease_token, self._and_now("cancel_requested"))
             if row is None:
                 return False, None
+            now = self._row_now(row)
             yield Query(
                 d.sql(
                     "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ? WHERE task_id = ?"
@@ -756,19 +781,16 @@ class TaskQueue:
         d = self.dialect
 
         def plan(recovering: bool) -> Plan:
-            now = yield from self._now()
+            columns = self._and_now("lease_token, status, settled_token")
             rows = yield Query(
-                d.sql(
-                    "SELECT lease_token, status, settled_token FROM {p}audit_tasks "
-                    "WHERE task_id = ?"
-                )
-                + d.lock_suffix,
+                d.sql(f"SELECT {columns} FROM {{p}}audit_tasks WHERE task_id = ?") + d.lock_suffix,
                 (d.bind_name(task_id),),
                 fetch=True,
             )
             if not rows:
                 return False
-            held, current, settled = (_opt(v) for v in rows[0])
+            now = self._row_now(rows[0])
+            held, current, settled = (_opt(v) for v in rows[0][:3])
             if held != lease_token or current != TaskStatus.RUNNING.value:
                 # A settle whose reply was lost did commit: the same outcome again.
                 return recovering and settled == lease_token and current == status.value
@@ -804,10 +826,10 @@ class TaskQueue:
         d = self.dialect
 
         def plan(_: bool) -> Plan:
-            now = yield from self._now()
-            row = yield from self._held(task_id, lease_token)
+            row = yield from self._held(task_id, lease_token, self._and_now("cancel_requested"))
             if row is None:
                 return False
+            now = self._row_now(row)
             yield Query(
                 d.sql(
                     "UPDATE {p}audit_tasks SET round = ?, audit_rounds = ?, updated_at = ? "
@@ -829,14 +851,15 @@ class TaskQueue:
         d = self.dialect
 
         def plan(recovering: bool) -> Plan:
-            now = yield from self._now()
             rows = yield Query(
-                d.sql("SELECT status FROM {p}audit_tasks WHERE task_id = ?") + d.lock_suffix,
+                d.sql(f"SELECT {self._and_now('status')} FROM {{p}}audit_tasks WHERE task_id = ?")
+                + d.lock_suffix,
                 (d.bind_name(task_id),),
                 fetch=True,
             )
             if not rows:
                 raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+            now = self._row_now(rows[0])
             current = _text(rows[0][0])
             if current not in old:
                 return recovering and current == new.value
@@ -864,13 +887,21 @@ class TaskQueue:
         )
         return ok
 
-    async def cancel(self, task_id: str, reason: str) -> TaskStatus:
+    async def cancel(self, task_id: str, reason: str, *, recorded: bool = False) -> TaskStatus:
         """Cancel a task in the queue: a queued one now, a running one through its worker.
 
         A queued task becomes ``cancelled``. A running one is marked: its worker's next
-        :meth:`heartbeat` raises :class:`~steadyloop.TaskCancelled`, and a worker that
-        takes it over after its lease expired finds :attr:`Claim.cancel_requested`.
-        :meth:`~steadyloop.audit.TaskBoard.cancel` writes the trail; use that.
+        [`heartbeat`][steadyloop.audit.TaskQueue.heartbeat] raises
+        [`TaskCancelled`][steadyloop.TaskCancelled], and a worker that
+        takes it over after its lease expired finds `Claim.cancel_requested`.
+        [`TaskBoard.cancel`][steadyloop.audit.TaskBoard.cancel] writes the trail; use that.
+
+        Args:
+            task_id: The task.
+            reason: Why.
+            recorded: The trail already says cancelled: a running row (a worker
+                claimed it but could not record its claim) is cancelled too, its lease
+                ended, so it is not held until the lease runs out.
 
         Returns:
             ``cancelled``, ``running`` (the cancel is requested), or the terminal
@@ -882,20 +913,22 @@ class TaskQueue:
         d = self.dialect
 
         def plan(_: bool) -> Plan:
-            now = yield from self._now()
             rows = yield Query(
-                d.sql("SELECT status FROM {p}audit_tasks WHERE task_id = ?") + d.lock_suffix,
+                d.sql(f"SELECT {self._and_now('status')} FROM {{p}}audit_tasks WHERE task_id = ?")
+                + d.lock_suffix,
                 (d.bind_name(task_id),),
                 fetch=True,
             )
             if not rows:
                 raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+            now = self._row_now(rows[0])
             status = TaskStatus(_text(rows[0][0]))
-            if status is TaskStatus.QUEUED:
+            if status is TaskStatus.QUEUED or (recorded and status is TaskStatus.RUNNING):
                 yield Query(
                     d.sql(
                         "UPDATE {p}audit_tasks SET status = 'cancelled', detail = ?, "
-                        "updated_at = ?, cancel_requested = NULL WHERE task_id = ?"
+                        "updated_at = ?, cancel_requested = NULL, owner = NULL, "
+                        "lease_token = NULL, lease_expires = NULL WHERE task_id = ?"
                     ),
                     (reason, now, d.bind_name(task_id)),
                 )
@@ -914,10 +947,33 @@ class TaskQueue:
         out: TaskStatus = await self._run(plan)
         return out
 
+    async def lease_expired(self, task_id: str) -> bool:
+        """Whether the task is running on a lease that has run out (its worker is lost).
+
+        Raises:
+            TaskNotFound: No such task.
+        """
+        d = self.dialect
+
+        def plan(_: bool) -> Plan:
+            now = yield from self._now()
+            rows = yield Query(
+                d.sql("SELECT status, lease_expires FROM {p}audit_tasks WHERE task_id = ?"),
+                (d.bind_name(task_id),),
+                fetch=True,
+            )
+            if not rows:
+                raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+            status, expires = _text(rows[0][0]), rows[0][1]
+            return status == TaskStatus.RUNNING.value and expires is not None and int(expires) < now
+
+        out: bool = await self._run(plan, write=False)
+        return out
+
     async def requeue(self, task_id: str, detail: str) -> bool:
         """Queue a task that ended needing a person (``needs-human`` or ``goal-unmet``).
 
-        :meth:`~steadyloop.audit.TaskBoard.retry` writes the trail; use that.
+        [`TaskBoard.retry`][steadyloop.audit.TaskBoard.retry] writes the trail; use that.
 
         Returns:
             False when the task was in neither status.
@@ -1079,7 +1135,7 @@ class TaskQueue:
         a release, a retry or a settled dependency wakes it at once (``NOTIFY`` at
         commit), and a lease or delay running out wakes it when it is due. Elsewhere
         (and on PostgreSQL while the notification connection is down) it looks every
-        :attr:`poll` seconds.
+        `poll` seconds.
 
         Returns:
             True when a task is claimable (another worker may still claim it first),
@@ -1121,12 +1177,13 @@ class TaskQueue:
         failures = 0
         while True:
             try:
-                async for _ in listen(self._channel()):
-                    if not self._listening:
-                        self._listening = True
-                        failures = 0
-                    assert self._wake is not None
-                    self._wake.set()
+                async with contextlib.aclosing(listen(self._channel())) as notes:
+                    async for _ in notes:
+                        if not self._listening:
+                            self._listening = True
+                            failures = 0
+                        assert self._wake is not None
+                        self._wake.set()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -1138,7 +1195,8 @@ class TaskQueue:
 
 
 async def _open(journal: PlanJournal, *, create: bool, owned: bool, **options: Any) -> TaskQueue:
-    queue = TaskQueue(journal, owned=owned, **options)
+    kind = _CLASSES.get(journal.url.split(":", 1)[0].lower(), TaskQueue)
+    queue = kind(journal, owned=owned, **options)
     try:
         await queue.migrate(create=create)
     except BaseException:
@@ -1193,8 +1251,46 @@ class MySQLQueue(TaskQueue):
         return await open_queue(url, create=create, **options)
 
 
+_CLASSES: dict[str, type[TaskQueue]] = {
+    "sqlite": SQLiteQueue,
+    "postgresql": PostgresQueue,
+    "postgres": PostgresQueue,
+    "mysql": MySQLQueue,
+    "mariadb": MySQLQueue,
+}
 _QUEUE_OPTIONS = ("clock", "ids", "server_clock", "poll", "reconnect_for")
 _QUEUE_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
+
+
+def split_queue_url(url: str) -> tuple[str, dict[str, Any]]:
+    """Split a queue URL into the journal URL and the queue's own options (``poll``).
+
+    Raises:
+        UnknownBackend: The scheme is not one of a SQL journal, or ``poll`` is not a
+            positive number of seconds.
+    """
+    from urllib.parse import parse_qsl, urlencode, urlsplit
+
+    from steadyloop.journal import redact_url
+
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme not in _QUEUE_SCHEMES:
+        raise UnknownBackend(
+            f"the task queue runs on sqlite, postgresql or mysql, not {scheme or url!r}; "
+            "use sqlite:FILE, postgresql://… or mysql://…"
+        )
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own: dict[str, Any] = {}
+    if any(k == "poll" for k, _ in query):
+        try:
+            own["poll"] = float(dict(query)["poll"])
+        except ValueError:
+            own["poll"] = -1.0
+        if not own["poll"] > 0:
+            raise UnknownBackend(f"{redact_url(url)}: poll must be a positive number of seconds")
+        url = parts._replace(query=urlencode([(k, v) for k, v in query if k != "poll"])).geturl()
+    return url, own
 
 
 async def open_queue(
@@ -1204,7 +1300,7 @@ async def open_queue(
 
     URLs are journal URLs: ``sqlite:FILE``, ``sqlite:///FILE``, ``postgresql://…`` or
     ``mysql://…`` / ``mariadb://…`` (``?prefix=…`` to share a database; ``?poll=S``
-    sets :attr:`TaskQueue.poll`). The queue's tables sit next to the journal's.
+    sets `TaskQueue.poll`). The queue's tables sit next to the journal's.
 
     Args:
         url: The queue URL; it may be the journal's URL.
@@ -1222,25 +1318,12 @@ async def open_queue(
             is there.
         CorruptionError: The queue was written by a newer Steadyloop.
     """
-    from urllib.parse import parse_qsl, urlencode, urlsplit
-
     from steadyloop.journal import open_journal
 
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme not in _QUEUE_SCHEMES:
-        raise UnknownBackend(
-            f"the task queue runs on sqlite, postgresql or mysql, not {scheme or url!r}; "
-            "use sqlite:FILE, postgresql://… or mysql://…"
-        )
+    url, own = split_queue_url(url)
     mine = {k: options.pop(k) for k in _QUEUE_OPTIONS if k in options}
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    if any(k == "poll" for k, _ in query):
-        try:
-            mine.setdefault("poll", float(dict(query)["poll"]))
-        except ValueError:
-            raise UnknownBackend(f"{url}: poll must be a number of seconds") from None
-        url = parts._replace(query=urlencode([(k, v) for k, v in query if k != "poll"])).geturl()
+    for key, value in own.items():
+        mine.setdefault(key, value)
     owned = journal is None
     if journal is None:
         opened = await open_journal(url, create=create, **options)

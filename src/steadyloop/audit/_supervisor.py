@@ -1,6 +1,6 @@
 """A tiny supervisor that makes a command and every descendant die with the worker.
 
-Run by [SubprocessExecutor][steadyloop.audit.SubprocessExecutor] as
+Run by [`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor] as
 ``python -I -S _supervisor.py PARENT_PID ARGV...`` (standard library only, no
 ``steadyloop`` import, so it starts in a few milliseconds). On Linux it:
 

@@ -20,7 +20,7 @@ the open round where it stopped: it *resumes* the round's run from the journal
 call only. Round and audit counters come from the trail, so they continue and never
 reset.
 
-A worker told to shut down ([Worker.shutdown][steadyloop.audit.Worker.shutdown], which
+A worker told to shut down ([`Worker.shutdown`][steadyloop.audit.Worker.shutdown], which
 ``steadyloop audit work`` calls on SIGTERM or the first Ctrl-C) claims nothing more and
 lets its current round finish within a grace period. A round still going then is
 *interrupted*: its run is stopped where it stands, resumably (the loop's ``stop``: a
@@ -232,8 +232,8 @@ class Worker:
             was lost or released it) after which the task goes to a person. Push-backs
             start the count again, so a task may take as many rounds as its audit cap.
             A release by a worker that shut down does not count.
-        on_event: Called with every [WorkerEvent][steadyloop.audit.WorkerEvent].
-        grace: Seconds [shutdown][steadyloop.audit.Worker.shutdown] lets the current
+        on_event: Called with every [`WorkerEvent`][steadyloop.audit.WorkerEvent].
+        grace: Seconds [`shutdown`][steadyloop.audit.Worker.shutdown] lets the current
             round go on before interrupting it.
         round_time: Seconds a round's run may take; ``None``: no limit.
     """
@@ -310,7 +310,7 @@ class Worker:
     def interrupt(self) -> None:
         """Stop claiming and interrupt the current round now.
 
-        See [shutdown][steadyloop.audit.Worker.shutdown].
+        See [`shutdown`][steadyloop.audit.Worker.shutdown].
         """
         self._stop.set()
         self.interrupt_round()
@@ -320,7 +320,7 @@ class Worker:
 
         Args:
             until_idle: Return once no task is queued or running; otherwise wait for
-                more work until :meth:`stop`.
+                more work until [`stop`][steadyloop.audit.Worker.stop].
             max_tasks: Return after this many claims.
 
         Returns:

@@ -308,8 +308,8 @@ def _load_agent(path: str) -> Agent | AgentFactory:
     """The agent ``module:attribute`` names, or the factory it names.
 
     A function taking one argument is an agent factory, called for every drive of a
-    round with its [TaskContext][steadyloop.audit.TaskContext]; anything else is loaded
-    as [load_agent][steadyloop.loop.load_agent] does (an agent, or a function of no
+    round with its [`TaskContext`][steadyloop.audit.TaskContext]; anything else is loaded
+    as [`load_agent`][steadyloop.loop.load_agent] does (an agent, or a function of no
     arguments returning one).
     """
     try:

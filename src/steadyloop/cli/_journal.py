@@ -82,7 +82,7 @@ class Finding:
     Attributes:
         severity: ``"error"`` (the journal is damaged) or ``"warning"``.
         what: A short code: ``corruption``, ``torn-tail``, ``unchecked``,
-            ``open-intent``, ``copy-mismatch``.
+            ``open-intent``, ``copy-mismatch``, ``snapshot-mismatch``.
         location: Where: file and line, table and key, or namespace/stream/seq.
         detail: What exactly was found.
     """
@@ -158,7 +158,11 @@ async def _copies(
         location = exc.location if isinstance(exc, CorruptionError) else f"{ns}/{stream}"
         detail = exc.detail if isinstance(exc, CorruptionError) else str(exc)
         return [Finding("error", "corruption", location, detail)]
-    return [Finding("error", "copy-mismatch", m.location, m.detail) for m in mismatches]
+    findings = [Finding("error", "copy-mismatch", m.location, m.detail) for m in mismatches]
+    for problem in info.state.snapshot_problems:
+        where, _, detail = problem.partition(": ")
+        findings.append(Finding("error", "snapshot-mismatch", where, detail))
+    return findings
 
 
 def _readable(journal: JSONLJournal, namespace: str) -> bool:

@@ -64,7 +64,7 @@ from steadyloop.loop import (
     run,
 )
 
-__all__ = ["register", "runs_app"]
+__all__ = ["resume_command", "run_command", "runs_app"]
 
 T = TypeVar("T")
 
@@ -397,10 +397,3 @@ def cancel_command(
 
     _call(go)
     console.print(Text(f"cancel requested for run {run_id}"))
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``run``, ``resume`` and the ``runs`` group to the ``steadyloop`` app."""
-    app.command("run")(run_command)
-    app.command("resume")(resume_command)
-    app.add_typer(runs_app, name="runs")

@@ -145,8 +145,8 @@ class SQLiteJournal(PlanJournal):
             only setting that survives power loss; ``"NORMAL"`` survives a process kill
             only. Weakening it is explicit, never silent.
         create: Whether a missing file (or missing tables) is created; with ``False``
-            opening raises :class:`~steadyloop.StoreNotFound` and creates nothing (for
-            tools that only inspect).
+            opening raises [`StoreNotFound`][steadyloop.StoreNotFound] and creates nothing
+            (for tools that only inspect).
         prefix: Table name prefix (ASCII letters, digits, ``_``; ``steadyloop_``), so
             several journals share one file (URL: ``?prefix=P``).
     """
@@ -273,7 +273,9 @@ class SQLiteJournal(PlanJournal):
             and any(word in str(exc) for word in ("database is locked", "database is busy"))
         )
 
-    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
+    async def _run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool, pipelined: bool = True
+    ) -> Any:
         try:
             return await self._call(lambda: self._transaction(make_plan(), write=write))
         except sqlite3.DatabaseError as exc:

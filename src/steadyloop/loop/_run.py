@@ -10,13 +10,13 @@ journal append, one sync)::
     result(model) + event(final answer) + run.ended → the result is returned
 
 Run records go to the run stream ``["run", run_id]``; events go to the session stream,
-in the same batch (:meth:`~steadyloop.sessions.SessionService.append_event` with
+in the same batch ([`append_event`][steadyloop.sessions.SessionService.append_event] with
 ``extra``). Records with no effect between them always share a batch, so a run of N
 external effects costs N + 1 syncs (one more to create a new session): the
 ``run.started``, ``run.claimed`` and the user's input event ride with the first intent,
 each result with the next intent, and the end record with the last result.
 
-**One driver per run** (:class:`~steadyloop.RunBusy`). Two mechanisms together:
+**One driver per run** ([`RunBusy`][steadyloop.RunBusy]). Two mechanisms together:
 
 * *Fencing.* Every write of a driver carries ``expected_next`` on the run stream. If
   anything else was written to the run since the driver last wrote, the journal
@@ -39,6 +39,7 @@ liveness check makes resume after a crash immediate instead of waiting out a lea
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -72,6 +73,7 @@ from steadyloop.loop._state import (
     RUN_CANCEL_REQUESTED,
     RUN_CLAIMED,
     RUN_ENDED,
+    RUN_SNAPSHOT,
     RUN_STARTED,
     RUN_STOPPED,
     RUN_SUSPENDED,
@@ -117,6 +119,11 @@ __all__ = [
 _LIVE: set[str] = set()
 """Tokens of the drivers running in this process right now."""
 
+SNAPSHOT_EVERY = 1000
+"""Run records between snapshots: resume folds at most about this many (and the session)."""
+
+_log = logging.getLogger("steadyloop.loop")
+
 
 @dataclass(frozen=True, slots=True)
 class Happened:
@@ -124,7 +131,7 @@ class Happened:
 
     Attributes:
         value: For a tool, its observation (any JSON value). For a model call, the reply
-            as :meth:`ModelReply.to_json` gives it.
+            as [`ModelReply.to_json`][steadyloop.loop.ModelReply.to_json] gives it.
         error: For a tool that failed: the error the model should see.
         note: Why the caller decided so (stored with the decision).
     """
@@ -186,7 +193,7 @@ def _check_owner(state: RunState, takeover: bool) -> None:
 
 
 class _Driver:
-    """Drives one run: folds every record it writes into :class:`RunState`."""
+    """Drives one run: folds every record it writes into [`RunState`][steadyloop.loop.RunState]."""
 
     def __init__(
         self,
@@ -250,7 +257,9 @@ class _Driver:
     async def _flush(self, last: Record | None = None, *, is_intent: bool = False) -> None:
         """Write the queued records (and ``last``) and events as one atomic batch.
 
-        ``last`` is folded into the state only once it is durable.
+        ``last`` is folded into the state only once it is durable. When enough run
+        records have gone by since the last snapshot, a ``run.snapshot`` of the state
+        rides along, before ``last``.
 
         Raises:
             _CancelSeen: A cancel request landed first and ``last`` is an intent.
@@ -259,12 +268,12 @@ class _Driver:
                 builds it anew.
             RunBusy: Another driver wrote to the run.
         """
-        records = [*self.pending, *([last] if last is not None else [])]
-        if not records and not self.pending_events:
+        if not self.pending and last is None and not self.pending_events:
             return
         while True:
             durable = self.state.head - len(self.pending)
-            write = StreamWrite(self.stream, records, expected_next=durable + 1)
+            after = [*self._snapshot_due(), *([last] if last is not None else [])]
+            write = StreamWrite(self.stream, [*self.pending, *after], expected_next=durable + 1)
             try:
                 await self._append(write)
                 break
@@ -279,10 +288,17 @@ class _Driver:
                     raise _CancelSeen() from None
         self.pending.clear()
         self.pending_events.clear()
-        if last is not None:
+        for rec in after:
             self.state.apply(
-                last.kind, last.payload, parse=self.parse, where=self.stream, time=last.time
+                rec.kind, rec.payload, parse=self.parse, where=self.stream, time=rec.time
             )
+
+    def _snapshot_due(self) -> list[Record]:
+        """A snapshot of the state as it stands (queued records applied), if one is due."""
+        state = self.state
+        if state.head - state.last_snapshot < SNAPSHOT_EVERY or not state.started:
+            return []
+        return [self._record(RUN_SNAPSHOT, state.snapshot())]
 
     async def _append(self, write: StreamWrite) -> None:
         if self.pending_events:
@@ -520,9 +536,13 @@ class _Driver:
     def _recordable(
         self, intent: Mapping[str, Any], result: dict[str, JSONValue]
     ) -> list[Event] | None:
-        """The session events for ``result``, or None if it cannot be recorded (why in _why)."""
+        """The session events for ``result``, or None if it cannot be recorded (why in _why).
+
+        ``result`` has a JSON form already: the reply or the tool's value was checked
+        where it came in, and every error text is made safe (``_safe``); the journal
+        encodes it once more when it is written.
+        """
         try:
-            check_canonical(result)
             return self._events_for(intent, {"intent_id": intent["intent_id"], **result})
         except Exception as exc:  # anything the session or the encoder refuses
             self._why = _describe(exc)
@@ -644,10 +664,10 @@ class _Driver:
         Records queued for the batch that was cut off (an effect's known result and its
         events) are written with the closing record, fenced like every write, so no
         outcome is lost. An effect in flight keeps its intent open: a never-repeat one
-        suspends the run (``RESUME_STATE_UNKNOWN``) so a person can resolve it;
-        otherwise the run ends ``CANCELLED``, or, if a stop was requested (a stop at
-        once), it gets a ``run.stopped`` record and stays resumable. A run with no
-        durable ``run.started`` gets nothing.
+        suspends the run (``RESUME_STATE_UNKNOWN``) so a person can
+        [`resolve`][steadyloop.loop.resolve] it; otherwise the run ends ``CANCELLED``,
+        or, if a stop was requested (a stop at once), it gets a ``run.stopped`` record
+        and stays resumable. A run with no durable ``run.started`` gets nothing.
         """
         try:
             durable = self.state.head - len(self.pending)
@@ -723,8 +743,8 @@ async def run(  # noqa: PLR0917 - the positional order is the documented API
     """Start a run: the user's ``input`` in a session, then steps until a stop reason.
 
     The session is created if it does not exist. Calling ``run`` again with the same
-    run id and the same arguments continues that run, as :func:`resume` does (so a
-    caller may simply retry after a crash).
+    run id and the same arguments continues that run, as [`resume`][steadyloop.loop.resume] does
+    (so a caller may simply retry after a crash).
 
     Args:
         agent: The agent.
@@ -797,10 +817,38 @@ async def run(  # noqa: PLR0917 - the positional order is the documented API
 
 
 async def _read_state(journal: Journal, app: str, run_id: str, parse: ParseHook | None) -> RunState:
-    records = await journal.read(app, run_stream(run_id))
-    if not records:
+    """The run's state: from its latest snapshot and the records after it, if it can.
+
+    Only the last ``SNAPSHOT_EVERY`` records or so are read to find the snapshot. A
+    run longer than that without a usable snapshot (written before snapshots, or with
+    a damaged one) is folded whole, and a warning says so.
+    """
+    stream = run_stream(run_id)
+    head = await journal.head(app, stream)
+    if head == 0:
         raise RunNotFound(f"no run {run_id!r} in app {app!r} of {journal.url}")
-    return RunState.fold(app, run_id, records, parse)
+    window = SNAPSHOT_EVERY + 16  # a snapshot rides in a batch of a few records
+    if head > window:
+        tail = await journal.read(app, stream, start=head - window + 1)
+        why = f"no snapshot among its last {window} records"
+        for i in range(len(tail) - 1, -1, -1):
+            rec = tail[i]
+            if rec.kind != RUN_SNAPSHOT:
+                continue
+            try:
+                state = RunState.from_snapshot(app, run_id, rec.payload, rec.seq)
+            except ValueError as exc:
+                why = f"the snapshot at seq {rec.seq} is damaged ({exc})"
+                break
+            for later in tail[i + 1 :]:
+                state.apply(later.kind, later.payload, parse=parse, where=f"{stream}#{later.seq}")
+            return state
+        _log.warning("run %r of app %r: %s; folding the whole run", run_id, app, why)
+    records = await journal.read(app, stream)
+    state = RunState.fold(app, run_id, records, parse)
+    if head > window:
+        state.folded_from = f"the whole run ({why})"
+    return state
 
 
 async def resume(
@@ -819,7 +867,7 @@ async def resume(
     Effects with a result are not repeated: their recorded results are reused. An
     intent without a result is executed again if its policy is ``SAFE``; if it is
     ``NEVER``, the run stops with ``RESUME_STATE_UNKNOWN`` (that outcome is written)
-    and waits for :func:`resolve`.
+    and waits for [`resolve`][steadyloop.loop.resolve].
 
     Args:
         agent: The agent the run started with (same name); its budgets are ignored in
@@ -891,12 +939,14 @@ async def resolve(
     """Record a caller's decision about an intent that has no result.
 
     Use it after a run stopped with ``RESUME_STATE_UNKNOWN`` (its
-    :attr:`RunResult.open_intent`), once you know whether the effect happened: check
-    the payment provider, the outbox, the ticket system. Then :func:`resume` the run.
+    [`RunResult.open_intent`][steadyloop.loop.RunResult]), once you know whether the effect
+    happened: check the payment provider, the outbox, the ticket system. Then
+    [`resume`][steadyloop.loop.resume] the run.
 
-    * :class:`Happened` — the effect took place: its value (or error) becomes the
-      observation, and it is never executed again.
-    * :class:`NotHappened` — it did not: resume executes it again, under a new intent.
+    * [`Happened`][steadyloop.loop.Happened] — the effect took place: its value (or error)
+      becomes the observation, and it is never executed again.
+    * [`NotHappened`][steadyloop.loop.NotHappened] — it did not: resume executes it again, under
+      a new intent.
 
     A run suspended for a decision has no claimant. One whose driver died with the
     intent open (never resumed since) is still claimed by it: on another host that
@@ -907,8 +957,8 @@ async def resolve(
         RunFinished: The run has ended.
         RunBusy: A live driver holds the run.
         LoopError: ``intent_id`` is not the open intent, a model reply given as
-            :class:`Happened` is malformed, or the outcome (value, error, reply or
-            note) has no JSON form.
+            [`Happened`][steadyloop.loop.Happened] is malformed, or the outcome (value, error,
+            reply or note) has no JSON form.
     """
     records = records or RecordFactory()
     state = await _read_state(journal, app, run_id, None)
@@ -997,8 +1047,8 @@ class RunInfo:
         records: Its records, in order.
         status: ``"running"`` (a live driver holds it), ``"stopped"`` (it stopped on
             request: resume it), ``"interrupted"`` (its driver died: resume it),
-            ``"resume_state_unknown"`` (waiting for [resolve][steadyloop.loop.resolve]),
-            or the stop reason it ended with.
+            ``"resume_state_unknown"`` (waiting for
+            [`resolve`][steadyloop.loop.resolve]), or the stop reason it ended with.
     """
 
     app: str

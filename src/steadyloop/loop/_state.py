@@ -10,10 +10,10 @@ A run lives in the journal namespace of its app, in the stream ``["run", run_id]
 ``effect.intent`` (``intent_id``, ``policy``, ``what``, ``step``, ``attempt``, and
     ``model``, ``message_count``, ``prompt_chars`` for a model call, or ``tool``,
     ``call_id``, ``arguments``, ``index`` for a tool call)
-    Durable before the effect it announces (:data:`~steadyloop.records.INTENT_KIND`).
+    Durable before the effect it announces ([`INTENT_KIND`][steadyloop.records.INTENT_KIND]).
 ``effect.result`` (``intent_id``, ``status``, and ``reply`` + ``decision`` for a model
     call, ``value`` or ``error`` for a tool call; ``resolved_by`` when a caller wrote it)
-    After the effect (:data:`~steadyloop.records.RESULT_KIND`). ``status`` is ``ok`` or
+    After the effect ([`RESULT_KIND`][steadyloop.records.RESULT_KIND]). ``status`` is ``ok`` or
     ``error`` when the effect happened; ``interrupted`` (resume re-executes a safe
     effect that may not have finished) or ``not_happened`` (a caller said so) when it
     must be done again, under a new intent.
@@ -22,6 +22,10 @@ A run lives in the journal namespace of its app, in the stream ``["run", run_id]
 ``run.stopped`` (``detail``)
     The driver stopped at a write boundary because a stop was requested (Ctrl-C,
     SIGTERM, the ``stop`` event); releases the claim. The run can be resumed.
+``run.snapshot`` (``head``, ``state``)
+    The fold of the ``head`` records before it, so that resume reads only the latest
+    snapshot and what follows it. Written now and then, in a batch the driver writes
+    anyway (no extra sync); a full fold passes over it.
 ``run.cancel_requested`` (``reason``)
     Someone asked the run to stop; the driver ends it at its next write.
 ``run.ended`` (``stop_reason``, ``output``, ``detail``, ``steps``, ``actions``,
@@ -41,13 +45,14 @@ from typing import Any
 from steadyloop import _names
 from steadyloop._errors import CorruptionError
 from steadyloop.loop._types import Budgets, ReplayPolicy, RunResult, StopReason
-from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, StoredRecord
+from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, StoredRecord, canonical_json
 
 __all__ = [
     "RUN_CANCEL_REQUESTED",
     "RUN_CLAIMED",
     "RUN_ENDED",
     "RUN_RECORD_KINDS",
+    "RUN_SNAPSHOT",
     "RUN_STARTED",
     "RUN_STOPPED",
     "RUN_SUSPENDED",
@@ -61,6 +66,7 @@ RUN_STARTED = "run.started"
 RUN_CLAIMED = "run.claimed"
 RUN_SUSPENDED = "run.suspended"
 RUN_STOPPED = "run.stopped"
+RUN_SNAPSHOT = "run.snapshot"
 RUN_CANCEL_REQUESTED = "run.cancel_requested"
 RUN_ENDED = "run.ended"
 
@@ -71,6 +77,7 @@ RUN_RECORD_KINDS: tuple[str, ...] = (
     RESULT_KIND,
     RUN_SUSPENDED,
     RUN_STOPPED,
+    RUN_SNAPSHOT,
     RUN_CANCEL_REQUESTED,
     RUN_ENDED,
 )
@@ -173,7 +180,7 @@ class Owner:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Owner:
-        """Rebuild an owner from :meth:`to_json` output."""
+        """Rebuild an owner from [`to_json`][steadyloop.loop.Owner.to_json] output."""
         return cls(
             host=str(data.get("host")),
             boot=data.get("boot"),
@@ -222,8 +229,8 @@ class RunState:
     """The loop's state: a fold over a run stream.
 
     The live driver applies every record it queues, and resume applies every record it
-    reads, with the same :meth:`apply`; so a resumed driver continues from exactly the
-    state an uninterrupted one had.
+    reads, with the same [`apply`][steadyloop.loop.RunState.apply]; so a resumed driver
+    continues from exactly the state an uninterrupted one had.
 
     Attributes:
         run_id: The run.
@@ -253,6 +260,10 @@ class RunState:
         unwritten_events: A caller-resolved result whose session events the next driver
             must write.
         last_reply_step: The step whose reply gave ``pending_calls``.
+        last_snapshot: The seq of the latest ``run.snapshot`` applied (0 for none).
+        folded_from: How this state was read: ``"the whole run"``, or from which
+            snapshot (and, when a snapshot could not be used, why).
+        snapshot_problems: Snapshots a full fold found not to match it (where, why).
     """
 
     run_id: str
@@ -277,7 +288,9 @@ class RunState:
     owner: Owner | None = None
     unwritten_events: dict[str, Any] | None = None
     last_reply_step: int = 0
-    intent_by_id: dict[str, dict[str, Any]] = field(default_factory=dict)
+    last_snapshot: int = 0
+    folded_from: str = "the whole run"
+    snapshot_problems: list[str] = field(default_factory=list)
 
     @classmethod
     def fold(
@@ -317,7 +330,7 @@ class RunState:
     def result(
         self, reason: StopReason, detail: str, output: str | None, time: int = 0
     ) -> RunResult:
-        """A :class:`RunResult` with this state's counters."""
+        """A [`RunResult`][steadyloop.loop.RunResult] with this state's counters."""
         return RunResult(
             run_id=self.run_id,
             stop_reason=reason,
@@ -372,7 +385,6 @@ class RunState:
             self.unwritten_events = None
             self.intents += 1
             self.open_intent = dict(payload)
-            self.intent_by_id[str(payload["intent_id"])] = self.open_intent
             self.attempts[self.action_key(payload)] = int(payload.get("attempt", 1))
         elif kind == RESULT_KIND:
             self._apply_result(payload, parse, where)
@@ -382,6 +394,20 @@ class RunState:
         elif kind == RUN_STOPPED:
             self.stopped = str(payload.get("detail") or "")
             self.owner = None
+        elif kind == RUN_SNAPSHOT:
+            # The fold so far, for readers starting here: it must be this fold.
+            self.head -= 1
+            mine = self.snapshot()
+            self.head += 1
+            if canonical_json(dict(payload)) != canonical_json(mine):
+                # Not fatal to this fold, which does not need it; a reader starting
+                # there would go wrong, so it is reported (journal doctor), not used.
+                self.snapshot_problems.append(
+                    f"{self.namespace}/{where}: the snapshot does not match the fold of "
+                    "the records before it"
+                )
+                return
+            self.last_snapshot = self.head
         elif kind == RUN_CANCEL_REQUESTED:
             self.cancel_requested = True
         elif kind == RUN_ENDED:
@@ -399,6 +425,83 @@ class RunState:
             )
         else:
             raise self._corrupt(where, f"unknown run record kind {kind!r}")
+
+    def snapshot(self) -> dict[str, JSONValue]:
+        """The state as the payload of a ``run.snapshot`` record written after it.
+
+        Only what the fold of later records needs: of the attempt counts, those of the
+        step under way (earlier actions are never attempted again).
+        """
+        model, tools = f"model:{self.steps + 1}", f"tool:{self.last_reply_step}:"
+        state: dict[str, JSONValue] = {
+            "started": self.started,
+            "steps": self.steps,
+            "actions": self.actions,
+            "parse_failures": self.parse_failures,
+            "consecutive_failures": self.consecutive_failures,
+            "intents": self.intents,
+            "pending_calls": self.pending_calls,  # type: ignore[dict-item]
+            "call_base": self.call_base,
+            "open_intent": self.open_intent,
+            "attempts": {
+                k: v for k, v in self.attempts.items() if k == model or k.startswith(tools)
+            },
+            "end": None if self.end is None else [self.end[0].value, self.end[1], self.end[2]],
+            "suspended": self.suspended,
+            "stopped": self.stopped,
+            "cancel_requested": self.cancel_requested,
+            "owner": None if self.owner is None else self.owner.to_json(),
+            "unwritten_events": self.unwritten_events,
+            "last_reply_step": self.last_reply_step,
+        }
+        return {"head": self.head, "state": state}
+
+    @classmethod
+    def from_snapshot(
+        cls, namespace: str, run_id: str, payload: Mapping[str, Any], seq: int
+    ) -> RunState:
+        """The state a ``run.snapshot`` record at ``seq`` holds, itself applied.
+
+        Raises:
+            ValueError: The snapshot is damaged: malformed, or not at the place it
+                says it was written (its ``head`` must be ``seq - 1``).
+        """
+        try:
+            if payload["head"] != seq - 1:
+                raise ValueError(f"it says it follows {payload['head']} records, not {seq - 1}")
+            data = payload["state"]
+            end = data["end"]
+            owner = data["owner"]
+            state = cls(
+                run_id=run_id,
+                namespace=namespace,
+                head=seq,
+                started=dict(data["started"]),
+                budgets=Budgets.from_json(data["started"].get("budgets") or {}),
+                steps=int(data["steps"]),
+                actions=int(data["actions"]),
+                parse_failures=int(data["parse_failures"]),
+                consecutive_failures=int(data["consecutive_failures"]),
+                intents=int(data["intents"]),
+                pending_calls=[list(c) for c in data["pending_calls"]],
+                call_base=int(data["call_base"]),
+                open_intent=None if data["open_intent"] is None else dict(data["open_intent"]),
+                attempts={str(k): int(v) for k, v in data["attempts"].items()},
+                end=None if end is None else (StopReason(end[0]), str(end[1]), end[2]),
+                suspended=data["suspended"],
+                stopped=data["stopped"],
+                cancel_requested=bool(data["cancel_requested"]),
+                owner=None if owner is None else Owner.from_json(owner),
+                unwritten_events=data["unwritten_events"],
+                last_reply_step=int(data["last_reply_step"]),
+                last_snapshot=seq,
+                folded_from=f"the snapshot at seq {seq} and the records after it",
+            )
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise ValueError(f"{type(exc).__name__}: {exc}") from None
+        if state.run_id != state.started.get("run_id"):
+            raise ValueError(f"it is the state of run {state.started.get('run_id')!r}")
+        return state
 
     @staticmethod
     def action_key(intent: Mapping[str, Any]) -> str:

@@ -1,13 +1,14 @@
 """Public test kits: use them on your own backends and agents.
 
-* :class:`JournalConformance` — the journal contract as pytest tests; subclass it and
-  supply a :class:`JournalFactory`.
-* :class:`QueueConformance` — the audit task queue contract as pytest tests; subclass
-  it and supply a :class:`QueueFactory`.
-* :class:`FaultyFiles` — a file layer that cuts writes at any byte and simulates power
-  loss, for file-based backends.
-* :func:`crash_matrix` — crash an agent run at every write boundary, resume, compare.
-* [EffectSink][steadyloop.testing.EffectSink] and [abandon][steadyloop.testing.abandon]
+* [`JournalConformance`][steadyloop.testing.JournalConformance] — the journal contract as pytest
+  tests; subclass it and supply a [`JournalFactory`][steadyloop.testing.JournalFactory].
+* [`QueueConformance`][steadyloop.testing.QueueConformance] — the audit task queue contract as
+  pytest tests; subclass it and supply a [`QueueFactory`][steadyloop.testing.QueueFactory].
+* [`FaultyFiles`][steadyloop.testing.FaultyFiles] — a file layer that cuts writes at any byte
+  and simulates power loss, for file-based backends.
+* [`crash_matrix`][steadyloop.testing.crash_matrix] — crash an agent run at every write
+  boundary, resume, compare.
+* [`EffectSink`][steadyloop.testing.EffectSink] and [`abandon`][steadyloop.testing.abandon]
   — the pieces of any crash kit: effects counted outside the store (fsynced, across
   processes), and the crash model (process death: nothing closed, nothing more
   written).

@@ -6,12 +6,13 @@ append *k*:
 
 * crashes the run just **before** append *k* (the effect before it happened, its result
   never became durable) and just **after** it (the batch is durable, the code after it
-  never ran) — a :class:`SimulatedCrash` raised by a journal wrapper;
+  never ran) — a [`SimulatedCrash`][steadyloop.testing.SimulatedCrash] raised by a
+  journal wrapper;
 * abandons the crashed journal as a killed process would — never closed, fenced so
   nothing more reaches the store, only its OS resources freed (the crash model of
-  [abandon][steadyloop.testing.abandon]) — then opens the journal anew and resumes the
-  run, resolving any ``RESUME_STATE_UNKNOWN`` with the truth (the kit wraps every tool
-  and knows whether it ran);
+  [`abandon`][steadyloop.testing.abandon]) — then opens the journal anew and resumes
+  the run, resolving any ``RESUME_STATE_UNKNOWN`` with the truth (the kit wraps every
+  tool and knows whether it ran);
 * optionally crashes the resume once more and resumes again;
 * compares with the uninterrupted run: the same result (wall times and intent ids
   aside), the same session events, the model shown the same messages at every step,
@@ -37,7 +38,7 @@ Use it on your own agent and backend::
         )
         report.assert_ok()
 
-The agent must be deterministic (a :class:`~steadyloop.loop.ScriptedModel`, tools that
+The agent must be deterministic (a [`ScriptedModel`][steadyloop.loop.ScriptedModel], tools that
 return the same value for the same arguments), or the comparison means nothing.
 """
 
@@ -271,7 +272,7 @@ class CrashMatrixReport:
         return out
 
     def assert_no_repeats(self) -> None:
-        """Raise :class:`AssertionError` if any tool's effect happened twice, whatever its policy.
+        """Raise `AssertionError` if any tool's effect happened twice, whatever its policy.
 
         For tools whose effect you believe irreversible: a ``SAFE`` tool repeated
         here will be repeated after a real crash.
@@ -288,7 +289,7 @@ class CrashMatrixReport:
             )
 
     def assert_ok(self) -> None:
-        """Raise :class:`AssertionError` listing every case that did not match."""
+        """Raise `AssertionError` listing every case that did not match."""
         if self.failures:
             lines = [
                 f"boundary {c.boundary} {c.side}"
@@ -488,7 +489,9 @@ async def crash_matrix(
         sink: Where the kit counts every tool's effects; a temporary file by default.
 
     Returns:
-        The report; call :meth:`CrashMatrixReport.assert_ok` in a test.
+        The report; call
+            [`CrashMatrixReport.assert_ok`][steadyloop.testing.CrashMatrixReport.assert_ok] in a
+            test.
     """
     scratch = None
     if sink is None:
