@@ -32,6 +32,8 @@ __all__ = [
     "SessionExists",
     "SessionNotFound",
     "SteadyloopError",
+    "StoreNotFound",
+    "TaskCancelled",
     "TaskNotFound",
     "TaskSpecError",
     "ToolTimeout",

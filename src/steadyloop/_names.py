@@ -10,13 +10,13 @@ same array, so the mapping from ids to names is one to one: ids differing only b
 case, trailing spaces, Unicode normal form or separators get different streams.
 
 The id rules are one rule: an id is a non-empty string of valid Unicode (no lone
-surrogates) whose stream name fits a journal name (:data:`MAX_NAME_BYTES`). Only what
+surrogates) whose stream name fits a journal name (`MAX_NAME_BYTES`). Only what
 some layer cannot store at all is refused beyond that, and it is refused at the
 front door, before anything is written:
 
 * app names are journal namespaces, stored raw: no control characters;
 * task ids are also columns of the task queue, and PostgreSQL text cannot hold NUL;
-  they are at most :data:`MAX_TASK_ID_BYTES` long.
+  they are at most `MAX_TASK_ID_BYTES` long.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def stream_name(kind: str, *ids: str) -> str:
     """The stream name of ``kind`` and its ids: ``[kind, *ids]`` as escaped canonical JSON.
 
     Raises:
-        ValueError: An id is not valid (see :func:`id_problem`), or the name is longer
+        ValueError: An id is not valid (see `id_problem`), or the name is longer
             than a journal name may be.
     """
     key = (kind, *ids)

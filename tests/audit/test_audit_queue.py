@@ -5,7 +5,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,10 +27,6 @@ _V1_SQLITE = [
     "attempts, round, audit_rounds, detail, submitted_at, updated_at) VALUES ('old', 'd', "
     '\'{"prompt":"from 0.1","task_id":"old"}\', 0, \'queued\', 0, 0, 0, 0, \'\', 1, 1)',
 ]
-
-
-def _url_factory(url: str, **traits: Any) -> QueueFactory:
-    return QueueFactory(open=lambda **options: open_queue(url, **options), **traits)
 
 
 class TestSQLiteQueue(QueueConformance):
@@ -170,3 +165,84 @@ async def test_two_prefixes_share_one_sqlite_file(tmp_path: Path) -> None:
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     conn.close()
     assert {"one_audit_tasks", "two_audit_tasks", "one_records", "two_records"} <= tables
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("backend", ["postgres", "mysql"])
+async def test_poll_in_the_url_is_the_queues_not_the_drivers(backend: str) -> None:
+    """`?poll=` sets the idle poll of a board's queue; the journal driver never sees it."""
+    from steadyloop.audit import TaskBoard
+
+    async with server_store(backend, poll="0.5") as (url, _), await TaskBoard.open(url) as board:
+        assert board.queue.poll == 0.5
+        await board.submit(TaskSpec(prompt="p", task_id="x"))
+        assert (await board.get("x")).status is TaskStatus.QUEUED
+
+
+async def test_a_bad_poll_is_refused(tmp_path: Path) -> None:
+    """A poll that is not a positive number of seconds is refused before anything is opened."""
+    from steadyloop import UnknownBackend
+
+    with pytest.raises(UnknownBackend, match="poll must be a positive number"):
+        await open_queue(f"sqlite:///{tmp_path}/q.db?poll=soon")
+    assert not (tmp_path / "q.db").exists()
+
+
+class _AheadClock:
+    """A worker clock one hour ahead of everyone else's."""
+
+    def now_us(self) -> int:
+        import time
+
+        return int((time.time() + 3600) * 1_000_000)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("backend", ["postgres", "mysql"])
+async def test_a_worker_whose_clock_runs_ahead_cannot_take_a_live_lease(backend: str) -> None:
+    """On a server, leases use the server's clock: a worker an hour ahead finds nothing to claim."""
+    async with (
+        server_store(backend) as (url, _),
+        await open_queue(url) as honest,
+        await open_queue(url, clock=_AheadClock()) as ahead,
+    ):
+        await honest.submit(TaskSpec(prompt="p", task_id="x"))
+        claim = await honest.claim("w1", 30)
+        assert claim is not None
+        assert await ahead.claim("w2", 30) is None, "took over a lease that is still live"
+        assert await ahead.heartbeat("x", claim.lease_token, 30)  # renewed by the server clock too
+        row = await ahead.get("x")
+        assert row.owner == "w1" and row.lease_expires is not None
+        assert abs(row.lease_expires - row.updated_at - 30_000_000) < 1_000_000
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["status", "--json"], ["show", "x"], ["submit", "-p", "p"]]
+)
+def test_the_cli_reports_a_queue_from_another_version_in_one_line(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A status this version does not know, or a newer schema, is an error message, no traceback."""
+    from typer.testing import CliRunner
+
+    from steadyloop.cli import app
+
+    runner = CliRunner()
+    store = f"sqlite:{tmp_path}/a.db"
+    submitted = runner.invoke(app, ["audit", "submit", "-s", store, "-p", "p", "--id", "x"])
+    assert submitted.exit_code == 0
+    conn = sqlite3.connect(tmp_path / "a.db")
+    conn.execute("UPDATE steadyloop_audit_tasks SET status = 'paused'")
+    conn.commit()
+    conn.close()
+    if command[0] != "submit":
+        r = runner.invoke(app, ["audit", *command, "-s", store])
+        assert r.exit_code == 1 and r.output.startswith("error:"), r.output
+        assert "'paused'" in r.output
+    conn = sqlite3.connect(tmp_path / "a.db")
+    conn.execute("UPDATE steadyloop_audit_schema SET version = 99")
+    conn.commit()
+    conn.close()
+    r = runner.invoke(app, ["audit", *command, "-s", store])
+    assert r.exit_code == 1 and r.output.startswith("error:"), r.output
+    assert "newer than this steadyloop" in " ".join(r.output.split())

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from audit_helpers import check_answer, goal_spec, writer_factory
+from audit_helpers import ManualClock, check_answer, goal_spec, writer_factory
 from typer.testing import CliRunner
 
 from steadyloop import IllegalTransition, TaskCancelled, TaskSpecError
@@ -191,3 +191,35 @@ async def test_a_board_on_a_server_works_odd_ids_cancels_and_retries(
         await _worker(board, Agent("echo", ScriptedModel(["done"])), tmp_path).run()
         assert (await board.state("Ä\x85 b")).status is TaskStatus.COMPLETED
         assert (await board.get("after")).status is TaskStatus.BLOCKED
+
+
+async def test_a_cancel_racing_a_claim_ends_the_row_too(board: TaskBoard) -> None:
+    """A worker that claimed the row but not yet the trail loses to a cancel: the row ends at once."""
+    await board.submit(TaskSpec(prompt="p", task_id="a"))
+    claim = await board.queue.claim("w", 600)  # claimed in the queue, claimed not yet recorded
+    assert claim is not None
+    assert await board.cancel("a", "race") is TaskStatus.CANCELLED
+    row = await board.get("a")
+    assert (row.status, row.lease_token) == (TaskStatus.CANCELLED, None)
+    assert not await board.queue.heartbeat("a", claim.lease_token, 600)
+
+
+async def test_cancelling_a_task_whose_worker_is_gone_ends_it_now(
+    board: TaskBoard, clock: ManualClock
+) -> None:
+    """A running task whose lease ran out is cancelled at once: nobody is left to stop it."""
+    await board.submit(TaskSpec(prompt="p", task_id="a"))
+    await board.submit(TaskSpec(prompt="p", task_id="b", depends_on=("a",)))
+    claim = await board.queue.claim("w", 10)
+    assert claim is not None
+    state = await board.state("a")
+    await board.record(
+        state,
+        [(TaskEvent.CLAIMED, {"worker": "w", "lease_token": claim.lease_token, "attempt": 1})],
+    )
+    clock.advance(11)  # the worker died; its lease ran out
+    assert await board.cancel("a", "abandoned") is TaskStatus.CANCELLED
+    assert (await board.state("a")).status is TaskStatus.CANCELLED
+    assert (await board.get("a")).status is TaskStatus.CANCELLED
+    assert (await board.get("b")).status is TaskStatus.BLOCKED
+    assert await board.queue.claim("w2", 10) is None

@@ -139,3 +139,20 @@ async def test_an_idle_worker_forever_survives_connection_drops(tmp_path: Path) 
             worker.send_signal(signal.SIGKILL)
             output = worker.communicate(timeout=30)[0]
         assert "AdminShutdown" not in output, output
+
+
+async def test_the_notification_listener_reconnects_after_a_drop() -> None:
+    """After pg_terminate_backend of its LISTEN connection, an idle waiter is still woken by NOTIFY."""
+    application = f"sl-{uuid.uuid4().hex[:10]}"
+    async with server_store("postgres", application_name=application) as (url, _):
+        base = url.split("?", 1)[0]
+        async with await open_queue(url, poll=30) as waiter, await open_queue(url) as submitter:
+            assert not await waiter.wait_for_task(0.5)  # listening now
+            assert await _terminate_postgres(base, application) >= 2
+            await asyncio.sleep(1.0)
+            started = time.monotonic()
+            woken = asyncio.ensure_future(waiter.wait_for_task(60))
+            await asyncio.sleep(0.5)
+            await submitter.submit(TaskSpec(prompt="p", task_id="x"))
+            assert await asyncio.wait_for(woken, 60)
+            assert time.monotonic() - started < 20, "woken by the poll, not by NOTIFY"

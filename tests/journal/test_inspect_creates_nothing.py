@@ -111,11 +111,18 @@ async def test_open_journal_with_create_false_refuses_and_then_opens_what_exists
 
 
 async def test_mariadb_commands_print_nothing_on_stderr() -> None:
-    """Opening an existing MariaDB journal again prints no 'already exists' note: stderr is empty."""
+    """Opening an existing MariaDB journal or task store prints no 'already exists' note on stderr."""
     async with server_store("mysql") as (url, _):
         async with await open_journal(url) as journal:
             await journal.append("ns", StreamWrite("s", [RecordFactory()("note")]))
-        for command in (["journal", "doctor", url], ["runs", "list", "-j", url]):
+        commands = [
+            ["journal", "doctor", url],
+            ["runs", "list", "-j", url],
+            ["audit", "submit", "-s", url, "-p", "hi", "--id", "a"],
+            ["audit", "status", "-s", url],
+            ["audit", "show", "a", "-s", url],
+        ]
+        for command in commands:
             done = _cli(*command)
             assert done.returncode == 0, done.stdout + done.stderr
             assert done.stderr == ""

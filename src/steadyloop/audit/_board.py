@@ -23,7 +23,13 @@ from steadyloop._errors import (
     TaskSpecError,
     UnknownBackend,
 )
-from steadyloop.audit._queue import QueuedTask, SubmitResult, TaskQueue, open_queue
+from steadyloop.audit._queue import (
+    QueuedTask,
+    SubmitResult,
+    TaskQueue,
+    open_queue,
+    split_queue_url,
+)
 from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus, task_stream
 from steadyloop.journal import Journal, StreamWrite, open_journal
 from steadyloop.journal._sql import PlanJournal
@@ -120,7 +126,7 @@ class TaskBoard:
         options: dict[str, Any],
     ) -> TaskBoard:
         if journal_url is None or journal_url == url:
-            journal = await open_journal(url, create=create)
+            journal = await open_journal(split_queue_url(url)[0], create=create)
             try:
                 if not isinstance(journal, PlanJournal):
                     raise UnknownBackend(
@@ -161,11 +167,13 @@ class TaskBoard:
         """Queue tasks (all or none), then write each new task's ``submitted`` record.
 
         The order cannot leave an orphan: every id is checked by the one id rule of
-        :mod:`steadyloop._names` when its :class:`TaskSpec` is built, so its trail
+        `steadyloop._names` when its [`TaskSpec`][steadyloop.audit.TaskSpec] is built, so its trail
         stream is nameable before the queue row is written; then the queue row, then
         the trail. A crash between the two leaves a queued task with an empty trail,
-        which is repaired by the next writer (:meth:`ensure_submitted`, called by the
-        claiming worker, by :meth:`block_doomed`, :meth:`cancel` and a resubmission).
+        which is repaired by the next writer
+        ([`ensure_submitted`][steadyloop.audit.TaskBoard.ensure_submitted], called by the
+        claiming worker, by [`block_doomed`][steadyloop.audit.TaskBoard.block_doomed],
+        [`cancel`][steadyloop.audit.TaskBoard.cancel] and a resubmission).
 
         Raises:
             TaskSpecError: A spec is invalid or clashes with the queue; nothing queued.
@@ -330,9 +338,10 @@ class TaskBoard:
 
         A queued task's trail gets ``cancelled``, its row follows, and its dependents
         are blocked. A running task is marked in the queue: its worker's next heartbeat
-        raises :class:`~steadyloop.TaskCancelled`, and the worker stops at its next
+        raises [`TaskCancelled`][steadyloop.TaskCancelled], and the worker stops at its next
         write boundary and records it cancelled (a worker taking over an expired lease
-        sees :attr:`Claim.cancel_requested` and does the same).
+        sees `Claim.cancel_requested` and does the same). A running task whose lease
+        has expired (its worker is gone) is cancelled here and now, like a queued one.
 
         Returns:
             ``cancelled``, or ``running`` when the cancel was requested of its worker.
@@ -345,10 +354,13 @@ class TaskBoard:
             state = await self._current(task_id)
             if state.status is TaskStatus.RUNNING:
                 status = await self.queue.cancel(task_id, reason)
-                if status is TaskStatus.QUEUED:
-                    continue  # it was just pushed back or released: cancel it queued
-                return TaskStatus.RUNNING
-            if state.status is not TaskStatus.QUEUED:
+                if status is not TaskStatus.RUNNING:
+                    continue  # it was just pushed back, released or ended: look again
+                if not await self.queue.lease_expired(task_id):
+                    return TaskStatus.RUNNING  # its worker stops at the next write boundary
+                # Its worker is gone and nobody holds the lease: end it here. A worker
+                # taking it over now either loses this write or sees the request.
+            elif state.status is not TaskStatus.QUEUED:
                 raise IllegalTransition(
                     task_id,
                     str(state.status),
@@ -359,9 +371,10 @@ class TaskBoard:
                 await self.record(state, [(TaskEvent.CANCELLED, {"reason": reason})])
             except ConflictError:
                 continue  # a worker claimed it meanwhile: look again
-            # The trail says cancelled. The row follows; if a worker claimed it in
-            # between, that worker finds the trail ended and settles the row itself.
-            await self.queue.cancel(task_id, reason)
+            # The trail says cancelled; the row follows, even if a worker claimed it in
+            # between (its claim record was refused, so it stops; its settle finds the
+            # lease gone).
+            await self.queue.cancel(task_id, reason, recorded=True)
             await self.block_doomed()
             return TaskStatus.CANCELLED
         raise ConflictError(self.app, task_stream(task_id), 0, 0)  # pragma: no cover
@@ -372,7 +385,7 @@ class TaskBoard:
         The trail keeps everything and the counters go on (rounds, audits, claims);
         the retry grants the task its audit rounds (and goal-mode round budget) again,
         counted from where it stopped, and ``note`` is the person's instruction for the
-        next round (:attr:`TaskState.retry_note`).
+        next round (`TaskState.retry_note`).
 
         Returns:
             The task's state after the retry.

@@ -163,7 +163,7 @@ _PHASES: dict[TaskEvent, tuple[frozenset[str | None], str | None]] = {
 
 
 def task_stream(task_id: str) -> str:
-    """Return the trail stream of a task: ``["task", task_id]`` (built by ``steadyloop._names``)."""
+    """Return the trail stream of a task: ``["task", task_id]`` (see `steadyloop._names`)."""
     return _names.task_stream(task_id)
 
 

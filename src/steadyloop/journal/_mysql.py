@@ -95,7 +95,7 @@ class MySQLDialect(Dialect):
     # MariaDB (10.6+) and MySQL (8.0+) skip rows other claimers locked; the claim's
     # subquery reads without locks, so only the picked task row is locked.
     skip_locked = " FOR UPDATE SKIP LOCKED"
-    now_sql = "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)"
+    now_expr = "CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)"
     tables_sql = (
         "SELECT table_name FROM information_schema.tables "
         "WHERE table_schema = DATABASE() AND table_name = ?"
@@ -149,7 +149,7 @@ class MySQLJournal(PlanJournal):
         retries: Most attempts of a transaction the server refuses.
         connect_timeout: Seconds to wait for the server when connecting.
         create: Whether missing tables are created; with ``False`` opening a database
-            without them raises :class:`~steadyloop.BackendUnavailable` ("no journal
+            without them raises [`StoreNotFound`][steadyloop.StoreNotFound] ("no journal
             here") and creates nothing (for tools that only inspect).
     """
 
@@ -307,7 +307,9 @@ class MySQLJournal(PlanJournal):
             )
         return isinstance(cause, OSError | EOFError | ConnectionError)
 
-    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
+    async def _run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool, pipelined: bool = True
+    ) -> Any:
         """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
         pool = self._pool
         assert pool is not None

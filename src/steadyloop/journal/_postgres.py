@@ -83,7 +83,7 @@ class PostgresDialect(Dialect):
     location_name = "postgresql"
     serial_key = "seq BIGSERIAL PRIMARY KEY"
     skip_locked = " FOR UPDATE OF t SKIP LOCKED"
-    now_sql = "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+    now_expr = "(extract(epoch FROM statement_timestamp()) * 1000000)::bigint"
     tables_sql = (
         "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename = ?"
     )
@@ -125,7 +125,7 @@ class PostgresJournal(PlanJournal):
             failure, deadlock, a racing idempotency key).
         connect_timeout: Seconds to wait for the server when connecting.
         create: Whether missing tables are created; with ``False`` opening a database
-            without them raises :class:`~steadyloop.BackendUnavailable` ("no journal
+            without them raises [`StoreNotFound`][steadyloop.StoreNotFound] ("no journal
             here") and creates nothing (for tools that only inspect).
     """
 
@@ -245,7 +245,9 @@ class PostgresJournal(PlanJournal):
         cause = exc.__cause__ if isinstance(exc, BackendUnavailable) else exc
         return isinstance(cause, psycopg.OperationalError | psycopg.InterfaceError)
 
-    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
+    async def _run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool, pipelined: bool = True
+    ) -> Any:
         """Run a plan in one transaction (reads: one autocommit statement) and map errors."""
         pool = self._pool
         assert pool is not None
@@ -254,6 +256,9 @@ class PostgresJournal(PlanJournal):
             async with pool.connection() as conn:
                 if not write:
                     return await run_async(make_plan(), lambda q: self._execute(conn, q))
+                if not pipelined:
+                    async with conn.transaction():
+                        return await run_async(make_plan(), lambda q: self._execute(conn, q))
                 # Pipeline mode sends statements whose rows the plan does not need
                 # without waiting for each reply: one round trip per fetched query.
                 async with conn.pipeline(), conn.transaction():
@@ -271,7 +276,7 @@ class PostgresJournal(PlanJournal):
 
         Uses a connection of its own (outside the pool), closed when the iteration
         ends. A lost connection ends the iteration with
-        :class:`~steadyloop.BackendUnavailable`; listen again to reconnect.
+        [`BackendUnavailable`][steadyloop.BackendUnavailable]; listen again to reconnect.
         """
         try:
             conn = await AsyncConnection.connect(

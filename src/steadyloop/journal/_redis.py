@@ -213,7 +213,7 @@ class RedisJournal(Journal):
         connect_timeout: Seconds to wait for the server when connecting.
         create: Whether a missing journal is started (its layout key written); with
             ``False`` a prefix holding no journal raises
-            :class:`~steadyloop.BackendUnavailable` ("no journal here") and writes
+            [`StoreNotFound`][steadyloop.StoreNotFound] ("no journal here") and writes
             nothing (for tools that only inspect).
     """
 

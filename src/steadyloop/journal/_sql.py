@@ -110,9 +110,9 @@ class Dialect:
     skip_locked = ""
     """Appended to a claim's ``SELECT`` so that rows another claimer locked are skipped
     (``FOR UPDATE SKIP LOCKED``); empty where a transaction already excludes others."""
-    now_sql: str | None = None
-    """A query returning the server's clock in integer microseconds since the epoch, so
-    machines whose clocks disagree agree on leases; ``None``: the caller's clock."""
+    now_expr: str | None = None
+    """An SQL expression of the server's clock in integer microseconds since the epoch,
+    so machines whose clocks disagree agree on leases; ``None``: the caller's clock."""
     tables_sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?"
     """A query returning a row when the table named by its one parameter exists."""
     table_suffix = ""
@@ -240,7 +240,7 @@ def migrate_plan(d: Dialect, *, create: bool = True) -> Plan:
 
     The tables are created only when missing (so no server warns that one already
     exists), and with ``create=False`` not at all: a missing schema is then
-    :class:`~steadyloop.BackendUnavailable` saying there is no journal here.
+    [`StoreNotFound`][steadyloop.StoreNotFound] saying there is no journal here.
     """
     exists = yield from table_exists_plan(d, "schema")
     if not exists:
@@ -517,31 +517,41 @@ class PlanJournal(Journal):
     _dialect: Dialect
 
     @abstractmethod
-    async def _run_plan(self, make_plan: Callable[[], Plan], *, write: bool) -> Any:
-        """Run the plan ``make_plan()`` returns in one transaction; return its result."""
+    async def _run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool, pipelined: bool = True
+    ) -> Any:
+        """Run the plan ``make_plan()`` returns in one transaction; return its result.
+
+        ``pipelined``: a hint that the plan sends statements whose rows it does not need,
+        which a server backend may send without waiting for each reply.
+        """
 
     @property
     def dialect(self) -> Dialect:
         """The SQL dialect (table prefix, placeholders, quirks) of this journal's database."""
         return self._dialect
 
-    async def run_plan(self, make_plan: Callable[[], Plan], *, write: bool = True) -> Any:
+    async def run_plan(
+        self, make_plan: Callable[[], Plan], *, write: bool = True, pipelined: bool = False
+    ) -> Any:
         """Run another layer's plan on this journal's connection, in one transaction.
 
         The audit queue keeps its tables next to the journal's and runs its plans here,
         on the same SQLite thread or server pool, with the same retry of refused
-        transactions.
+        transactions. ``pipelined`` says the plan sends many statements whose rows it
+        does not need (as an append does); plans that read back most of what they send
+        run faster without it on PostgreSQL.
 
         Raises:
             JournalClosed: The journal is closed.
-            BackendUnavailable: The database failed; :meth:`transient` says whether
+            BackendUnavailable: The database failed; `transient` says whether
                 trying again later may succeed.
         """
         self._check_open()
-        return await self._run_plan(make_plan, write=write)
+        return await self._run_plan(make_plan, write=write, pipelined=pipelined)
 
     def transient(self, exc: BaseException) -> bool:
-        """Whether an error from :meth:`run_plan` is a lost connection or a busy store.
+        """Whether an error from `run_plan` is a lost connection or a busy store.
 
         Such a failure may go away by itself; the transaction may or may not have been
         committed, so only a plan that recognises its own earlier work may be rerun.

@@ -91,7 +91,7 @@ REDO_STATUSES = frozenset({"interrupted", "not_happened"})
 
 
 def run_stream(run_id: str) -> str:
-    """Return the stream name of a run: ``["run", run_id]`` (see :mod:`steadyloop._names`).
+    """Return the stream name of a run: ``["run", run_id]`` (see `steadyloop._names`).
 
     Raises:
         ValueError: The run id is not a valid id.

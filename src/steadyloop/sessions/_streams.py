@@ -1,7 +1,7 @@
 """Where sessions live in the journal: stream names and record kinds.
 
 All streams of one app live in the journal namespace named after the app. Stream names
-are canonical JSON arrays built by :mod:`steadyloop._names`, so any user id and
+are canonical JSON arrays built by `steadyloop._names`, so any user id and
 session id (spaces, quotes, colons, NUL, text differing only by case) maps to its own
 stream and never collides with another:
 
@@ -97,7 +97,7 @@ def _name(parts: list[str]) -> str:
 
 
 def check_id(value: object, what: str) -> str:
-    """Check a user id, session id or app name by the one id rule of :mod:`steadyloop._names`.
+    """Check a user id, session id or app name by the one id rule of `steadyloop._names`.
 
     An app name is a journal namespace, so it may not hold control characters either.
 

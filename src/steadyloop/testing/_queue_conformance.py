@@ -15,7 +15,7 @@ supplying a factory::
 
 ``open(**options)`` must return a queue on the *same* store each time it is called, and
 pass ``options`` (``clock``, ``ids``, ``server_clock``, ``poll``, ``create``) on to
-:func:`~steadyloop.audit.open_queue`. ``missing``, when given, opens with
+[`open_queue`][steadyloop.audit.open_queue]. ``missing``, when given, opens with
 ``create=False`` a place that holds no queue. ``notifies`` says that idle workers are
 woken by the store (PostgreSQL ``NOTIFY``) rather than by polling. The suite needs
 ``pytest`` and ``pytest-asyncio``.
@@ -56,7 +56,7 @@ class QueueFactory:
         open: Opens a queue on the store under test with the given options; every
             call reaches the same store.
         missing: Opens, with ``create=False``, a place that holds no queue (expected to
-            raise :class:`~steadyloop.StoreNotFound`); ``None`` skips that test.
+            raise [`StoreNotFound`][steadyloop.StoreNotFound]); ``None`` skips that test.
         notifies: Whether an idle waiter is woken by the store (not by polling).
         server_clock: Whether the backend reads lease times from a server clock (the
             suite then opens with ``server_clock=False`` to drive leases by hand).
@@ -330,8 +330,8 @@ class QueueConformance:
         real_run, real_transient = journal.run_plan, journal.transient
         armed = [1]
 
-        async def run_plan(make: Any, *, write: bool = True) -> Any:
-            result = await real_run(make, write=write)
+        async def run_plan(make: Any, *, write: bool = True, **hints: Any) -> Any:
+            result = await real_run(make, write=write, **hints)
             if write and armed[0]:
                 armed[0] = 0
                 raise BackendUnavailable("simulated: the connection dropped after the commit")
