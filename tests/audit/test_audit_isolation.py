@@ -14,9 +14,21 @@ from pathlib import Path
 import pytest
 from audit_helpers import marked, new_marker, wait_for
 
+from backends import IN_CI
 from steadyloop.audit import BubblewrapExecutor, ExecutorUnavailable, SubprocessExecutor
 
 HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def bubblewrap() -> None:
+    """Skip (outside CI) or fail (in CI, where .ci/run installs it) without a working bwrap."""
+    try:
+        BubblewrapExecutor()
+    except ExecutorUnavailable as exc:
+        if IN_CI:
+            raise
+        pytest.skip(str(exc))
 
 
 def daemon_command(marker: str) -> list[str]:
@@ -31,9 +43,11 @@ def daemon_command(marker: str) -> list[str]:
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["subprocess", "bubblewrap"])
 def test_a_sigkilled_worker_takes_its_verify_command_and_its_daemon_with_it(
-    tmp_path: Path, isolate: bool
+    tmp_path: Path, isolate: bool, request: pytest.FixtureRequest
 ) -> None:
     """After a SIGKILL of the worker, no process of its verify command is left, a setsid daemon included."""
+    if isolate:
+        request.getfixturevalue("bubblewrap")
     marker = new_marker()
     seconds = daemon_command(marker)
     code = (
@@ -55,8 +69,12 @@ def test_a_sigkilled_worker_takes_its_verify_command_and_its_daemon_with_it(
 
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["subprocess", "bubblewrap"])
-async def test_a_timeout_kills_the_whole_tree(tmp_path: Path, isolate: bool) -> None:
+async def test_a_timeout_kills_the_whole_tree(
+    tmp_path: Path, isolate: bool, request: pytest.FixtureRequest
+) -> None:
     """A command past its timeout is reported as such, and nothing it started is left running."""
+    if isolate:
+        request.getfixturevalue("bubblewrap")
     marker = new_marker()
     executor = BubblewrapExecutor() if isolate else SubprocessExecutor()
     result = await executor.run(daemon_command(marker), cwd=tmp_path, timeout=1.0)
@@ -96,6 +114,7 @@ def probe(kind: str, tmp_path: Path) -> tuple[dict[str, str], tuple[str, str, st
     return seen, (env_secret, unasked_secret, file_secret)
 
 
+@pytest.mark.usefixtures("bubblewrap")
 def test_the_isolating_executor_keeps_three_planted_secrets(tmp_path: Path) -> None:
     """A verify command trying env, /proc/$PPID/environ, /proc/*/environ and the worker's open files gets none of three planted secrets."""
     seen, secrets = probe("bubblewrap", tmp_path)
@@ -113,6 +132,7 @@ def test_the_plain_executor_leaves_proc_open_as_its_docs_say(tmp_path: Path) -> 
     assert env_secret in text and file_secret in text
 
 
+@pytest.mark.usefixtures("bubblewrap")
 async def test_the_sandbox_has_a_read_only_root_and_a_writable_workdir(tmp_path: Path) -> None:
     """Inside the sandbox only the working directory can be written; with network=False only lo is there."""
     outside = Path("/var/tmp") / f"steadyloop-{new_marker()}"

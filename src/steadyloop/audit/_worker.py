@@ -348,6 +348,8 @@ class Worker:
                 self._emit("store-unavailable", None, f"{exc}; trying again in {pause:.1f} s")
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), pause)
+        if self._timer is not None:
+            self._timer.cancel()  # a shutdown's grace timer has nothing left to interrupt
         return done
 
     async def _idle(self) -> None:
