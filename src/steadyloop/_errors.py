@@ -277,6 +277,13 @@ class IllegalTransition(AuditError):
         super().__init__(f"task {task_id!r}: cannot apply {event!r} in state {state!r}: {reason}")
 
 
+class ExecutorUnavailable(AuditError):
+    """An executor cannot run here (bubblewrap is missing, or namespaces are forbidden).
+
+    The message names what to install or allow; no command was run unisolated instead.
+    """
+
+
 class LeaseLost(AuditError):
     """A worker's lease on a task expired or was taken over; it must stop working on it."""
 

@@ -1,6 +1,9 @@
 """A worker process for the chaos test; the test SIGKILLs it at random moments.
 
-Usage: python audit_chaos_worker.py URL NAME LOG SCRATCH
+Usage: python audit_chaos_worker.py URL NAME LOG SCRATCH [subprocess [LEASE]]
+
+With ``subprocess``, verify commands run as real processes (the spec's command) under
+the plain executor, so the test can look for orphaned and overlapping ones.
 
 Every model call is logged (one JSON line, one ``write``) with the driver it belongs
 to, so the test can check what each resumed first turn carried.
@@ -21,6 +24,7 @@ from typing import Any
 from steadyloop.audit import (
     PREAMBLE_OPEN,
     InProcessExecutor,
+    SubprocessExecutor,
     TaskBoard,
     TaskContext,
     Verifier,
@@ -36,7 +40,9 @@ def check(cwd: Path) -> tuple[int, str]:
     return (0, "ok") if text == "42" else (1, f"answer.txt holds {text!r}, expected '42'")
 
 
-def main(url: str, name: str, log_path: str, scratch: str) -> None:
+def main(  # noqa: PLR0917 - the command line, in order
+    url: str, name: str, log_path: str, scratch: str, executor: str = "", lease: str = "1.0"
+) -> None:
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def log(entry: dict[str, Any]) -> None:
@@ -49,14 +55,14 @@ def main(url: str, name: str, log_path: str, scratch: str) -> None:
         @tools.tool(policy=ReplayPolicy.SAFE)
         def write(text: str) -> str:
             """Write answer.txt."""
-            time.sleep(0.08)
+            time.sleep(0.15)
             (ctx.workdir / "answer.txt").write_text(text)
             return "written"
 
         @tools.tool(policy=ReplayPolicy.SAFE)
         def note() -> str:
             """Take a note."""
-            time.sleep(0.08)
+            time.sleep(0.15)
             return "noted"
 
         def script(index: int, messages: Sequence[Message]) -> ModelReply | str:
@@ -88,6 +94,8 @@ def main(url: str, name: str, log_path: str, scratch: str) -> None:
     def on_event(event: WorkerEvent) -> None:
         if event.kind == "error":
             log({"error": event.detail, "task": event.task_id, "pid": os.getpid()})
+        elif event.kind == "lease-lost":
+            log({"event": event.kind, "task": event.task_id, "worker": name, "time": time.time()})
 
     async def work() -> None:
         async with await TaskBoard.open(url) as board:
@@ -95,9 +103,13 @@ def main(url: str, name: str, log_path: str, scratch: str) -> None:
                 board,
                 factory,
                 worker_id=name,
-                verifier=Verifier(InProcessExecutor({"check": check})),
+                verifier=Verifier(
+                    SubprocessExecutor()
+                    if executor == "subprocess"
+                    else InProcessExecutor({"check": check})
+                ),
                 scratch_root=scratch,
-                lease=1.0,
+                lease=float(lease),
                 heartbeat=0.2,
                 poll=0.05,
                 on_event=on_event,
@@ -108,4 +120,4 @@ def main(url: str, name: str, log_path: str, scratch: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:7])

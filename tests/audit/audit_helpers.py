@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -140,3 +143,32 @@ def states_by_status() -> dict[str, TaskState]:
             state.apply(kind, payload)
         out[name] = state
     return out
+
+
+def marked(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line holds ``marker``."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            stat = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue
+        if marker.encode() in cmdline and stat[stat.rfind(")") + 2] != "Z":
+            out.append(int(name))
+    return out
+
+
+def wait_for(predicate, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return bool(predicate())
+
+
+def new_marker() -> str:
+    return str(uuid.uuid4().int % 10**9).rjust(9, "1")

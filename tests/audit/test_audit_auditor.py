@@ -9,6 +9,7 @@ import pytest
 from audit_helpers import goal_spec
 
 from steadyloop.audit import (
+    PREAMBLE_CLOSE,
     PREAMBLE_OPEN,
     AuditContext,
     AuditError,
@@ -182,7 +183,7 @@ def test_packet_text_carries_evidence_reproduction_and_acceptance() -> None:
 
 
 def test_applying_a_preamble_twice_does_not_repeat_it() -> None:
-    """apply_preamble is idempotent, replaces an older preamble, and leaves the prompt text intact."""
+    """apply_preamble is idempotent and leaves the prompt text intact, even one that begins with preamble markers of its own."""
     prompt = "Fix the bug.\n\nGoal: tests pass"
     pre = compose_preamble(packet())
     assert pre is not None
@@ -191,12 +192,9 @@ def test_applying_a_preamble_twice_does_not_repeat_it() -> None:
     assert count_preambles(once) == 1 and once.endswith(prompt)
     newer = compose_preamble(packet(), resume_round=2, lost_worker="w9")
     assert newer is not None
-    replaced = apply_preamble(once, newer)
-    assert (
-        count_preambles(replaced) == 1
-        and "Resume note: round 2" in replaced
-        and replaced.endswith(prompt)
-    )
+    own = f"{PREAMBLE_OPEN}\nthe user's own block\n{PREAMBLE_CLOSE}\n\n{prompt}"
+    shown = apply_preamble(own, newer)
+    assert shown == f"{newer}\n\n{own}" and "Resume note: round 2" in shown
     assert apply_preamble(prompt, None) == prompt
     assert compose_preamble(None) is None
 

@@ -94,7 +94,10 @@ def test_submit_work_status_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         "goal_unmet",
     ):
         assert kind in r.output
-    assert "[blocker] r1.verification.1" in r.output
+    # The findings it ended with (round 2's, not the packet of round 1), with evidence.
+    assert "[blocker] r2.verification.1" in r.output and "[blocker] r1." not in r.output
+    assert "the task ended with" in r.output and "evidence:" in r.output
+    assert "exited with status 1" in r.output
     r = runner.invoke(app, ["audit", "show", "a2", "-s", store, "--json"])
     kinds = [json.loads(line)["kind"] for line in r.output.splitlines()]
     assert kinds[0] == "task.submitted" and kinds[-1] == "task.goal_unmet"

@@ -131,7 +131,21 @@ async def test_environment_is_scrubbed_unless_allowed_by_name(tmp_path: Path) ->
     allowed = await executor.run(show, cwd=tmp_path, allow_env=["OK_VAR"], env={"EXTRA": "1"})
     assert '"OK_VAR": "fine"' in allowed.stdout and '"EXTRA": "1"' in allowed.stdout
     assert "s3cret" not in allowed.stdout
-    assert executor.environment() == {"PATH": "/usr/bin:/bin", "OK_VAR": "fine"}
+    assert executor.environment(allow_env=["OK_VAR"]) == {"PATH": "/usr/bin:/bin", "OK_VAR": "fine"}
+
+
+async def test_a_task_sees_only_the_variables_it_asked_for_and_the_worker_allows(
+    tmp_path: Path,
+) -> None:
+    """A variable the worker allows reaches only the commands that ask for it by name."""
+    source = {"PATH": "/usr/bin:/bin", "OK_VAR": "fine", "OTHER": "also allowed"}
+    executor = SubprocessExecutor(source_env=source, allow_env=["OK_VAR", "OTHER"])
+    show = (PY, "-c", "import os, json; print(json.dumps(dict(os.environ)))")
+    silent = await executor.run(show, cwd=tmp_path)
+    assert "fine" not in silent.stdout and "also allowed" not in silent.stdout
+    asked = await executor.run(show, cwd=tmp_path, allow_env=["OK_VAR"])
+    assert '"OK_VAR": "fine"' in asked.stdout and "also allowed" not in asked.stdout
+    assert executor.environment() == {"PATH": "/usr/bin:/bin"}
 
 
 async def test_a_command_cannot_widen_the_workers_allow_list(tmp_path: Path) -> None:

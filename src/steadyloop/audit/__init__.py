@@ -29,6 +29,7 @@ Examples:
 
 from steadyloop._errors import (
     AuditError,
+    ExecutorUnavailable,
     IllegalTransition,
     LeaseLost,
     TaskNotFound,
@@ -51,6 +52,7 @@ from steadyloop.audit._board import DEFAULT_APP, TaskBoard
 from steadyloop.audit._executors import (
     DEFAULT_ENV_ALLOW,
     DEFAULT_MAX_OUTPUT,
+    BubblewrapExecutor,
     CommandResult,
     Executor,
     InProcessExecutor,
@@ -92,15 +94,25 @@ from steadyloop.audit._tasks import (
     task_stream,
 )
 from steadyloop.audit._verify import DEFAULT_EVIDENCE_LIMIT, Verification, Verifier
-from steadyloop.audit._worker import AgentFactory, TaskContext, Worker, WorkerEvent, decide
+from steadyloop.audit._worker import (
+    DEFAULT_GRACE,
+    DEFAULT_ROUND_TIME,
+    AgentFactory,
+    TaskContext,
+    Worker,
+    WorkerEvent,
+    decide,
+)
 
 __all__ = [
     "DEFAULT_APP",
     "DEFAULT_AUDIT_ROUNDS",
     "DEFAULT_ENV_ALLOW",
     "DEFAULT_EVIDENCE_LIMIT",
+    "DEFAULT_GRACE",
     "DEFAULT_MAX_OUTPUT",
     "DEFAULT_ROUND_BUDGET",
+    "DEFAULT_ROUND_TIME",
     "PREAMBLE_CLOSE",
     "PREAMBLE_OPEN",
     "TERMINAL",
@@ -110,9 +122,11 @@ __all__ = [
     "AuditError",
     "AuditReport",
     "Auditor",
+    "BubblewrapExecutor",
     "Claim",
     "CommandResult",
     "Executor",
+    "ExecutorUnavailable",
     "Finding",
     "FindingKind",
     "Gate",

@@ -1,13 +1,25 @@
-"""Executors: where commands run — in this process, or in a scrubbed subprocess.
+"""Executors: where commands run — in this process, in a subprocess, or in a sandbox.
 
-[`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor] runs an argv in a scratch working
-directory, with a timeout (the whole process group is killed when it runs out), a scrubbed
-environment (only safe defaults and names allowed explicitly are inherited, so no secret leaks
-in by accident) and capped output: beyond the cap the middle is cut and the text says how many
-bytes were cut.
+[`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor] runs an argv in a scratch
+working directory, with a timeout, a scrubbed environment (the safe defaults, plus only
+the names a command asks for *and* the worker allows) and capped output: beyond the cap
+the middle is cut and the text says how many bytes were cut. A small supervisor
+(``_supervisor.py``) holds the command's whole process tree: it dies with the worker,
+even a SIGKILLed one, and takes every descendant (a ``setsid`` daemon too) with it.
+It does *not* isolate: the command runs as the worker's user, sees the whole
+filesystem, the network and the other processes (``/proc/<pid>/environ`` of the
+worker's user included).
 
-[`InProcessExecutor`][steadyloop.audit.InProcessExecutor] runs registered Python functions as
-commands, for tools and checks that need no process of their own (tests, notebooks).
+[`BubblewrapExecutor`][steadyloop.audit.BubblewrapExecutor] runs the same commands in a
+bubblewrap sandbox: its own PID namespace (no other process is visible, and the
+sandbox dies with the worker), a read-only root, only the working directory writable,
+a private ``/tmp``, no inherited descriptors, optionally no network, and bubblewrap
+itself started with exactly the command's environment and no secret on its command
+line.
+
+[`InProcessExecutor`][steadyloop.audit.InProcessExecutor] runs registered Python
+functions as commands, for tools and checks that need no process of their own (tests,
+notebooks).
 """
 
 from __future__ import annotations
@@ -16,8 +28,10 @@ import asyncio
 import contextlib
 import inspect
 import os
-import re
+import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 import traceback
@@ -26,12 +40,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from steadyloop._errors import ExecutorUnavailable
 from steadyloop.loop import ReplayPolicy, Tool
 from steadyloop.records import JSONValue
 
 __all__ = [
     "DEFAULT_ENV_ALLOW",
     "DEFAULT_MAX_OUTPUT",
+    "BubblewrapExecutor",
     "CommandResult",
     "Executor",
     "InProcessExecutor",
@@ -84,6 +100,13 @@ class _Capped:
     def cut(self) -> int:
         head, tail = self._kept()
         return self.total - len(head) - len(tail)
+
+    def split(self) -> tuple[str, str] | None:
+        """The kept start and end, decoded, when the middle was cut; ``None`` otherwise."""
+        head, tail = self._kept()
+        if self.total - len(head) - len(tail) <= 0:
+            return None
+        return head.decode("utf-8", errors="replace"), tail.decode("utf-8", errors="replace")
 
     def text(self) -> str:
         head, tail = self._kept()
@@ -139,24 +162,23 @@ def _cut_note(cut: int, total: int, head: int, tail: int) -> str:
     return f"\n[… {cut} bytes cut: kept the first {head} and the last {tail} of {total} bytes …]\n"
 
 
-CUT_NOTE = re.compile(
-    r"\n\[… (\d+) bytes cut: kept the first (\d+) and the last (\d+) of (\d+) bytes …\]\n"
-)
-"""Finds a note `_cut_note` wrote (its groups: cut, head, tail, total)."""
-
-
 def cap_text(text: str, limit: int) -> tuple[str, int]:
     """Cap ``text`` at about ``limit`` UTF-8 bytes, cutting the middle.
 
     Returns:
         The capped text (saying how much was cut, if anything was) and the bytes cut.
     """
+    capped, cut, _split = _cap(text, limit)
+    return capped, cut
+
+
+def _cap(text: str, limit: int) -> tuple[str, int, tuple[str, str] | None]:
     data = text.encode("utf-8")
     if len(data) <= limit:
-        return text, 0
+        return text, 0, None
     buf = _Capped(limit)
     buf.feed(data)
-    return buf.text(), buf.cut
+    return buf.text(), buf.cut, buf.split()
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +196,9 @@ class CommandResult:
         stderr_cut: Bytes cut from stderr.
         duration: Seconds it ran.
         cwd: Where it ran.
+        stdout_split: When the middle of stdout was cut: the kept start and end (the
+            text without the note ``stdout`` carries); ``None`` when nothing was cut.
+        stderr_split: The same for stderr.
     """
 
     argv: tuple[str, ...]
@@ -185,6 +210,8 @@ class CommandResult:
     stderr_cut: int = 0
     duration: float = 0.0
     cwd: str = ""
+    stdout_split: tuple[str, str] | None = None
+    stderr_split: tuple[str, str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -239,16 +266,32 @@ class Executor(Protocol):
         ...
 
 
+_SUPERVISOR = str(Path(__file__).with_name("_supervisor.py"))
+
+
 class SubprocessExecutor:
     """Runs commands as subprocesses: scratch directory, timeout, scrubbed env, capped output.
 
+    Each command runs under a small supervisor (on Linux): when the command exits, times
+    out, or the worker dies — even by SIGKILL — the command and every process it
+    started, a double-forked ``setsid`` daemon included, are killed.
+
+    What it does not isolate: the command runs as the worker's user, with the worker's
+    filesystem (it can read any file the worker can, the task store included), network,
+    and view of other processes: ``/proc/<pid>/environ`` and ``/proc/<pid>/fd`` of every
+    process of the same user, the worker's own among them, are readable. Its
+    environment is scrubbed, not its reach; use
+    [`BubblewrapExecutor`][steadyloop.audit.BubblewrapExecutor] when a task must not read
+    the worker's secrets.
+
     Args:
-        timeout: Default seconds before the command's process group is killed.
+        timeout: Default seconds before the command's process tree is killed.
         max_output: Bytes kept of stdout, and of stderr; the middle is cut beyond it.
-        allow_env: Names of variables every command inherits, besides
-            [`DEFAULT_ENV_ALLOW`][steadyloop.audit.DEFAULT_ENV_ALLOW]. This list belongs to
-            whoever runs the worker: a command (a task's verify spec, say) may name only
-            variables already in it.
+        allow_env: Names of variables a command may inherit when it asks for them
+            (its ``allow_env``), besides [`DEFAULT_ENV_ALLOW`][steadyloop.audit.DEFAULT_ENV_ALLOW],
+            which every command gets. This list belongs to whoever runs the worker: a
+            command that asks for a name not in it does not run; one that does not ask
+            gets none of them.
         scratch_root: Where scratch directories are made for commands run without a
             ``cwd`` (the system temp dir by default); each is removed afterwards.
         source_env: The environment inherited from (``os.environ`` by default).
@@ -277,7 +320,7 @@ class SubprocessExecutor:
     def environment(
         self, env: Mapping[str, str] | None = None, allow_env: Sequence[str] = ()
     ) -> dict[str, str]:
-        """The environment a command gets: allowed names inherited, then ``env`` set.
+        """The environment a command gets: the defaults and the names it asked for, then ``env``.
 
         Raises:
             ValueError: ``allow_env`` asks for a name this executor does not allow.
@@ -286,7 +329,8 @@ class SubprocessExecutor:
         if refused:
             raise ValueError(_refusal(refused))
         source = os.environ if self._source_env is None else self._source_env
-        out = {k: v for k, v in source.items() if k in self._allowed}
+        wanted = {*DEFAULT_ENV_ALLOW, *allow_env}
+        out = {k: v for k, v in source.items() if k in wanted}
         out.update(env or {})
         return out
 
@@ -327,6 +371,18 @@ class SubprocessExecutor:
                 return await self._run(argv, tmp, limit, self.environment(env, allow_env))
         return await self._run(argv, str(cwd), limit, self.environment(env, allow_env))
 
+    def _launch(self, argv: tuple[str, ...], cwd: str, env: dict[str, str]) -> list[str]:
+        """The argv actually started: the command under the supervisor."""
+        return [sys.executable, "-I", "-S", _SUPERVISOR, str(os.getpid()), *argv]
+
+    async def _stop(self, proc: asyncio.subprocess.Process) -> None:
+        """End a command still running: the supervisor kills its tree, then the group goes."""
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_exited(proc), 2.0)
+        _kill_group(proc.pid)
+
     async def _run(
         self,
         argv: tuple[str, ...],
@@ -335,10 +391,17 @@ class SubprocessExecutor:
         env: dict[str, str],
     ) -> CommandResult:
         env.setdefault("HOME", cwd)
+        if not os.path.isdir(cwd):  # noqa: ASYNC240 - one stat before the start
+            return CommandResult(
+                argv, "error", None, stderr=f"working directory {cwd} does not exist", cwd=cwd
+            )
+        if _executable(argv[0], cwd, env) is None:
+            text = f"executable {argv[0]!r} not found (PATH={env.get('PATH', '')})"
+            return CommandResult(argv, "missing", None, stderr=text, cwd=cwd)
         started = time.monotonic()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv,
+                *self._launch(argv, cwd, env),
                 cwd=cwd,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -346,13 +409,6 @@ class SubprocessExecutor:
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
             )
-        except FileNotFoundError:
-            if not os.path.isdir(cwd):  # noqa: ASYNC240 - one stat, on a failure path
-                return CommandResult(
-                    argv, "error", None, stderr=f"working directory {cwd} does not exist", cwd=cwd
-                )
-            text = f"executable {argv[0]!r} not found (PATH={env.get('PATH', '')})"
-            return CommandResult(argv, "missing", None, stderr=text, cwd=cwd)
         except (OSError, ValueError) as exc:
             # ValueError: the OS cannot take the command as given (a NUL byte in an
             # argument, a variable name holding "="); a result too, never a raise.
@@ -372,17 +428,18 @@ class SubprocessExecutor:
             await asyncio.wait_for(_exited(proc), timeout)
         except TimeoutError:
             status = "timeout"
-            _kill_group(proc.pid)
+            await self._stop(proc)
             await _exited(proc)
         except BaseException:
-            _kill_group(proc.pid)
+            # Cancelled (the worker stops, a round ran out of time): nothing outlives it.
+            await asyncio.shield(self._stop(proc))
             for r in readers:
                 r.cancel()
             raise
         finally:
             # The main process is gone: nothing it left behind in its group outlives it.
             _kill_group(proc.pid)
-        # Readers end at EOF; a grandchild that escaped the group may keep a pipe open.
+        # Readers end at EOF, once every process holding the pipes is gone.
         _done, pending = await asyncio.wait(readers, timeout=1.0)
         for r in pending:
             r.cancel()
@@ -398,6 +455,8 @@ class SubprocessExecutor:
             stderr_cut=max(0, err.cut),
             duration=time.monotonic() - started,
             cwd=cwd,
+            stdout_split=out.split(),
+            stderr_split=err.split(),
         )
 
     def tool(
@@ -429,6 +488,136 @@ class SubprocessExecutor:
                 "required": ["argv"],
             },
         )
+
+
+BUBBLEWRAP_PACKAGE = "bubblewrap"
+"""The Debian (and Ubuntu, Fedora, Arch) package that provides ``bwrap``."""
+
+
+class BubblewrapExecutor(SubprocessExecutor):
+    """Runs commands in a bubblewrap sandbox: what a task runs cannot read the worker's secrets.
+
+    Each command runs under ``bwrap`` with:
+
+    * its own PID namespace (``--unshare-pid``): ``/proc`` shows only the sandbox's
+      processes, so no other process's environment, command line or open files can be
+      read; and ``--die-with-parent``: the whole sandbox, daemons included, dies with the
+      worker, even a SIGKILLed one;
+    * a read-only root (``--ro-bind / /``), a private ``/tmp``, a fresh ``/dev`` and
+      ``/proc``, and only the working directory writable;
+    * bubblewrap itself started with exactly the command's environment (process 1 of the
+      sandbox is bubblewrap, and its ``/proc/1/environ`` is readable inside), and nothing
+      secret on its command line (``/proc/1/cmdline`` is readable too);
+    * no inherited descriptors but stdin (``/dev/null``), stdout and stderr;
+    * its own IPC and UTS namespaces, and a new session (no terminal to inject into);
+    * no network when ``network=False`` (``--unshare-net``).
+
+    What it does not isolate: the filesystem stays *readable* (anything the worker's
+    user can read, except the paths given in ``hide``, each covered by an empty tmpfs);
+    it runs as the worker's user; with the network on, it can reach what the worker
+    reaches. It is Linux only.
+
+    Args:
+        network: Whether commands may use the network.
+        hide: Paths covered by an empty tmpfs in the sandbox (a home, the task store's
+            folder, a secrets directory).
+        bwrap: The ``bwrap`` executable (found on ``PATH`` by default).
+        timeout: Default seconds before the sandbox is killed.
+        max_output: Bytes kept of stdout, and of stderr.
+        allow_env: As for [`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor].
+        scratch_root: As for [`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor].
+        source_env: As for [`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor].
+
+    Raises:
+        ExecutorUnavailable: ``bwrap`` is not installed, or cannot make namespaces here;
+            the message names the package. Nothing falls back to running unisolated.
+    """
+
+    def __init__(
+        self,
+        *,
+        network: bool = True,
+        hide: Sequence[str | os.PathLike[str]] = (),
+        bwrap: str | None = None,
+        timeout: float = 60.0,
+        max_output: int = DEFAULT_MAX_OUTPUT,
+        allow_env: Sequence[str] = (),
+        scratch_root: str | os.PathLike[str] | None = None,
+        source_env: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            timeout=timeout,
+            max_output=max_output,
+            allow_env=allow_env,
+            scratch_root=scratch_root,
+            source_env=source_env,
+        )
+        self.network = network
+        self.hide = tuple(os.path.abspath(p) for p in hide)
+        found = bwrap or shutil.which("bwrap")
+        if found is None:
+            raise ExecutorUnavailable(
+                f"the isolating executor needs bubblewrap (bwrap), which is not installed: "
+                f"install the package {BUBBLEWRAP_PACKAGE!r} (apt-get install "
+                f"{BUBBLEWRAP_PACKAGE}); nothing runs unisolated instead"
+            )
+        self.bwrap = found
+        probe = subprocess.run(
+            [found, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
+            env={"PATH": os.defpath},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if probe.returncode != 0:
+            why = (probe.stderr.strip().splitlines() or [f"exit status {probe.returncode}"])[0]
+            raise ExecutorUnavailable(
+                f"bubblewrap ({found}) cannot make a sandbox here: {why} (it needs user or "
+                "PID namespaces: run as root, or allow unprivileged user namespaces, e.g. "
+                "sysctl kernel.unprivileged_userns_clone=1); nothing runs unisolated instead"
+            )
+
+    def _launch(self, argv: tuple[str, ...], cwd: str, env: dict[str, str]) -> list[str]:
+        cwd = os.path.abspath(cwd)
+        args = [
+            self.bwrap,
+            "--ro-bind", "/", "/",
+            "--proc", "/proc",
+            "--dev", "/dev",
+            "--tmpfs", "/tmp",
+        ]  # fmt: skip
+        for path in self.hide:
+            args += ["--tmpfs", path]
+        args += [
+            "--bind", cwd, cwd,
+            "--chdir", cwd,
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--die-with-parent",
+            "--new-session",
+        ]  # fmt: skip
+        if not self.network:
+            args.append("--unshare-net")
+        return [*args, "--", *argv]
+
+    async def _stop(self, proc: asyncio.subprocess.Process) -> None:
+        # bwrap's process 1 has --die-with-parent: killing bwrap ends the namespace.
+        _kill_group(proc.pid)
+
+
+def _executable(name: str, cwd: str, env: Mapping[str, str]) -> str | None:
+    """Where ``name`` is, as the command's ``exec`` would find it, or ``None``.
+
+    A name the OS cannot take at all (a NUL in it) is returned as it is: starting it
+    fails with the OS's own reason.
+    """
+    if "\0" in name:
+        return name
+    if os.sep in name:
+        path = os.path.join(cwd, name)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return shutil.which(name, path=env.get("PATH", os.defpath))
 
 
 async def _pump(stream: asyncio.StreamReader, into: _Capped) -> None:
@@ -530,8 +719,8 @@ class InProcessExecutor:
             value, extra = value
             output = str(extra)
         code = 0 if value is None or value is True else 1 if value is False else int(value)
-        out, out_cut = cap_text(output, self.max_output)
-        err, err_cut = cap_text(stderr, self.max_output)
+        out, out_cut, out_split = _cap(output, self.max_output)
+        err, err_cut, err_split = _cap(stderr, self.max_output)
         return CommandResult(
             argv,
             "exited",
@@ -542,4 +731,6 @@ class InProcessExecutor:
             stderr_cut=err_cut,
             duration=time.monotonic() - started,
             cwd=where,
+            stdout_split=out_split,
+            stderr_split=err_split,
         )

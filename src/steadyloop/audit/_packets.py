@@ -103,15 +103,20 @@ def compose_preamble(
     *,
     resume_round: int | None = None,
     lost_worker: str | None = None,
+    note: str | None = None,
 ) -> str | None:
-    """The preamble for a round: a resume note and/or a packet, or ``None`` for neither.
+    """The preamble for a round: a person's note, a resume note, a packet, or ``None``.
 
     Args:
         packet: The findings of the last push-back, if any.
         resume_round: When the round resumes after its worker was lost: its number.
         lost_worker: The worker that was lost, if known.
+        note: A person's instruction, given when they sent the task back to the queue
+            (``steadyloop audit retry --note``).
     """
     parts: list[str] = []
+    if note:
+        parts.append(f"A person looked at this task and sent it back with this note: {note}")
     if resume_round is not None:
         who = f" (worker {lost_worker} stopped)" if lost_worker else ""
         parts.append(
@@ -126,25 +131,19 @@ def compose_preamble(
     return "\n".join([PREAMBLE_OPEN, *parts, PREAMBLE_CLOSE])
 
 
-def _strip(text: str) -> str:
-    if text.startswith(PREAMBLE_OPEN):
-        end = text.find(PREAMBLE_CLOSE)
-        if end >= 0:
-            rest = text[end + len(PREAMBLE_CLOSE) :]
-            return rest[2:] if rest.startswith("\n\n") else rest.lstrip("\n")
-    return text
-
-
 def apply_preamble(text: str, preamble: str | None) -> str:
-    """Put ``preamble`` before ``text``; a preamble already there is replaced, not repeated.
+    """Put ``preamble`` before ``text``, unless that very preamble is already there.
 
-    ``apply_preamble(apply_preamble(t, p), p) == apply_preamble(t, p)``.
+    ``apply_preamble(apply_preamble(t, p), p) == apply_preamble(t, p)``. Nothing of
+    ``text`` is ever removed: a prompt that itself begins with the preamble markers keeps
+    that block (the stored prompt never carries a preamble of ours, so there is none to
+    replace).
     """
     if preamble is None:
         return text
     if text.startswith(f"{preamble}\n\n"):
         return text
-    return f"{preamble}\n\n{_strip(text)}"
+    return f"{preamble}\n\n{text}"
 
 
 def count_preambles(text: str) -> int:

@@ -793,6 +793,7 @@ class TaskState:
                 raise self._refuse(
                     event.short, f"the open round is {self.round}, not {payload.get('round')!r}"
                 )
+
         elif event is TaskEvent.AUDITED:
             if goal and self.phase != "verified":
                 raise self._refuse(event.short, "a goal-mode round is verified before its audit")
@@ -884,6 +885,9 @@ class TaskState:
         elif event in (TaskEvent.LEASE_LOST, TaskEvent.RELEASED):
             self.owner = None
             self.lease_token = None
+            if event is TaskEvent.RELEASED and payload.get("shutdown"):
+                # A worker that shut down gave the task back: not the task's failure.
+                self.round_claims = max(0, self.round_claims - 1)
         elif event is TaskEvent.ROUND_STARTED:
             self.round = int(payload["round"])
             self.run_id = str(payload["run_id"])

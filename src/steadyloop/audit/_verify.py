@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from steadyloop.audit._executors import (
-    CUT_NOTE,
     CommandResult,
     Executor,
     SubprocessExecutor,
@@ -65,17 +64,16 @@ class Verification:
         """
         pieces: list[_Piece] = []
         hidden: list[int] = []
-        for name, text, stream_cut in (
-            ("stdout", result.stdout, result.stdout_cut),
-            ("stderr", result.stderr, result.stderr_cut),
+        for name, text, stream_cut, split in (
+            ("stdout", result.stdout, result.stdout_cut, result.stdout_split),
+            ("stderr", result.stderr, result.stderr_cut, result.stderr_split),
         ):
             if not text:
                 continue
             if pieces:
                 pieces.append(("\n", False))
             pieces.append((f"--- {name} ---\n", False))
-            split = _split_at_note(text, stream_cut)
-            if split is None:
+            if split is None or stream_cut <= 0:
                 # An executor that marks its cut some other way: its text is kept as it
                 # is, and its count is added to the total.
                 hidden += [stream_cut] if stream_cut > 0 else []
@@ -139,27 +137,6 @@ class Verification:
 _Piece = tuple[str, bool] | int
 """Evidence in the making: text (and whether it is the command's output), or a count of
 bytes of output cut at that place."""
-
-
-def _split_at_note(text: str, cut: int) -> tuple[str, str] | None:
-    """Split an executor's capped text at its cut note: (head, tail), or ``None``.
-
-    The note is told from output that merely looks like one by its numbers: the bytes
-    it says were cut, kept before and kept after must be exactly those around it.
-    """
-    if cut <= 0:
-        return None
-    for match in CUT_NOTE.finditer(text):
-        gone, first, last, total = (int(g) for g in match.groups())
-        head, tail = text[: match.start()], text[match.end() :]
-        if (
-            gone == cut
-            and first == len(head.encode("utf-8"))
-            and last == len(tail.encode("utf-8"))
-            and total == first + last + cut
-        ):
-            return head, tail
-    return None
 
 
 def _cap_pieces(pieces: list[_Piece], limit: int) -> list[_Piece]:

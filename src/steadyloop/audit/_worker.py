@@ -19,6 +19,19 @@ the open round where it stopped: it *resumes* the round's run from the journal
 (``round_resumed``), with the preamble (resume note and packet) on its first model
 call only. Round and audit counters come from the trail, so they continue and never
 reset.
+
+A worker told to shut down ([`Worker.shutdown`][steadyloop.audit.Worker.shutdown], which
+``steadyloop audit work`` calls on SIGTERM or the first Ctrl-C) claims nothing more and
+lets its current round finish within a grace period. A round still going then is
+*interrupted*: its run is stopped where it stands, resumably (the loop's ``stop``: a
+``run.stopped`` record; an effect in flight keeps its intent open, so a ``SAFE`` one is
+done again on resume and a ``NEVER`` one asks a person), a verify command is killed, and
+the lease is handed back at once with a ``released`` record, so another worker claims
+the task without waiting for the lease to expire and resumes the round.
+
+A round has a wall-clock limit (``round_time``): a run still going when it runs out is
+stopped the same way, and the round is audited with the overrun as its evidence, so no
+hung tool keeps a task ``running`` (and its lease renewed) for ever.
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import socket
@@ -37,12 +51,14 @@ from pathlib import Path
 from typing import Any
 
 from steadyloop._errors import (
+    BackendUnavailable,
     ConflictError,
     LeaseLost,
     LoopError,
     RunBusy,
     RunFinished,
     RunNotFound,
+    TaskCancelled,
 )
 from steadyloop.audit._auditor import AuditContext, Auditor, AuditReport
 from steadyloop.audit._board import TaskBoard
@@ -51,9 +67,23 @@ from steadyloop.audit._queue import Claim
 from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus
 from steadyloop.audit._verify import Verification, Verifier
 from steadyloop.loop import Agent, RunResult, StopReason, load_run, resume, run
-from steadyloop.records import JSONValue
+from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue
 
-__all__ = ["AgentFactory", "TaskContext", "Worker", "WorkerEvent", "decide"]
+__all__ = [
+    "DEFAULT_GRACE",
+    "DEFAULT_ROUND_TIME",
+    "AgentFactory",
+    "TaskContext",
+    "Worker",
+    "WorkerEvent",
+    "decide",
+]
+
+DEFAULT_GRACE = 5.0
+"""Seconds a worker told to shut down lets its current round go on before interrupting it."""
+
+DEFAULT_ROUND_TIME = 3600.0
+"""Seconds a round's run may take before it is stopped and audited as overrun."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +123,8 @@ class WorkerEvent:
         worker: The worker.
         kind: ``claimed``, ``round``, ``resumed``, ``verified``, ``audited``,
             ``pushed_back``, ``completed``, ``needs-human``, ``goal-unmet``, ``blocked``,
-            ``released``, ``lease-lost`` or ``error``.
+            ``released``, ``interrupted``, ``time-limit``, ``cancelled``,
+            ``store-unavailable``, ``lease-lost`` or ``error``.
         task_id: The task, if any.
         detail: A sentence.
     """
@@ -144,6 +175,27 @@ _TERMINAL_EVENTS = {
 }
 
 
+class _Stopped(Exception):
+    """The round's run returned ``stopped``: the worker is shutting down."""
+
+
+class _Backoff:
+    """Bounded exponential backoff: 0.1 s, doubling, at most 2 s a wait."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.delay = 0.1
+        self.spent = 0.0
+
+    def next(self) -> float:
+        pause = self.delay
+        self.spent += pause
+        self.delay = min(self.delay * 2, 2.0)
+        return pause
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:120] or "task"
 
@@ -173,11 +225,17 @@ class Worker:
         scratch_root: Where scratch folders for tasks without a ``workdir`` are made.
         lease: Seconds a claim lasts without a heartbeat.
         heartbeat: Seconds between heartbeats (a third of the lease by default).
-        poll: Seconds to wait when nothing is claimable.
+        poll: Most seconds an idle worker waits before it looks at the queue again
+            (the queue wakes it earlier when a task becomes claimable: at once on
+            PostgreSQL, within the queue's own poll interval elsewhere).
         max_claims: Claims of one round (the claim working it plus those whose worker
             was lost or released it) after which the task goes to a person. Push-backs
             start the count again, so a task may take as many rounds as its audit cap.
+            A release by a worker that shut down does not count.
         on_event: Called with every [`WorkerEvent`][steadyloop.audit.WorkerEvent].
+        grace: Seconds [`shutdown`][steadyloop.audit.Worker.shutdown] lets the current
+            round go on before interrupting it.
+        round_time: Seconds a round's run may take; ``None``: no limit.
     """
 
     def __init__(
@@ -191,10 +249,16 @@ class Worker:
         scratch_root: str | os.PathLike[str] | None = None,
         lease: float = 30.0,
         heartbeat: float | None = None,
-        poll: float = 0.2,
+        poll: float = 1.0,
         max_claims: int = 10,
         on_event: Callable[[WorkerEvent], None] | None = None,
+        grace: float = DEFAULT_GRACE,
+        round_time: float | None = DEFAULT_ROUND_TIME,
     ) -> None:
+        if not grace >= 0:
+            raise ValueError(f"grace must be zero or more seconds, got {grace!r}")
+        if round_time is not None and not round_time > 0:
+            raise ValueError(f"round_time must be positive seconds or None, got {round_time!r}")
         self.board = board
         self._agent = agent
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -206,15 +270,50 @@ class Worker:
         self.poll = poll
         self.max_claims = max_claims
         self.on_event = on_event
+        self.grace = grace
+        self.round_time = round_time
         self.errors: list[BaseException] = []
         self._stop = asyncio.Event()
         self._lost = asyncio.Event()
+        self._work: asyncio.Future[None] | None = None
+        self._interrupting = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._cancelled: str | None = None  # why the held task is to be cancelled
+        self._cancel_run = asyncio.Event()  # the run's cancel=: end it for good
+        self._stop_run = asyncio.Event()  # the run's stop=: stop it, resumably
+        self._verifying = False
 
     # -- public ------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Finish the current round, then stop claiming."""
         self._stop.set()
+
+    def shutdown(self, grace: float | None = None) -> None:
+        """Stop claiming; interrupt the current round if it is still going after ``grace``.
+
+        An interrupted round's run stops where it stands, its verify command is killed,
+        and the lease is released at once with a record, so another worker can take the
+        task over straight away. Calling it again (a second signal) interrupts at once.
+
+        Args:
+            grace: Seconds to let the round go on (the worker's ``grace`` by default).
+        """
+        first = not self._stop.is_set()
+        self._stop.set()
+        if not first:
+            self.interrupt()
+            return
+        wait = self.grace if grace is None else grace
+        self._timer = asyncio.get_running_loop().call_later(wait, self.interrupt)
+
+    def interrupt(self) -> None:
+        """Stop claiming and interrupt the current round now.
+
+        See [`shutdown`][steadyloop.audit.Worker.shutdown].
+        """
+        self._stop.set()
+        self.interrupt_round()
 
     async def run(self, *, until_idle: bool = True, max_tasks: int | None = None) -> int:
         """Claim and work on tasks.
@@ -228,18 +327,45 @@ class Worker:
             How many claims were worked on.
         """
         done = 0
+        backoff = _Backoff()
         while not self._stop.is_set() and (max_tasks is None or done < max_tasks):
-            worked = await self.run_once()
-            if worked is not None:
-                done += 1
-                continue
-            if until_idle:
-                counts = await self.board.counts()
-                if counts[TaskStatus.QUEUED] + counts[TaskStatus.RUNNING] == 0:
-                    break
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.poll)
+            try:
+                worked = await self.run_once()
+                if worked is not None:
+                    done += 1
+                    backoff.reset()
+                    continue
+                if until_idle:
+                    counts = await self.board.counts()
+                    if counts[TaskStatus.QUEUED] + counts[TaskStatus.RUNNING] == 0:
+                        break
+                await self._idle()
+                backoff.reset()
+            except BackendUnavailable as exc:
+                # The store is gone for longer than the queue's own retries: a worker
+                # outlives it, waiting (and saying so) until it is back.
+                pause = backoff.next()
+                self._emit("store-unavailable", None, f"{exc}; trying again in {pause:.1f} s")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), pause)
+        if self._timer is not None:
+            self._timer.cancel()  # a shutdown's grace timer has nothing left to interrupt
         return done
+
+    async def _idle(self) -> None:
+        """Wait until a task may be claimable, ``poll`` seconds pass, or the worker stops."""
+        waits = [
+            asyncio.ensure_future(self.board.queue.wait_for_task(self.poll)),
+            asyncio.ensure_future(self._stop.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            for w in waits:
+                with contextlib.suppress(BaseException):
+                    await w
 
     async def run_once(self) -> str | None:
         """Claim one task and work one round of it.
@@ -253,15 +379,34 @@ class Worker:
                 self._emit("blocked", task_id, "a dependency ended without completing")
             return None
         self._lost = asyncio.Event()
+        self._interrupting = False
+        self._cancelled = claim.cancel_requested
+        self._cancel_run = asyncio.Event()
+        self._stop_run = asyncio.Event()
         beat = asyncio.ensure_future(self._beat(claim))
+        self._work = work = asyncio.ensure_future(self._process_through_blips(claim))
         try:
-            await self._process(claim)
+            try:
+                await work
+            except (asyncio.CancelledError, _Stopped):
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+                if not self._interrupting and not self._stop_run.is_set():
+                    raise
+                if self._cancelled is not None:
+                    await self._record_cancelled(claim, self._cancelled)
+                else:
+                    await self._release_interrupted(claim)
+            except TaskCancelled as exc:
+                await self._record_cancelled(claim, exc.reason)
         except LeaseLost as exc:
             self._emit("lease-lost", claim.task_id, str(exc))
         except Exception as exc:
             self.errors.append(exc)
             self._emit("error", claim.task_id, f"{type(exc).__name__}: {exc}")
         finally:
+            self._work = None
             beat.cancel()
             with contextlib.suppress(BaseException):
                 await beat
@@ -278,17 +423,66 @@ class Worker:
             await asyncio.sleep(self.heartbeat)
             try:
                 ok = await self.board.queue.heartbeat(claim.task_id, claim.lease_token, self.lease)
+            except TaskCancelled as exc:
+                self._cancel(exc.reason)
+                continue  # the lease was renewed: keep it while the round stops
             except Exception:
                 continue  # a failed renewal is retried; the lease may still hold
             if not ok:
                 self._lost.set()
                 return
 
+    def _cancel(self, reason: str) -> None:
+        """Someone cancelled the held task: stop the round at its next write boundary.
+
+        The run is asked to end (``cancelled``) at its next write; a verify command is
+        killed at once; a round still going after the grace period is interrupted.
+        """
+        if self._cancelled is not None:
+            return
+        self._cancelled = reason
+        self._cancel_run.set()
+        if self._verifying:
+            self.interrupt_round()
+        else:
+            asyncio.get_running_loop().call_later(self.grace, self.interrupt_round)
+
+    def interrupt_round(self) -> None:
+        """Interrupt the current round now, without stopping the worker.
+
+        Its run stops resumably (``run.stopped``, the effect in flight left open), and
+        whatever else it was doing (a verify command, an audit) is cancelled.
+        """
+        if self._work is not None and not self._work.done():
+            self._interrupting = True
+            self._stop_run.set()
+            self._work.cancel()
+
+    async def _record_cancelled(self, claim: Claim, reason: str) -> None:
+        """Record the held task cancelled, as its canceller asked, and settle it."""
+        state = await self.board.state(claim.task_id)
+        if state.status is None or state.status.terminal:
+            return
+        state = await self._write(
+            state,
+            [(TaskEvent.CANCELLED, {"reason": reason, "worker": self.worker_id})],
+            cancelling=True,
+        )
+        await self._settle(claim, state, TaskStatus.CANCELLED)
+        self._emit("cancelled", claim.task_id, reason)
+
     async def _write(
-        self, state: TaskState, events: list[tuple[TaskEvent, Mapping[str, JSONValue]]]
+        self,
+        state: TaskState,
+        events: list[tuple[TaskEvent, Mapping[str, JSONValue]]],
+        *,
+        cancelling: bool = False,
     ) -> TaskState:
+        """Append to the trail, fenced: never after the lease is lost or a cancel came."""
         if self._lost.is_set():
             raise LeaseLost(f"task {state.task_id!r}: the lease was lost")
+        if self._cancelled is not None and not cancelling:
+            raise TaskCancelled(state.task_id, self._cancelled)
         try:
             return await self.board.record(state, events)
         except ConflictError:
@@ -308,9 +502,51 @@ class Worker:
             detail=state.detail,
             delay=delay,
         )
-        if status in (TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET):
+        if status in (TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET, TaskStatus.CANCELLED):
             for task_id in await self.board.block_doomed():
                 self._emit("blocked", task_id, f"{claim.task_id} ended {status.value}")
+
+    async def _process_through_blips(self, claim: Claim) -> None:
+        """Work the claim; after a lost connection, wait and go on with the same claim.
+
+        The heartbeat keeps the lease meanwhile, and the trail says how far the round
+        got (a write whose reply was lost is found there), so a blip costs no claim.
+        """
+        backoff = _Backoff()
+        while True:
+            try:
+                await self._process(claim)
+                return
+            except BackendUnavailable as exc:
+                if self._lost.is_set() or backoff.spent >= self.lease * 2 + 30:
+                    raise
+                pause = backoff.next()
+                self._emit("store-unavailable", claim.task_id, f"{exc}; going on in {pause:.1f} s")
+                await asyncio.sleep(pause)
+
+    async def _release_interrupted(self, claim: Claim) -> None:
+        """After an interrupt: hand the task back at once, naming the run that was stopped."""
+        state = await self.board.state(claim.task_id)
+        if state.status is not TaskStatus.RUNNING or state.lease_token != claim.lease_token:
+            return  # nothing is held: the round ended, or was never claimed in the trail
+        interrupted = None
+        if state.phase == "running" and state.run_id is not None:
+            with contextlib.suppress(RunNotFound):
+                info = await load_run(self.board.journal, self.board.app, state.run_id)
+                if info.status in (StopReason.STOPPED.value, StopReason.RESUME_STATE_UNKNOWN.value):
+                    interrupted = state.run_id
+        reason = f"worker {self.worker_id} shut down; the round was interrupted"
+        state = await self._write(
+            state,
+            [
+                (
+                    TaskEvent.RELEASED,
+                    {"reason": reason, "shutdown": True, "interrupted": interrupted},
+                )
+            ],
+        )
+        await self._settle(claim, state, TaskStatus.QUEUED)
+        self._emit("interrupted", claim.task_id, reason)
 
     def _workdir(self, task_id: str, spec: TaskSpec) -> Path:
         path = Path(spec.workdir) if spec.workdir else self.scratch_root / _safe(task_id)
@@ -332,6 +568,10 @@ class Worker:
                 claim.task_id,
                 f"{state.detail or state.status.value} (caught up from the trail)",
             )
+            return
+        if state.status is TaskStatus.RUNNING and state.lease_token == claim.lease_token:
+            # Our own claim, recorded before a lost connection: go on with it.
+            await self._round(claim, state, None)
             return
         events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] = []
         lost_worker = None
@@ -365,9 +605,7 @@ class Worker:
                 f"claimed {state.round_claims} times without finishing round {number} "
                 f"(limit {self.max_claims}); a person should look"
             )
-            state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
-            await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
-            self._emit("needs-human", claim.task_id, reason)
+            await self._give_up(claim, state, reason)
             return
         await self._round(claim, state, lost_worker)
 
@@ -375,12 +613,18 @@ class Worker:
         spec = state.spec
         assert spec is not None
         task_id = claim.task_id
-        workdir = self._workdir(task_id, spec)
+        try:
+            workdir = self._workdir(task_id, spec)
+        except OSError as exc:
+            # No claim can fix the folder: say what is wrong with it, once.
+            reason = f"the task's working folder cannot be used: {exc}"
+            await self._give_up(claim, state, reason)
+            return
         packet = None if state.packet is None else Packet.from_json(state.packet)
         if state.phase is None:
             number = state.round + 1
             run_id = f"{task_id}.r{number}"
-            preamble = compose_preamble(packet)
+            preamble = compose_preamble(packet, note=state.retry_note)
             state = await self._write(
                 state,
                 [
@@ -410,7 +654,7 @@ class Worker:
                 )
                 return
             preamble = compose_preamble(
-                packet, resume_round=state.round, lost_worker=lost_worker or "unknown"
+                packet, resume_round=state.round, lost_worker=lost_worker, note=state.retry_note
             )
             state = await self._write(
                 state,
@@ -433,6 +677,12 @@ class Worker:
                 return
             state = result
         await self._finish_round(claim, state, spec, workdir)
+
+    async def _give_up(self, claim: Claim, state: TaskState, reason: str) -> None:
+        """Send the task to a person at once, saying why."""
+        state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
+        await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
+        self._emit("needs-human", claim.task_id, reason)
 
     async def _driven_elsewhere(self, run_id: str) -> bool:
         """Whether a live driver (a task here, or a process on this host) holds the run.
@@ -479,29 +729,49 @@ class Worker:
         )
         agent = self._agent(context) if callable(self._agent) else self._agent
         agent = dataclasses.replace(agent, model=PreambleModel(agent.model, preamble))
+        overrun = None
         try:
             try:
                 await load_run(board.journal, board.app, run_id)
                 exists = True
             except RunNotFound:
                 exists = False
-            if exists:
-                # The lease expired, so its holder is presumed gone: take over from
-                # another host too (a live driver on this host still refuses).
-                outcome = await resume(
-                    agent, board.journal, board.app, run_id, records=board.records, takeover=True
-                )
-            else:
-                outcome = await run(
-                    agent,
-                    board.journal,
-                    board.app,
-                    spec.user_id,
-                    run_id,
-                    run_id,
-                    spec.input_text(),
-                    records=board.records,
-                )
+            started = asyncio.get_running_loop().time()
+            try:
+                async with asyncio.timeout(self.round_time):
+                    if exists:
+                        # The lease expired, so its holder is presumed gone: take over
+                        # from another host too (a live driver on this host still refuses).
+                        outcome = await resume(
+                            agent,
+                            board.journal,
+                            board.app,
+                            run_id,
+                            records=board.records,
+                            takeover=True,
+                            cancel=self._cancel_run,
+                            stop=self._stop_run,
+                        )
+                    else:
+                        outcome = await run(
+                            agent,
+                            board.journal,
+                            board.app,
+                            spec.user_id,
+                            run_id,
+                            run_id,
+                            spec.input_text(),
+                            records=board.records,
+                            cancel=self._cancel_run,
+                            stop=self._stop_run,
+                        )
+            except TimeoutError:
+                # The run was cancelled where it stood, and recorded how it ended.
+                elapsed = asyncio.get_running_loop().time() - started
+                outcome, overrun = await self._overrun(run_id, elapsed)
+                self._emit("time-limit", claim.task_id, overrun)
+            if outcome.stop_reason is StopReason.STOPPED:
+                raise _Stopped  # the worker shuts down: the task is handed back
         except RunFinished:
             ended = (await load_run(board.journal, board.app, run_id)).state.ended
             assert ended is not None
@@ -510,10 +780,7 @@ class Worker:
             await self._release(claim, state, f"the run is still driven elsewhere: {exc}")
             return None
         except LoopError as exc:
-            reason = f"the run could not go on: {exc}"
-            state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
-            await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
-            self._emit("needs-human", claim.task_id, reason)
+            await self._give_up(claim, state, f"the run could not go on: {exc}")
             return None
         return await self._write(
             state,
@@ -525,7 +792,8 @@ class Worker:
                         "run_id": run_id,
                         "stop_reason": outcome.stop_reason.value,
                         "output": outcome.output,
-                        "detail": outcome.detail,
+                        "detail": outcome.detail if overrun is None else overrun,
+                        "time_limit": None if overrun is None else self.round_time,
                         "steps": outcome.steps,
                         "actions": outcome.actions,
                         "parse_failures": outcome.parse_failures,
@@ -533,6 +801,44 @@ class Worker:
                     },
                 )
             ],
+        )
+
+    async def _overrun(self, run_id: str, elapsed: float) -> tuple[RunResult, str]:
+        """How a run stopped at the round's time limit, and the evidence of the overrun."""
+        info = await load_run(self.board.journal, self.board.app, run_id)
+        state = info.state
+        # The effect in flight: the last intent without a result.
+        done = {r.payload.get("intent_id") for r in info.records if r.kind == RESULT_KIND}
+        intent = next(
+            (
+                dict(r.payload)
+                for r in reversed(info.records)
+                if r.kind == INTENT_KIND and r.payload.get("intent_id") not in done
+            ),
+            None,
+        )
+        iid = None if intent is None else intent.get("intent_id")
+        if intent is None:
+            doing = "no effect was in flight"
+        elif intent.get("what") == "tool":
+            args = json.dumps(intent.get("arguments"), ensure_ascii=False)[:200]
+            doing = f"tool {intent.get('tool')!r} was running (intent {iid}, arguments {args})"
+        else:
+            doing = f"the model call of step {intent.get('step')} was running (intent {iid})"
+        evidence = (
+            f"the round's time limit of {self.round_time:g} s ran out after {elapsed:.1f} s; "
+            f"{doing}; the run was stopped"
+        )
+        if state.ended is not None:
+            return state.ended, evidence
+        return (
+            RunResult(
+                run_id=run_id,
+                stop_reason=StopReason.RESUME_STATE_UNKNOWN,
+                detail=evidence,
+                open_intent=iid,
+            ),
+            evidence,
         )
 
     async def _finish_round(
@@ -546,16 +852,27 @@ class Worker:
                 f"the run stopped with resume_state_unknown: {run_result.detail} "
                 "(resolve the intent, then resubmit or resume the run)"
             )
-            state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
-            await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
-            self._emit("needs-human", task_id, reason)
+            await self._give_up(claim, state, reason)
+            return
+        if run_result.stop_reason is StopReason.BUDGET_EXHAUSTED and run_result.steps == 0:
+            # Over budget before the first model call: the prompt alone is too big, and
+            # no further round can change that.
+            reason = (
+                f"the task cannot fit the agent's budget before its first step: "
+                f"{run_result.detail} (shorten the prompt, or raise the agent's budget)"
+            )
+            await self._give_up(claim, state, reason)
             return
         verification = None
         if spec.goal is not None:
             if state.phase == "verified" and state.verification is not None:
                 verification = Verification.from_json(state.verification)
             else:
-                verification = await self.verifier.verify(spec.goal.verify, workdir)
+                self._verifying = True
+                try:
+                    verification = await self.verifier.verify(spec.goal.verify, workdir)
+                finally:
+                    self._verifying = False
                 state = await self._write(
                     state,
                     [(TaskEvent.VERIFIED, {"round": state.round, **verification.to_json()})],

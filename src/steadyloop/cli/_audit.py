@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import inspect
 import json
 import math
 import os
+import pkgutil
+import signal
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.markup import escape
@@ -18,11 +22,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import IllegalTransition, TaskNotFound, TaskSpecError
+from steadyloop._errors import ExecutorUnavailable, IllegalTransition, TaskNotFound, TaskSpecError
 from steadyloop.audit import (
     DEFAULT_APP,
+    DEFAULT_GRACE,
+    DEFAULT_ROUND_TIME,
+    AgentFactory,
+    AuditReport,
+    BubblewrapExecutor,
+    Executor,
     GoalSpec,
-    Packet,
     SubprocessExecutor,
     TaskBoard,
     TaskSpec,
@@ -34,7 +43,7 @@ from steadyloop.audit import (
 )
 from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
 from steadyloop.journal import DEFAULT_URL
-from steadyloop.loop import load_agent
+from steadyloop.loop import Agent, load_agent
 
 __all__ = ["audit_app"]
 
@@ -100,6 +109,8 @@ def _load_specs(path: str) -> list[TaskSpec]:
                 ) from None
     else:
         items = whole if isinstance(whole, list) else [whole]
+    if not items:
+        raise TaskSpecError(f"{path} holds no task spec (an empty file, or an empty list)")
     specs = []
     for n, item in enumerate(items, 1):
         try:
@@ -157,6 +168,18 @@ def submit(  # noqa: PLR0917 - typer reads the parameters
             specs = _load_specs(file)
         else:
             goal_spec = None
+            if goal is None and verify is None:
+                extra = [
+                    flag
+                    for name, flag in (("rounds", "--rounds"),)
+                    if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") != "DEFAULT"
+                ]
+                if extra:
+                    raise TaskSpecError(
+                        f"{extra[0]} is goal mode's round budget: give --goal and --verify "
+                        "too, or leave it out",
+                        field="goal.round_budget",
+                    )
             if goal is not None or verify is not None:
                 if goal is None or verify is None:
                     raise TaskSpecError("goal mode needs both --goal and --verify", field="goal")
@@ -213,28 +236,122 @@ def work(  # noqa: PLR0917 - typer reads the parameters
         bool,
         typer.Option("--forever", help="Keep waiting for tasks instead of stopping when idle."),
     ] = False,
+    grace: Annotated[
+        float,
+        typer.Option(
+            help="Seconds the current round may go on after SIGTERM or Ctrl-C before it is "
+            "interrupted and its task handed back.",
+            min=0,
+        ),
+    ] = DEFAULT_GRACE,
+    round_time: Annotated[
+        float,
+        typer.Option(
+            "--round-time",
+            help="Seconds a round's run may take; an overrun is stopped and audited.",
+            callback=_positive_seconds,
+        ),
+    ] = DEFAULT_ROUND_TIME,
+    isolate: Annotated[
+        bool,
+        typer.Option(
+            "--isolate",
+            help="Run verify commands in a bubblewrap sandbox (needs the bubblewrap package).",
+        ),
+    ] = False,
+    network: Annotated[
+        bool,
+        typer.Option(
+            "--network/--no-network", help="With --isolate: whether verify commands get a network."
+        ),
+    ] = True,
+    hide: Annotated[
+        list[str] | None,
+        typer.Option("--hide", help="With --isolate: a path the sandbox sees as an empty folder."),
+    ] = None,
+    poll: Annotated[
+        float | None,
+        typer.Option(
+            help="Seconds between looks at the queue of an idle worker on SQLite or MySQL "
+            "(PostgreSQL wakes workers at once through LISTEN/NOTIFY).",
+            callback=lambda v: None if v is None else _positive_seconds(v),
+        ),
+    ] = None,
     store: Annotated[str, STORE] = DEFAULT_URL,
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
-    """Run N workers on the queue, showing progress, until no task is left (or forever)."""
+    """Run N workers on the queue, showing progress, until no task is left (or forever).
+
+    SIGTERM or the first Ctrl-C stops claiming and gives the current round ``--grace``
+    seconds; a round still going then is interrupted and its task handed back at once.
+    A second signal ends the process at once.
+    """
+    if (not network or hide) and not isolate:
+        raise _fail("--no-network and --hide need --isolate (the plain executor isolates nothing)")
     try:
-        loaded = load_agent(agent)
+        loaded = _load_agent(agent)
     except Exception as exc:
         raise _fail(str(exc)) from None
-    run_async(_work, store, app, loaded, workers, lease, scratch, allow_env or [], forever)
+    try:
+        executor = (
+            BubblewrapExecutor(allow_env=allow_env or [], network=network, hide=hide or [])
+            if isolate
+            else SubprocessExecutor(allow_env=allow_env or [])
+        )
+    except ExecutorUnavailable as exc:
+        raise _fail(str(exc)) from None
+    settings = _WorkSettings(workers, lease, scratch, forever, grace, round_time, poll)
+    run_async(_work, store, app, loaded, executor, settings)
 
 
-async def _work(  # noqa: PLR0917 - called through run_async, positionally
-    store: str,
-    app: str,
-    agent: Any,
-    n: int,
-    lease: float,
-    scratch: str | None,
-    allow_env: list[str],
-    forever: bool,
+def _load_agent(path: str) -> Agent | AgentFactory:
+    """The agent ``module:attribute`` names, or the factory it names.
+
+    A function taking one argument is an agent factory, called for every drive of a
+    round with its [`TaskContext`][steadyloop.audit.TaskContext]; anything else is loaded
+    as [`load_agent`][steadyloop.loop.load_agent] does (an agent, or a function of no
+    arguments returning one).
+    """
+    try:
+        obj = pkgutil.resolve_name(path)
+    except (ImportError, AttributeError, ValueError):
+        obj = None  # load_agent says what is wrong
+    if callable(obj) and not isinstance(obj, Agent):
+        try:
+            params = inspect.signature(obj).parameters.values()
+        except (TypeError, ValueError):
+            params = None
+        required = [
+            p
+            for p in params or ()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        if len(required) == 1:
+            return cast("AgentFactory", obj)
+    return load_agent(path)
+
+
+@dataclass(frozen=True)
+class _WorkSettings:
+    workers: int
+    lease: float
+    scratch: str | None
+    forever: bool
+    grace: float
+    round_time: float
+    poll: float | None
+
+
+async def _work(
+    store: str, app: str, agent: Agent | AgentFactory, executor: Executor, settings: _WorkSettings
 ) -> None:
-    async with await TaskBoard.open(store, app=app) as board:
+    n, lease, scratch, forever = (
+        settings.workers,
+        settings.lease,
+        settings.scratch,
+        settings.forever,
+    )
+    async with await TaskBoard.open(store, app=app, create=False, poll=settings.poll) as board:
         counts = await board.counts()
         total = sum(counts.values())
         done = sum(v for k, v in counts.items() if k.terminal)
@@ -248,19 +365,28 @@ async def _work(  # noqa: PLR0917 - called through run_async, positionally
             transient=False,
         )
         bar = progress.add_task("", total=total, completed=done)
-        final = {"completed", "needs-human", "goal-unmet", "blocked"}
+        final = {"completed", "needs-human", "goal-unmet", "blocked", "cancelled"}
 
         def on_event(event: WorkerEvent) -> None:
             if event.kind in final:
                 progress.advance(bar)
-            if event.kind in final | {"pushed_back", "resumed", "lease-lost", "error", "released"}:
+            if event.kind in final | {
+                "pushed_back",
+                "resumed",
+                "lease-lost",
+                "error",
+                "released",
+                "interrupted",
+                "time-limit",
+                "store-unavailable",
+            }:
                 progress.console.print(
                     f"[dim]{escape(event.worker)}[/dim] {escape(str(event.task_id))}: "
                     f"[bold]{event.kind}[/bold] {escape(event.detail)}"
                 )
             progress.update(bar, description=escape(f"{event.task_id} {event.kind}"))
 
-        verifier = Verifier(SubprocessExecutor(allow_env=allow_env))
+        verifier = Verifier(executor)
         crew = [
             Worker(
                 board,
@@ -270,11 +396,39 @@ async def _work(  # noqa: PLR0917 - called through run_async, positionally
                 scratch_root=scratch,
                 lease=lease,
                 on_event=on_event,
+                grace=settings.grace,
+                round_time=settings.round_time,
             )
             for i in range(n)
         ]
-        with progress:
-            await asyncio.gather(*(w.run(until_idle=not forever) for w in crew))
+        signals: list[int] = []
+
+        def on_signal(signum: int) -> None:
+            signals.append(signum)
+            name = signal.Signals(signum).name
+            if len(signals) > 1:
+                err_console.print(
+                    f"{name} again: stopping at once; a task still held is taken over by "
+                    f"another worker when its lease ({lease:g} s) expires"
+                )
+                os._exit(128 + signum)
+            err_console.print(
+                f"{name}: claiming no more tasks; the current round has {settings.grace:g} s "
+                "to finish before it is interrupted and handed back (send it again to stop "
+                "at once)"
+            )
+            for w in crew:
+                w.shutdown()
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            with progress:
+                await asyncio.gather(*(w.run(until_idle=not forever) for w in crew))
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
         counts = await board.counts()
     summary = ", ".join(f"{v} {k.value}" for k, v in counts.items() if v)
     console.print(f"done: {summary or 'no tasks'}")
@@ -398,17 +552,23 @@ async def _show(store: str, app: str, task: str, as_json: bool) -> None:
             escape(_summary(r.kind, payload)),
         )
     console.print(table)
-    last_packet = next(
-        (r.payload.get("packet") for r in reversed(trail) if r.kind == "task.pushed_back"), None
-    )
-    if isinstance(last_packet, dict):
-        console.print("[bold]last packet[/bold]")
-        packet = Packet.from_json(last_packet)
-        for f in packet.findings:
+    # The last audit's findings: the packet sent back, or those the task ended with.
+    last_audit = next((r for r in reversed(trail) if r.kind == "task.audited"), None)
+    if last_audit is not None:
+        report = AuditReport.from_json(last_audit.payload)
+        sent = any(r.kind == "task.pushed_back" and r.seq > last_audit.seq for r in trail)
+        what = "sent back as a packet" if sent else "the task ended with"
+        console.print(
+            f"[bold]findings of audit {report.audit_round}[/bold] (round {report.round}, "
+            f"{what}): {len(report.findings) or 'none'}"
+        )
+        for f in report.findings:
+            evidence = f.evidence.replace("\n", "\n      ")
             console.print(
-                escape(
+                Text(
                     f"  [{f.severity.value}] {f.id} ({f.kind.value}, gate {f.gate.value}): "
-                    f"{f.title}\n    acceptance: {f.acceptance}"
+                    f"{f.title}\n    evidence:\n      {evidence}\n"
+                    f"    reproduction: {f.reproduction}\n    acceptance: {f.acceptance}"
                 )
             )
 

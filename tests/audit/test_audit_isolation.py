@@ -1,0 +1,161 @@
+"""Verify commands die with their worker, and the isolating executor keeps its secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from audit_helpers import marked, new_marker, wait_for
+
+from backends import IN_CI
+from steadyloop.audit import BubblewrapExecutor, ExecutorUnavailable, SubprocessExecutor
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def bubblewrap() -> None:
+    """Skip (outside CI) or fail (in CI, where .ci/run installs it) without a working bwrap."""
+    try:
+        BubblewrapExecutor()
+    except ExecutorUnavailable as exc:
+        if IN_CI:
+            raise
+        pytest.skip(str(exc))
+
+
+def daemon_command(marker: str) -> list[str]:
+    """A command that leaves a setsid double-forked daemon and a child, then waits."""
+    seconds = f"900.{marker}"  # sleep takes fractions: the marker makes it unique
+    return [
+        "sh",
+        "-c",
+        f"(setsid sh -c 'sleep {seconds}' >/dev/null 2>&1 &); sleep {seconds} & sleep {seconds}",
+    ]
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["subprocess", "bubblewrap"])
+def test_a_sigkilled_worker_takes_its_verify_command_and_its_daemon_with_it(
+    tmp_path: Path, isolate: bool, request: pytest.FixtureRequest
+) -> None:
+    """After a SIGKILL of the worker, no process of its verify command is left, a setsid daemon included."""
+    if isolate:
+        request.getfixturevalue("bubblewrap")
+    marker = new_marker()
+    seconds = daemon_command(marker)
+    code = (
+        "import asyncio, sys\n"
+        "from steadyloop.audit import BubblewrapExecutor, SubprocessExecutor\n"
+        f"ex = BubblewrapExecutor() if {isolate} else SubprocessExecutor()\n"
+        f"asyncio.run(ex.run({seconds!r}, cwd={str(tmp_path)!r}, timeout=60))\n"
+    )
+    worker = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        assert wait_for(lambda: len(marked(marker)) >= 3, 15), marked(marker)
+        worker.kill()
+        worker.wait()
+        assert wait_for(lambda: not marked(marker), 3), marked(marker)
+    finally:
+        worker.kill()
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["subprocess", "bubblewrap"])
+async def test_a_timeout_kills_the_whole_tree(
+    tmp_path: Path, isolate: bool, request: pytest.FixtureRequest
+) -> None:
+    """A command past its timeout is reported as such, and nothing it started is left running."""
+    if isolate:
+        request.getfixturevalue("bubblewrap")
+    marker = new_marker()
+    executor = BubblewrapExecutor() if isolate else SubprocessExecutor()
+    result = await executor.run(daemon_command(marker), cwd=tmp_path, timeout=1.0)
+    assert result.status == "timeout"
+    assert await asyncio.to_thread(wait_for, lambda: not marked(marker), 3), marked(marker)
+
+
+async def test_an_exiting_command_leaves_no_daemon_behind(tmp_path: Path) -> None:
+    """A command that exits at once after starting a setsid daemon leaves nothing running."""
+    marker = new_marker()
+    argv = ["sh", "-c", f"(setsid sleep 950.{marker} >/dev/null 2>&1 &); echo started"]
+    result = await SubprocessExecutor().run(argv, cwd=tmp_path, timeout=10)
+    assert result.ok and result.stdout == "started\n"
+    assert await asyncio.to_thread(wait_for, lambda: not marked(marker), 3), marked(marker)
+
+
+def probe(kind: str, tmp_path: Path) -> tuple[dict[str, str], tuple[str, str, str]]:
+    """What a probing verify command saw under a worker holding three planted secrets."""
+    env_secret, unasked_secret, file_secret = (
+        f"{name}-{uuid.uuid4().hex}" for name in ("env", "unasked", "file")
+    )
+    secret_file = tmp_path / "secret.txt"
+    secret_file.write_text(file_secret)
+    work = tmp_path / "work"
+    work.mkdir()
+    out = tmp_path / "seen.json"
+    env = {**os.environ, "PLANTED_TOKEN": env_secret, "ALLOWED_BUT_UNASKED": unasked_secret}
+    subprocess.run(
+        [sys.executable, str(HERE / "audit_secret_worker.py"), kind, secret_file, work, out],
+        env=env,
+        check=True,
+        timeout=120,
+    )
+    seen = json.loads(out.read_text())
+    assert "== done" in seen["stdout"], seen["stderr"][-2000:]  # the probe ran to its end
+    assert "WORKER_PID=" in seen["stdout"]  # and `env` printed the command's environment
+    return seen, (env_secret, unasked_secret, file_secret)
+
+
+@pytest.mark.usefixtures("bubblewrap")
+def test_the_isolating_executor_keeps_three_planted_secrets(tmp_path: Path) -> None:
+    """A verify command trying env, /proc/$PPID/environ, /proc/*/environ and the worker's open files gets none of three planted secrets."""
+    seen, secrets = probe("bubblewrap", tmp_path)
+    text = "\n".join(seen.values())
+    for secret in secrets:
+        assert secret not in text
+
+
+def test_the_plain_executor_leaves_proc_open_as_its_docs_say(tmp_path: Path) -> None:
+    """The plain executor scrubs the environment only: /proc still shows the worker's secrets, as documented."""
+    seen, (env_secret, unasked_secret, file_secret) = probe("subprocess", tmp_path)
+    env_part = seen["stdout"].split("== parent")[0]
+    assert env_secret not in env_part and unasked_secret not in env_part
+    text = "\n".join(seen.values())
+    assert env_secret in text and file_secret in text
+
+
+@pytest.mark.usefixtures("bubblewrap")
+async def test_the_sandbox_has_a_read_only_root_and_a_writable_workdir(tmp_path: Path) -> None:
+    """Inside the sandbox only the working directory can be written; with network=False only lo is there."""
+    outside = Path("/var/tmp") / f"steadyloop-{new_marker()}"
+    private = tmp_path / "private.txt"
+    work = tmp_path / "work"
+    work.mkdir()
+    script = (
+        f"echo x > {outside} && echo wrote-outside; echo x > {private}; "
+        "echo y > inside.txt && echo wrote-inside; "
+        "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '"
+    )
+    result = await BubblewrapExecutor(network=False).run(["sh", "-c", script], cwd=work)
+    assert "wrote-inside" in result.stdout and "wrote-outside" not in result.stdout
+    assert not outside.exists() and not private.exists()  # /tmp is the sandbox's own
+    assert (work / "inside.txt").read_text() == "y\n"
+    assert result.stdout.split()[1:] == ["lo"], result.stdout
+
+
+def test_missing_bubblewrap_is_one_clear_line_naming_the_package(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Without bwrap the isolating executor refuses to start, naming the package; nothing runs unisolated."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ExecutorUnavailable) as info:
+        BubblewrapExecutor()
+    assert "bubblewrap" in str(info.value) and "\n" not in str(info.value)
