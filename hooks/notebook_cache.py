@@ -78,9 +78,17 @@ def _environment_digest() -> bytes:
     h.update((ROOT / "pyproject.toml").read_bytes())
     for path in sorted(SRC.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            h.update(path.relative_to(ROOT).as_posix().encode() + b"\0")
+            h.update(path.relative_to(SRC).as_posix().encode() + b"\0")
             h.update(path.read_bytes() + b"\0")
     return h.digest()
+
+
+def _shown(path: Path) -> str:
+    """A path as an error message names it: relative to the repository when inside it."""
+    try:
+        return path.relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def notebook_key(notebook: Path, environment: bytes | None = None) -> str:
@@ -102,26 +110,10 @@ def cached_path(notebook: Path, key: str) -> Path:
     return cache_dir() / f"{_cache_name(notebook)}-{key[:24]}" / notebook.name
 
 
-async def _execute(notebook: Path, key: str) -> Path:
+def _store(notebook: Path, key: str, nb: Any) -> Path:
+    """Write an executed notebook to the cache atomically; drop its stale copies."""
     import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
 
-    real = notebook.resolve()
-    nb = nbformat.read(real, as_version=4)
-    client = NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT_SECONDS,
-        kernel_name=KERNEL,
-        allow_errors=False,
-        resources={"metadata": {"path": str(real.parent)}},
-    )
-    try:
-        await client.async_execute()
-    except CellExecutionError as exc:
-        raise NotebookFailed(f"{real.relative_to(ROOT)}: a cell failed:\n{exc}") from exc
-    except Exception as exc:  # a timeout, a dead kernel
-        raise NotebookFailed(f"{real.relative_to(ROOT)}: {type(exc).__name__}: {exc}") from exc
     target = cached_path(notebook, key)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
@@ -136,33 +128,60 @@ async def _execute(notebook: Path, key: str) -> Path:
     return target
 
 
-async def _execute_all(jobs: list[tuple[Path, str]], parallel: int) -> list[Path]:
+async def _execute_all(clients: list[tuple[str, Any]], parallel: int) -> list[str | None]:
+    """Run each (name, client); return None for a success or the error text."""
+    from nbclient.exceptions import CellExecutionError
+
     gate = asyncio.Semaphore(parallel)
 
-    async def one(notebook: Path, key: str) -> Path:
+    async def one(name: str, client: Any) -> str | None:
         async with gate:
-            log.info("Executing notebook %s", notebook.resolve().relative_to(ROOT))
-            return await _execute(notebook, key)
+            log.info("Executing notebook %s", name)
+            try:
+                await client.async_execute()
+            except CellExecutionError as exc:
+                return f"{name}: a cell failed:\n{exc}"
+            except Exception as exc:  # a timeout, a dead kernel
+                return f"{name}: {type(exc).__name__}: {exc}"
+            return None
 
-    results = await asyncio.gather(*(one(nb, key) for nb, key in jobs), return_exceptions=True)
-    failures = [r for r in results if isinstance(r, BaseException)]
-    if failures:
-        raise NotebookFailed("\n\n".join(str(f) for f in failures))
-    return [r for r in results if isinstance(r, Path)]
+    return list(await asyncio.gather(*(one(name, client) for name, client in clients)))
 
 
-def executed_all(
+def _run(missing: list[tuple[Path, str]], parallel: int) -> list[Path | NotebookFailed]:
+    import nbformat
+    from nbclient import NotebookClient
+
+    prepared = []
+    for notebook, _key in missing:
+        real = notebook.resolve()
+        nb = nbformat.read(real, as_version=4)
+        client = NotebookClient(
+            nb,
+            timeout=CELL_TIMEOUT_SECONDS,
+            kernel_name=KERNEL,
+            allow_errors=False,
+            resources={"metadata": {"path": str(real.parent)}},
+        )
+        prepared.append((_shown(real), client, nb))
+    runner = asyncio.run if _no_running_loop() else _run_in_thread
+    errors = runner(_execute_all([(name, client) for name, client, _ in prepared], parallel))
+    results: list[Path | NotebookFailed] = []
+    for (notebook, key), (_name, _client, nb), error in zip(missing, prepared, errors, strict=True):
+        results.append(NotebookFailed(error) if error else _store(notebook, key, nb))
+    return results
+
+
+def execute_each(
     notebooks: Iterable[Path], *, execute: bool = True, parallel: int | None = None
-) -> dict[Path, Path | None]:
+) -> dict[Path, Path | NotebookFailed | None]:
     """Map each notebook to its executed copy, executing (in parallel) those not cached.
 
-    With ``execute=False`` a notebook without a current copy maps to ``None``.
-
-    Raises:
-        NotebookFailed: a cell of one or more notebooks raised, or a kernel died.
+    A notebook that failed maps to its [NotebookFailed][]; with ``execute=False`` one
+    without a current copy maps to ``None``.
     """
     environment = _environment_digest()
-    found: dict[Path, Path | None] = {}
+    found: dict[Path, Path | NotebookFailed | None] = {}
     missing: list[tuple[Path, str]] = []
     for notebook in notebooks:
         key = notebook_key(notebook, environment)
@@ -173,12 +192,24 @@ def executed_all(
     if missing:
         if parallel is None:
             parallel = int(os.environ.get("STEADYLOOP_NOTEBOOK_JOBS") or 4)
-        runner = asyncio.run if _no_running_loop() else _run_in_thread
-        for (notebook, _key), path in zip(
-            missing, runner(_execute_all(missing, max(1, parallel))), strict=True
-        ):
-            found[notebook] = path
+        for (notebook, _key), result in zip(missing, _run(missing, max(1, parallel)), strict=True):
+            found[notebook] = result
     return found
+
+
+def executed_all(
+    notebooks: Iterable[Path], *, execute: bool = True, parallel: int | None = None
+) -> dict[Path, Path | None]:
+    """Like [execute_each][], but raise if any notebook failed.
+
+    Raises:
+        NotebookFailed: a cell of one or more notebooks raised, or a kernel died.
+    """
+    found = execute_each(notebooks, execute=execute, parallel=parallel)
+    failures = [str(r) for r in found.values() if isinstance(r, NotebookFailed)]
+    if failures:
+        raise NotebookFailed("\n\n".join(failures))
+    return {k: v for k, v in found.items() if not isinstance(v, NotebookFailed)}
 
 
 def executed(notebook: Path) -> Path:
