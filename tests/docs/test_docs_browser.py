@@ -303,14 +303,15 @@ SEARCHES = [
     ("en", "idempotency key", "explanation/journal/"),
     ("en", "torn tail", "explanation/journal/"),
     ("en", "lease heartbeat", "how-to/workers-on-several-machines/"),
-    ("en", "replay policy", "how-to/replay-policies/"),
+    ("en", "tool policy", "how-to/replay-policies/"),
     ("en", "conformance suite", "how-to/write-a-backend/"),
     ("en", "GitHub Pages", "how-to/publish-docs/"),
     ("zh", "幂等键", "explanation/journal/"),
     ("zh", "残尾", "explanation/journal/"),
-    ("zh", "租约", "how-to/workers-on-several-machines/"),
+    ("zh", "租约 心跳", "how-to/workers-on-several-machines/"),
     ("zh", "重放策略", "how-to/replay-policies/"),
-    ("zh", "一致性测试", "how-to/write-a-backend/"),
+    ("zh", "一致性套件", "how-to/write-a-backend/"),
+    ("zh", "回放比对", "explanation/replay-diff/"),
     ("zh", "发布", "how-to/publish-docs/"),
 ]
 
