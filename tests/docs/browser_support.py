@@ -184,8 +184,8 @@ class DevTools:
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600},
         )
 
-    def screenshot(self, path: Path, *, full_page: bool = True) -> None:
-        """Save a PNG of the page (the whole page, not just the viewport, by default)."""
+    def screenshot(self, path: Path, *, full_page: bool = True, max_height: int = 16000) -> None:
+        """Save a PNG of the page (the whole page, up to ``max_height`` px, by default)."""
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             size = self.evaluate(
@@ -196,7 +196,7 @@ class DevTools:
                 "x": 0,
                 "y": 0,
                 "width": width,
-                "height": min(size[1], 16000),
+                "height": min(size[1], max_height),
                 "scale": 1,
             }
             params["captureBeyondViewport"] = True

@@ -185,6 +185,34 @@ def test_benchmark_sections_render_only_what_exists(tmp_path: Path) -> None:
     assert "journal.json" in sources and "extra.json" in sources
 
 
+def test_generic_results_are_named_not_dumped() -> None:
+    """A list of results shows each entry under its own name, never as ``backends.0.kills``."""
+    hook = load_hook("benchmarks")
+    data = {
+        "ok": True,
+        "machine": {"python": "3.11"},
+        "backends": [
+            {"backend": "sqlite", "kills": 5, "stop_reasons": {"completed": 3}, "failures": []},
+            {"backend": "jsonl", "kills": 7, "stop_reasons": {"completed": 1}, "failures": []},
+        ],
+        "settings": {"seed": "soak", "steps_per_run": 200},
+        "notebook_seconds": {"notebooks/en/a.ipynb": 1.5},
+    }
+    text = hook.render_generic("soak.json", data, "en")
+    assert "backends.0" not in text and ".0." not in text
+    assert "`sqlite`" in text and "`jsonl`" in text and "stop_reasons.completed" in text
+    assert "| `seed` | soak |" in text and "| `notebooks/en/a.ipynb` | 1.50 |" in text
+    assert "3.11" not in text, "the machine is named in the result-file table, not here"
+
+
+def test_server_settings_are_one_per_line() -> None:
+    """The durability column lists one setting per line, so it stays narrow and whole."""
+    hook = load_hook("benchmarks")
+    data = json.loads((ROOT / "benchmarks" / "results" / "backends.json").read_text("utf-8"))
+    text = hook.render_backends(data, "en")
+    assert "`fsync=on`<br>`" in text or "`appendfsync=everysec`<br>`" in text
+
+
 def test_benchmark_labels_follow_the_language() -> None:
     """The Chinese page gets Chinese labels; the language comes from the source path."""
     hook = load_hook("benchmarks")
