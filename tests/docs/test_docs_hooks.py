@@ -394,3 +394,17 @@ def schema_anchors(prefix: str, path: str) -> dict[str, list[str]]:
         sys.path.remove(str(ROOT / "hooks"))
     anchors: dict[str, list[str]] = hook.schema_anchors("steadyloop.replay", path, prefix)
     return anchors
+
+
+def test_long_inline_code_wraps_at_separators_only() -> None:
+    """Inline identifiers get break chances after dots and underscores; code blocks are untouched."""
+    hook = load_hook("layout")
+    html = (
+        "<td><code>effect.intent</code></td><td><code>short</code></td>"
+        '<div class="highlight"><pre><span></span><code>import a.b.c.d.e.f</code></pre></div>'
+    )
+    out = hook.soft_breaks(html)
+    assert "<code>effect.<wbr>intent</code>" in out
+    assert "<code>short</code>" in out
+    assert "<code>import a.b.c.d.e.f</code>" in out
+    assert re.sub(r"<wbr>", "", out) == html, "only break chances are added"
