@@ -236,6 +236,14 @@ def _run_in_thread(coro: Any) -> Any:
 
 # -- MkDocs hook events -------------------------------------------------------------------
 
+
+def on_config(config: Any) -> Any:
+    """Say so when fast mode is on (``mkdocs serve --dirty --no-strict``, see README)."""
+    if fast_mode():
+        log.info("Fast mode (STEADYLOOP_DOCS_FAST=1): notebooks are not executed")
+    return config
+
+
 _executed: dict[str, Path] = {}  # abs_src_path of a notebook page -> executed copy
 _sources: dict[str, str] = {}  # src_uri -> the page's own source, restored after render
 
