@@ -168,7 +168,7 @@ class Backend:
         A nameless ``memory://`` opens a new private store each time, which a case
         that crashes and reopens could never reach again: it stands for a fresh named
         in-memory store instead, the same one for every case run with this backend,
-        removed with :attr:`dispose`.
+        removed with [`dispose`][steadyloop.replay.Backend].
         """
         scheme = url.split(":", 1)[0].lower()
         label = name or _SCHEME_NAMES.get(scheme, scheme)
@@ -247,12 +247,13 @@ def resolve_backends(
     workdir: str | Path,
     environ: Mapping[str, str] | None = None,
 ) -> list[Backend]:
-    """Turn backend names and URLs into :class:`Backend` objects.
+    """Turn backend names and URLs into [`Backend`][steadyloop.replay.Backend] objects.
 
     Args:
         specs: Names (``memory``, ``sqlite``, ``jsonl`` — fresh stores under
             ``workdir``; ``postgres``, ``redis``, ``mysql`` — the server their
-            environment variable names), journal URLs, or ready :class:`Backend` objects.
+            environment variable names), journal URLs, or ready
+            [`Backend`][steadyloop.replay.Backend] objects.
         workdir: Where temporary stores go.
         environ: The environment to read server URLs from (``os.environ`` by default).
 
@@ -368,7 +369,7 @@ class CaseRun:
     Attributes:
         case_id: The case.
         backend: The backend's name.
-        snapshot: The raw snapshot (see :mod:`steadyloop.replay._snapshot`).
+        snapshot: The raw snapshot (see `steadyloop.replay._snapshot`).
         normaliser: The normaliser for this run's generated ids and clock readings.
         injections: ``{"line", "kind", "effect"}`` for every ``inject_failure``.
         seconds: Wall time of the run.
@@ -608,10 +609,10 @@ class _Runner:
     ) -> Callable[[int, Sequence[Message]], ModelReply | str]:
         """The run's script, counted from its own first model call.
 
-        :class:`ScriptedModel` passes the number of assistant turns in the prompt; in a
-        session that earlier runs (or events) already answered, those come first. The
-        count at the run's first call is remembered, so a resumed run (a new model, in
-        the "new process") keeps counting where it was.
+        [`ScriptedModel`][steadyloop.loop.ScriptedModel] passes the number of assistant turns in
+        the prompt; in a session that earlier runs (or events) already answered, those come
+        first. The count at the run's first call is remembered, so a resumed run (a new model,
+        in the "new process") keeps counting where it was.
         """
         offsets = self.offsets
 

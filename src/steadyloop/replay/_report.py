@@ -100,7 +100,8 @@ class DifferenceEntry:
         backend: The backend whose snapshot differs.
         reference: ``"expected"`` (the case's expectation) or the reference backend.
         pointer: The JSON Pointer of the difference in the normalised snapshot.
-        domain: Which part of the snapshot (one of :data:`REPORT_DOMAINS`).
+        domain: Which part of the snapshot (one of
+            [`REPORT_DOMAINS`][steadyloop.replay.REPORT_DOMAINS]).
         session: The session handle, when the difference is inside a session.
         event_index: The event's index in its list, when inside an event.
         query_id: The memory query, when inside one.
@@ -385,7 +386,7 @@ class Report:
     Attributes:
         reference: The reference backend.
         backends: The backends, in selection order.
-        cases: One :class:`CaseReport` per case, in the order given.
+        cases: One [`CaseReport`][steadyloop.replay.CaseReport] per case, in the order given.
         timings: Seconds: ``total``, ``compare``, and per run.
         workdir: Where temporary stores were kept (only with ``keep``).
     """
@@ -508,9 +509,9 @@ async def replay(
     """Run every case on every backend, compare, and report.
 
     Args:
-        cases: Loaded cases (see :func:`load_cases`).
-        backends: Names, URLs or :class:`Backend` objects; by default ``memory``,
-            ``sqlite``, ``jsonl`` and each server whose variable is set.
+        cases: Loaded cases (see [`load_cases`][steadyloop.replay.load_cases]).
+        backends: Names, URLs or [`Backend`][steadyloop.replay.Backend] objects; by default
+            ``memory``, ``sqlite``, ``jsonl`` and each server whose variable is set.
         reference: The backend the others are compared with; ``sqlite`` when selected,
             else the first.
         keep: Keep each case's namespace (and temporary stores) instead of deleting.
