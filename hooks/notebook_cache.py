@@ -38,6 +38,7 @@ import logging
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -137,12 +138,14 @@ async def _execute_all(clients: list[tuple[str, Any]], parallel: int) -> list[st
     async def one(name: str, client: Any) -> str | None:
         async with gate:
             log.info("Executing notebook %s", name)
+            started = time.perf_counter()
             try:
                 await client.async_execute()
             except CellExecutionError as exc:
                 return f"{name}: a cell failed:\n{exc}"
             except Exception as exc:  # a timeout, a dead kernel
                 return f"{name}: {type(exc).__name__}: {exc}"
+            log.info("Executed notebook %s in %.2f s", name, time.perf_counter() - started)
             return None
 
     return list(await asyncio.gather(*(one(name, client) for name, client in clients)))
