@@ -23,7 +23,9 @@ import pytest
 from browser_support import DevTools, find_chromium, serve
 from docs_support import SITE_PREFIX, BuiltSite
 
-pytestmark = pytest.mark.slow
+# The first test that needs the walk pays for the build and for looking at every page
+# (about two minutes on a quiet machine, much more on a busy one).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 WIDTHS = (1366, 390)
