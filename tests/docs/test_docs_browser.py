@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from browser_support import DevTools, find_chromium, serve
-from docs_support import SITE_PREFIX, BuiltSite
+from docs_support import SITE_PREFIX, STDERR_MIME, BuiltSite, is_error_output
 
 # The first test that needs the walk pays for the build and for looking at every page
 # (about two minutes on a quiet machine, much more on a busy one).
@@ -128,8 +128,6 @@ _SIDEWAYS = r"""
 _LITERAL_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|attr|mod|exc|obj|data|const|ref|term):`")
 # A Markdown cross-reference that did not resolve stays as its source text.
 _UNRESOLVED_XREF = re.compile(r"\[[^\]\n]{1,80}\]\[[A-Za-z_][\w.]*\]")
-STDERR_MIME = "application/vnd.jupyter.stderr"
-_IPYTHON_TRACEBACK = re.compile(r"^-{20,}\s*\n\s*\w*(?:Error|Exception|Exit|Interrupt)\b", re.M)
 
 
 @dataclass
@@ -177,10 +175,9 @@ def look_at_page(browser: DevTools, base: str, page: str, report: Report) -> Non
                 "notebook", page, f"notebook page without outputs ({look['code_cells']} code cells)"
             )
         for out in look["outputs"]:
-            if out["mime"] == STDERR_MIME:
-                report.add("notebook", page, f"stderr output: {out['text'][:120]!r}")
-            elif _IPYTHON_TRACEBACK.search(out["text"]):
-                report.add("notebook", page, f"traceback in an output: {out['text'][:120]!r}")
+            if is_error_output(out["mime"], out["text"]):
+                kind = "stderr output" if out["mime"] == STDERR_MIME else "traceback"
+                report.add("notebook", page, f"{kind}: {out['text'][:120]!r}")
 
     text = look["text"]
     if "reference/api/" in page:
