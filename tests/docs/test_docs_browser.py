@@ -77,7 +77,9 @@ _LOOK = r"""
   const text = (el) => (el.innerText || el.textContent || "").trim();
   const content = document.querySelector(".md-content") || document.body;
   const out = {};
-  out.pre_diagrams = [...document.querySelectorAll("pre.mermaid")].map(e => text(e).slice(0, 60));
+  out.pre_diagrams = [...document.querySelectorAll("pre > code")].map(e => text(e))
+    .filter(t => /^(sequenceDiagram|flowchart|graph|stateDiagram|classDiagram|erDiagram|gantt)/.test(t))
+    .map(t => t.slice(0, 60));
   out.rendered_diagrams = document.querySelectorAll("div.mermaid").length;
   out.diagram_errors = [...document.querySelectorAll("svg[aria-roledescription=error], [id^=d__mermaid]")]
     .filter(e => /syntax error|error in text/i.test(e.textContent || "")).length
@@ -153,17 +155,30 @@ def look_at_page(browser: DevTools, base: str, page: str, report: Report) -> Non
     browser.take_events("Network.requestWillBeSent", "Runtime.exceptionThrown")
     browser.viewport(WIDTHS[0], HEIGHT)
     browser.goto(url)
-    # Diagrams render asynchronously after the page has loaded.
-    with contextlib.suppress(AssertionError):  # what is still unrendered is reported below
-        browser.wait_for(
-            "document.querySelectorAll('pre.mermaid').length === 0",
-            timeout=DIAGRAM_SECONDS,
-            what="diagrams",
-        )
+    # Diagrams render asynchronously after the page has loaded. How many there should be
+    # comes from the page as served (Material takes the class off a block while it
+    # loads Mermaid, and a block stays bare if Mermaid never comes).
+    expected = browser.evaluate(
+        "fetch(location.href).then(r => r.text())"
+        '.then(t => (t.match(/<pre class="mermaid">/g) || []).length)'
+    )
+    if expected:
+        with contextlib.suppress(AssertionError):  # what is still unrendered is reported below
+            browser.wait_for(
+                f"document.querySelectorAll('div.mermaid').length >= {expected}",
+                timeout=DIAGRAM_SECONDS,
+                what="diagrams",
+            )
     look: dict[str, Any] = browser.evaluate(_LOOK)
 
-    for text in look["pre_diagrams"]:
-        report.add("diagram", page, f"diagram not rendered (shown as code: {text!r}…)")
+    if look["rendered_diagrams"] < expected:
+        shown = "; ".join(repr(t) for t in look["pre_diagrams"][:3])
+        report.add(
+            "diagram",
+            page,
+            f"{expected - look['rendered_diagrams']} of {expected} diagrams not rendered"
+            + (f" (shown as code: {shown})" if shown else ""),
+        )
     if look["diagram_errors"]:
         report.add("diagram", page, "Mermaid drew a 'Syntax error in text' graphic")
     if look["unrendered_notebook_diagrams"]:
