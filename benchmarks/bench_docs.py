@@ -49,6 +49,7 @@ def _timed(args: list[str], env: dict[str, str]) -> tuple[float, str]:
 def measure(repeat: int) -> dict[str, Any]:
     """Build cold, build warm and run the notebook tests ``repeat`` times; keep the best."""
     bindir = Path(sys.executable).parent
+    load_before = os.getloadavg()[0]
     cold, warm, runs = [], [], []
     durations: dict[str, float] = {}
     for _ in range(repeat):
@@ -77,7 +78,13 @@ def measure(repeat: int) -> dict[str, Any]:
             )
             runs.append(seconds)
     return {
-        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            # Other work on the machine slows every figure here; this says how busy it was.
+            "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        },
         "repeat": repeat,
         "build_seconds": round(min(cold), 2),
         "build_aim_seconds": AIM_SECONDS,
