@@ -212,7 +212,8 @@ class DevTools:
             raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def wait_for(self, expression: str, *, timeout: float = 20, what: str = "") -> Any:
+    def wait_for(self, expression: str, *, timeout: float = 60, what: str = "") -> Any:
+        """Poll ``expression`` until it is truthy; generous by default (CI may be busy)."""
         deadline = time.monotonic() + timeout
         last: Any = None
         while time.monotonic() < deadline:
