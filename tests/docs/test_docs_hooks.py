@@ -408,3 +408,26 @@ def test_long_inline_code_wraps_at_separators_only() -> None:
     assert "<code>short</code>" in out
     assert "<code>import a.b.c.d.e.f</code>" in out
     assert re.sub(r"<wbr>", "", out) == html, "only break chances are added"
+
+
+def test_mermaid_is_the_pinned_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build serves the checked Mermaid file and refuses any other."""
+    from mkdocs.exceptions import PluginError
+
+    hook = load_hook("offline_assets")
+    path = hook.mermaid_source()
+    assert path.is_file() and hook.MERMAID_VERSION.encode() in path.read_bytes()
+    monkeypatch.setattr(hook, "MERMAID_SHA256", "0" * 64)
+    with pytest.raises(PluginError, match="SHA-256"):
+        hook.mermaid_source()
+
+
+def test_notebook_pages_lose_their_cdn_scripts() -> None:
+    """The notebook template's CDN import and empty MathJax loader are removed, nothing else."""
+    hook = load_hook("offline_assets")
+    html = (
+        '<p>keep</p><script src=""> </script>'
+        '<script type="module">\n const m = (await import("https://cdn.example/m.mjs")).default;\n</script>'
+        "<script>var local = 1;</script>"
+    )
+    assert hook.strip_remote_scripts(html) == "<p>keep</p><script>var local = 1;</script>"
