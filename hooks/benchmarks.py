@@ -753,10 +753,9 @@ def render_generic(name: str, data: Any, lang: str, max_columns: int = 7) -> str
                 if column not in columns:
                     columns.append(column)
         columns = columns[:max_columns]
-        chosen = next(
-            (c for c in columns if re.search(r"median|p50", c)),
-            columns[0] if columns else None,
-        )
+        # Chart a typical-value column only; counts of unlike things (kills, runs) side
+        # by side are no chart.
+        chosen = next((c for c in columns if re.search(r"median|p50", c)), None)
         if chosen is not None:
             names = list(rows)
             out.append(
