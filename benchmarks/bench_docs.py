@@ -1,15 +1,20 @@
-"""How long the documentation takes to build and the notebooks take to run.
+"""How long the documentation takes to build, and what a test run pays for the notebooks.
 
 Run: ``uv run python benchmarks/bench_docs.py [--repeat 1]``
 
-Measured in one run and written to ``benchmarks/results/docs.json``:
+Measured in one run, on an empty notebook cache of its own (``STEADYLOOP_NOTEBOOK_CACHE``
+in a temporary folder, so your own ``.cache/notebooks`` is neither used nor changed),
+and written to ``benchmarks/results/docs.json``:
 
-* ``build``: ``mkdocs build --strict`` of both languages into a temporary folder,
-  every notebook executed by mkdocs-jupyter (each language executes its own). Aim:
-  under 90 s.
-* ``nbmake``: ``pytest notebooks/`` (the project's pytest settings add ``--nbmake``),
-  the notebooks as CI runs them, once per language.
-* ``notebooks``: each notebook's own run time, from nbmake's per-test durations.
+* ``build_seconds``: ``mkdocs build --strict`` of both languages with every notebook
+  executed (``hooks/notebook_cache.py`` runs them in parallel, each once). Aim: under
+  120 s. This is what a fresh clone's first build, or CI, pays.
+* ``warm_build_seconds``: the same build again; the notebooks, unchanged, come from
+  the cache. This is what a rebuild after a prose edit pays.
+* ``nbmake_seconds``: ``pytest notebooks`` after the build (the notebook tests of a
+  test run, which reuse the build's executed copies: the notebooks run once per run).
+* ``notebook_seconds``: each notebook's execution time in the cold build (wall time,
+  in parallel with the others).
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "docs.json"
-AIM_SECONDS = 90.0
+AIM_SECONDS = 120.0
+_EXECUTED = re.compile(r"Executed notebook (\S+\.ipynb) in ([\d.]+) s")
 
 
 def _timed(args: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -37,35 +43,52 @@ def _timed(args: list[str], env: dict[str, str]) -> tuple[float, str]:
     elapsed = time.perf_counter() - started
     if out.returncode != 0:
         sys.exit(f"{' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
-    return elapsed, out.stdout
+    return elapsed, out.stdout + out.stderr
 
 
 def measure(repeat: int) -> dict[str, Any]:
-    """Build the site and run the notebooks ``repeat`` times each; keep the best."""
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    """Build cold, build warm and run the notebook tests ``repeat`` times; keep the best."""
     bindir = Path(sys.executable).parent
-    builds, runs = [], []
+    load_before = os.getloadavg()[0]
+    cold, warm, runs = [], [], []
     durations: dict[str, float] = {}
     for _ in range(repeat):
-        with tempfile.TemporaryDirectory() as site:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {
+                **os.environ,
+                "NO_MKDOCS_2_WARNING": "1",
+                "STEADYLOOP_NOTEBOOK_CACHE": str(Path(tmp) / "cache"),
+            }
+            env.pop("STEADYLOOP_DOCS_FAST", None)
+            build = [
+                str(bindir / "mkdocs"),
+                "build",
+                "--strict",
+                "--site-dir",
+                str(Path(tmp) / "site"),
+            ]
+            seconds, log = _timed(build, env)
+            cold.append(seconds)
+            for name, value in _EXECUTED.findall(log):
+                durations[name] = min(durations.get(name, float("inf")), float(value))
+            seconds, _ = _timed(build, env)
+            warm.append(seconds)
             seconds, _ = _timed(
-                [str(bindir / "mkdocs"), "build", "--strict", "--site-dir", site], env
+                [str(bindir / "pytest"), "notebooks", "-p", "no:cacheprovider", "-q"], env
             )
-            builds.append(seconds)
-        seconds, stdout = _timed(
-            [str(bindir / "pytest"), "notebooks", "-p", "no:cacheprovider", "--durations=0", "-q"],
-            env,
-        )
-        runs.append(seconds)
-        for match in re.finditer(r"^([\d.]+)s call\s+(\S+\.ipynb)::", stdout, re.MULTILINE):
-            durations[match.group(2)] = min(
-                durations.get(match.group(2), float("inf")), float(match.group(1))
-            )
+            runs.append(seconds)
     return {
-        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            # Other work on the machine slows every figure here; this says how busy it was.
+            "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        },
         "repeat": repeat,
-        "build_seconds": round(min(builds), 2),
+        "build_seconds": round(min(cold), 2),
         "build_aim_seconds": AIM_SECONDS,
+        "warm_build_seconds": round(min(warm), 2),
         "nbmake_seconds": round(min(runs), 2),
         "notebook_seconds": {k: round(v, 2) for k, v in sorted(durations.items())},
     }
@@ -78,8 +101,12 @@ def main() -> None:
     args = parser.parse_args()
     result = measure(args.repeat)
     aim = "within" if result["build_seconds"] <= AIM_SECONDS else "OVER"
-    print(f"strict build, both languages: {result['build_seconds']:.1f} s ({aim} the 90 s aim)")
-    print(f"nbmake, every notebook:       {result['nbmake_seconds']:.1f} s")
+    print(
+        f"strict build, both languages, notebooks executed: {result['build_seconds']:.1f} s"
+        f" ({aim} the {AIM_SECONDS:.0f} s aim)"
+    )
+    print(f"the same build again, notebooks from the cache: {result['warm_build_seconds']:.1f} s")
+    print(f"notebook tests after the build (cache hits):    {result['nbmake_seconds']:.1f} s")
     for name, seconds in result["notebook_seconds"].items():
         print(f"  {name:<45}{seconds:>7.2f} s")
     RESULTS.parent.mkdir(exist_ok=True)

@@ -420,7 +420,8 @@ def render_backends(data: Mapping[str, Any], lang: str) -> str:
             body.append([f"`{n}`", t["skipped"].format(reason=r["skipped"]), "", "", "", "", ""])
             continue
         lat = r.get("latency_ms", {})
-        settings = ", ".join(f"`{k}={v}`" for k, v in sorted(r.get("settings", {}).items()))
+        # One setting per line: the column stays narrow and no value is cut.
+        settings = "<br>".join(f"`{k}={v}`" for k, v in sorted(r.get("settings", {}).items()))
         body.append(
             [
                 f"`{n}`",
@@ -653,52 +654,149 @@ def _numbers(value: Any, prefix: str = "") -> dict[str, float]:
     return out
 
 
+_NAME_FIELDS = ("backend", "name", "id", "case", "label", "kind")
+
+
+def _named_rows(candidate: Any) -> dict[str, Mapping[str, Any]] | None:
+    """Rows of a mapping of mappings, or of a list of mappings named by a field of theirs.
+
+    ``[{"backend": "sqlite", "kills": 3}, ...]`` gives the row ``sqlite`` (the list index
+    is no name a reader can use); a list without such a field keeps ``#1``, ``#2`` ….
+    """
+    if isinstance(candidate, Mapping) and candidate:
+        if all(isinstance(v, Mapping) for v in candidate.values()):
+            return {str(k): v for k, v in candidate.items()}
+        return None
+    if isinstance(candidate, list) and candidate and all(isinstance(v, Mapping) for v in candidate):
+        for field in _NAME_FIELDS:
+            names = [v.get(field) for v in candidate]
+            if all(isinstance(n, str) for n in names) and len(set(names)) == len(names):
+                return {
+                    str(n): {k: x for k, x in v.items() if k != field}
+                    for n, v in zip(names, candidate, strict=True)
+                }
+        return {f"#{i}": v for i, v in enumerate(candidate, start=1)}
+    return None
+
+
 def _rows(data: Any) -> dict[str, dict[str, float]] | None:
-    """The first mapping of the file whose values are all mappings with numbers in them."""
+    """The first rows of the file (see [_named_rows][]) that have numbers in them."""
     if not isinstance(data, Mapping):
         return None
     for key in ("rows", "results", *data.keys()):
-        candidate = data.get(key)
-        if (
-            isinstance(candidate, Mapping)
-            and candidate
-            and all(isinstance(v, Mapping) for v in candidate.values())
-        ):
-            rows = {str(k): _numbers(v) for k, v in candidate.items()}
+        named = _named_rows(data.get(key))
+        if named is not None:
+            rows = {k: _numbers(v) for k, v in named.items()}
             if any(rows.values()):
                 return rows
     return None
 
 
-def render_generic(name: str, data: Any, lang: str, max_columns: int = 7) -> str:
-    """A table of any result file, and a chart of its first median-like column."""
+def _scalar(value: Any) -> str | None:
+    """A leaf shown in a key/value table, or None for a nested value."""
+    if isinstance(value, bool):
+        return "✓" if value else "✗"
+    if isinstance(value, int | float):
+        return fmt(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(not isinstance(v, Mapping | list) for v in value):
+        return ", ".join(str(v) for v in value) if value else "–"
+    return None
+
+
+def _key_values(mapping: Mapping[str, Any], lang: str) -> str:
     t = LABELS[lang]
-    rows = _rows(data)
-    if rows is None:
+    body = [[f"`{k}`", shown] for k, v in mapping.items() if (shown := _scalar(v)) is not None]
+    return table([t["key"], t["value"]], body) if body else ""
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {_cell(v)}" for k, v in value.items()) or "–"
+    shown = _scalar(value)
+    return shown if shown is not None else json.dumps(value)
+
+
+def render_generic(name: str, data: Any, lang: str, max_columns: int = 7) -> str:
+    """Tables of any result file, and a chart of its first median-like column.
+
+    The first set of rows (a mapping of mappings, or a list of mappings named by a
+    field such as ``backend``) gets a chart and a table with a column per measure; the
+    file's other parts each get a table of their own under their key: a key/value table
+    for a mapping of plain values, a row per entry for a list of mappings. ``machine``
+    is left out (the result-file table names it).
+    """
+    t = LABELS[lang]
+    if not isinstance(data, Mapping):
         leaves = list(_numbers(data).items())[:60]
         return table([t["key"], t["value"]], [[f"`{k}`", fmt(v)] for k, v in leaves])
-    columns: list[str] = []
-    for values in rows.values():
-        for column in values:
-            if column not in columns:
-                columns.append(column)
-    columns = columns[:max_columns]
-    out = []
-    chosen = next(
-        (c for c in columns if re.search(r"median|p50", c)),
-        columns[0] if columns else None,
+    out: list[str] = []
+    rows_key = next(
+        (
+            k
+            for k in ("rows", "results", *data.keys())
+            if (named := _named_rows(data.get(k))) is not None
+            and any(_numbers(v) for v in named.values())
+        ),
+        None,
     )
-    if chosen is not None:
-        names = list(rows)
-        out.append(
-            bar_chart(
-                t["generic_chart"].format(column=chosen),
-                names,
-                [Series(chosen, [rows[n].get(chosen) for n in names])],
+    top = {k: v for k, v in data.items() if k not in {"machine", rows_key}}
+    if plain := _key_values(top, lang):
+        out.append(plain)
+    if rows_key is not None:
+        named = _named_rows(data[rows_key]) or {}
+        rows = {k: _numbers(v) for k, v in named.items()}
+        columns: list[str] = []
+        for values in rows.values():
+            for column in values:
+                if column not in columns:
+                    columns.append(column)
+        columns = columns[:max_columns]
+        # Chart a typical-value column only; counts of unlike things (kills, runs) side
+        # by side are no chart.
+        chosen = next((c for c in columns if re.search(r"median|p50", c)), None)
+        if chosen is not None:
+            names = list(rows)
+            out.append(
+                bar_chart(
+                    t["generic_chart"].format(column=chosen),
+                    names,
+                    [Series(chosen, [rows[n].get(chosen) for n in names])],
+                )
             )
-        )
-    body = [[f"`{n}`", *(fmt(v.get(c)) for c in columns)] for n, v in rows.items()]
-    out.append(table([t["row"], *(f"`{c}`" for c in columns)], body))
+        extra = [
+            c
+            for c in dict.fromkeys(k for v in named.values() for k in v)
+            if not any(col == c or col.startswith(f"{c}.") for col in columns)
+        ]
+        body = [
+            [
+                f"`{n}`",
+                *(fmt(rows[n].get(c)) for c in columns),
+                *(_cell(v.get(c, "–")) for c in extra),
+            ]
+            for n, v in named.items()
+        ]
+        header = [t["row"], *(f"`{c}`" for c in [*columns, *extra])]
+        if len(body) <= 4 < len(header) - 3:
+            # Few rows, many measures: a row per measure reads better than a wide table.
+            header, body = (
+                [t["metric"], *(r[0] for r in body)],
+                [[h, *(r[i] for r in body)] for i, h in enumerate(header) if i],
+            )
+        out.append(table(header, body))
+    for key, value in top.items():
+        if _scalar(value) is not None:
+            continue
+        if isinstance(value, Mapping) and all(_scalar(v) is not None for v in value.values()):
+            out.append(f"`{key}`\n\n" + _key_values(value, lang))
+        elif (named := _named_rows(value)) is not None:
+            cols = list(dict.fromkeys(k for v in named.values() for k in v))
+            body = [[f"`{n}`", *(_cell(v.get(c, "–")) for c in cols)] for n, v in named.items()]
+            out.append(f"`{key}`\n\n" + table([t["row"], *(f"`{c}`" for c in cols)], body))
+        else:
+            out.append(f"`{key}`: `{json.dumps(value, ensure_ascii=False)}`\n")
     return "\n".join(out)
 
 

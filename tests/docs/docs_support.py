@@ -171,6 +171,11 @@ STDERR_MIME = "application/vnd.jupyter.stderr"
 _IPYTHON_TRACEBACK = re.compile(r"^-{20,}\s*\n\s*\w*(?:Error|Exception|Exit|Interrupt)\b", re.M)
 
 
+def is_error_output(mime: str, text: str) -> bool:
+    """Whether a notebook output with this MIME type and text shows an error (see below)."""
+    return mime == STDERR_MIME or bool(_IPYTHON_TRACEBACK.search(text))
+
+
 def error_outputs(html: Node) -> list[str]:
     """The text of every output a rendered notebook shows as an error.
 
@@ -184,6 +189,6 @@ def error_outputs(html: Node) -> list[str]:
     found = []
     for node in html.find_all("div", "jp-OutputArea-output"):
         text = node.text()
-        if node.attrs.get("data-mime-type") == STDERR_MIME or _IPYTHON_TRACEBACK.search(text):
+        if is_error_output(node.attrs.get("data-mime-type", ""), text):
             found.append(text)
     return found

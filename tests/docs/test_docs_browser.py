@@ -1,270 +1,356 @@
-"""The built site in a real browser: headless Chromium, driven over the DevTools protocol.
+"""The built site as a reader sees it: every page of both languages in headless Chromium.
 
-The site is served on loopback under the same path as on GitHub Pages. Chromium talks
-the DevTools protocol over a pipe (``--remote-debugging-pipe``: file descriptors 3 and 4,
-messages ending in a NUL byte), so no extra package is needed. Without Chromium the test
-is skipped, except under ``CI=true``, where it fails.
+The site is served on loopback under the path it has on GitHub Pages and each page is
+loaded in one tab of one Chromium (``browser_support.py``). A page is looked at once, at
+1366 px and again at 390 px, and every problem found is recorded against it; each test
+below then asserts that one kind of problem occurs on no page, and names the pages and
+what is wrong. Without Chromium the tests are skipped, except under ``CI=true``, where
+they fail.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import functools
-import http.server
 import json
 import os
-import select
-import shutil
-import subprocess
-import threading
-import time
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from docs_support import SITE_PREFIX, BuiltSite
+from browser_support import DevTools, find_chromium, serve
+from docs_support import SITE_PREFIX, STDERR_MIME, BuiltSite, is_error_output
 
-pytestmark = pytest.mark.slow
+# The first test that needs the walk pays for the build and for looking at every page
+# (about two minutes on a quiet machine, much more on a busy one).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
-CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+WIDTHS = (1366, 390)
+HEIGHT = 900
+DIAGRAM_SECONDS = 15
 
 
-def find_chromium() -> str | None:
-    explicit = os.environ.get("STEADYLOOP_CHROMIUM")
-    if explicit:
-        return explicit
-    for name in CANDIDATES:
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-class DevTools:
-    """A minimal DevTools-protocol client over Chromium's debugging pipe."""
-
-    def __init__(self, binary: str, profile: Path) -> None:
-        to_child_r, self._to_child = os.pipe()
-        self._from_child, from_child_w = os.pipe()
-
-        def wire() -> None:  # in the child: the pipe ends become fds 3 and 4
-            a = fcntl.fcntl(to_child_r, fcntl.F_DUPFD, 10)
-            b = fcntl.fcntl(from_child_w, fcntl.F_DUPFD, 10)
-            os.dup2(a, 3)
-            os.dup2(b, 4)
-
-        args = [
-            binary,
-            "--headless=new",
-            "--remote-debugging-pipe",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--disable-extensions",
-            "--no-first-run",
-            "--no-default-browser-check",
-            f"--user-data-dir={profile}",
-            "about:blank",
-        ]
-        self.log = profile / "chromium.log"
-        with self.log.open("wb") as log:
-            self.proc = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                close_fds=False,
-                preexec_fn=wire,  # noqa: PLW1509 - wires fds 3 and 4 before exec
-            )
-        os.close(to_child_r)
-        os.close(from_child_w)
-        self._buffer = b""
-        self._next_id = 0
-        self.session: str | None = None
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.call("Browser.close", timeout=5)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        os.close(self._to_child)
-        os.close(self._from_child)
-
-    def _read_message(self, deadline: float) -> dict[str, Any]:
-        while b"\0" not in self._buffer:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no answer from Chromium")
-            ready, _, _ = select.select([self._from_child], [], [], left)
-            if ready:
-                chunk = os.read(self._from_child, 1 << 16)
-                if not chunk:
-                    raise RuntimeError(
-                        f"Chromium exited: {self.log.read_text(errors='replace')[-2000:]}"
-                    )
-                self._buffer += chunk
-        raw, _, self._buffer = self._buffer.partition(b"\0")
-        message: dict[str, Any] = json.loads(raw)
-        return message
-
-    def call(
-        self,
-        method: str,
-        params: dict[str, Any] | None = None,
-        *,
-        timeout: float = 30,
-        session: bool = True,
-    ) -> dict[str, Any]:
-        self._next_id += 1
-        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
-        if session and self.session:
-            message["sessionId"] = self.session
-        os.write(self._to_child, json.dumps(message).encode() + b"\0")
-        deadline = time.monotonic() + timeout
-        while True:
-            answer = self._read_message(deadline)
-            if answer.get("id") == self._next_id:
-                if "error" in answer:
-                    raise RuntimeError(f"{method}: {answer['error']}")
-                result: dict[str, Any] = answer.get("result", {})
-                return result
-
-    def open_tab(self) -> None:
-        target = self.call("Target.createTarget", {"url": "about:blank"}, session=False)
-        attached = self.call(
-            "Target.attachToTarget",
-            {"targetId": target["targetId"], "flatten": True},
-            session=False,
-        )
-        self.session = attached["sessionId"]
-
-    def evaluate(self, expression: str) -> Any:
-        result = self.call(
-            "Runtime.evaluate",
-            {"expression": expression, "returnByValue": True, "awaitPromise": True},
-        )
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
-        return result["result"].get("value")
-
-    def wait_for(self, expression: str, *, timeout: float = 20, what: str = "") -> Any:
-        deadline = time.monotonic() + timeout
-        last: Any = None
-        while time.monotonic() < deadline:
-            with contextlib.suppress(RuntimeError):  # mid-navigation, the context may vanish
-                last = self.evaluate(expression)
-                if last:
-                    return last
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what or expression} (last value {last!r})")
-
-    def goto(self, url: str) -> None:
-        self.call("Page.navigate", {"url": url})
-        self.wait_for(
-            f"document.readyState === 'complete' && location.href === {json.dumps(url)}",
-            what=f"page {url}",
-        )
-
-    def loaded(self, path: str) -> None:
-        self.wait_for(
-            f"document.readyState === 'complete' && location.pathname === {json.dumps(path)}",
-            what=f"page {path}",
-        )
-
-    def search(self, query: str) -> list[str]:
-        """Type a query in the search box; return the result links once they appear."""
-        self.evaluate(
-            "(() => { const t = document.querySelector('input[data-md-toggle=search]');"
-            " t.checked = true; t.dispatchEvent(new Event('change'));"
-            " const i = document.querySelector('input.md-search__input'); i.focus(); return true })()"
-        )
-        self.call("Input.insertText", {"text": query})
-        links: list[str] = self.wait_for(
-            "(() => { const a = [...document.querySelectorAll('.md-search-result__item a')]"
-            ".map(x => x.getAttribute('href')); return a.length ? a : null })()",
-            what=f"search results for {query!r}",
-        )
-        return links
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def serve(site: Path, tmp: Path) -> Iterator[str]:
-    """Serve the site on loopback at the path it has on GitHub Pages."""
-    root = tmp / "www"
-    root.mkdir()
-    (root / SITE_PREFIX.strip("/")).symlink_to(site, target_is_directory=True)
-    handler = functools.partial(_QuietHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}{SITE_PREFIX}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-
-
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[DevTools]:
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
     binary = find_chromium()
     if binary is None:
         message = "Chromium is not installed (apt-get install chromium)"
         if IN_CI:
             pytest.fail(message)
         pytest.skip(message)
-    profile = tmp_path / "profile"
-    profile.mkdir()
+    profile = tmp_path_factory.mktemp("chromium-profile")
     tools = DevTools(binary, profile)
     try:
         tools.call("Browser.getVersion", session=False, timeout=60)
         tools.open_tab()
+        for domain in ("Page", "Runtime", "Network"):
+            tools.call(f"{domain}.enable")
         yield tools
     finally:
         tools.close()
 
 
-def test_site_in_a_browser(built_site: BuiltSite, browser: DevTools, tmp_path: Path) -> None:
-    """Switch language, search in each language, and read a notebook's output, as a reader."""
-    with serve(built_site.root, tmp_path) as base:
-        # English home page, then the language switch to Chinese.
-        browser.goto(base)
-        assert browser.evaluate("document.documentElement.lang") == "en"
-        browser.evaluate("document.querySelector('a.md-select__link[hreflang=zh]').click()")
-        browser.loaded(f"{SITE_PREFIX}zh/")
-        assert browser.evaluate("document.documentElement.lang") == "zh"
+@pytest.fixture(scope="module")
+def base_url(built_site: BuiltSite, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with serve(built_site.root, tmp_path_factory.mktemp("www")) as base:
+        yield base
 
-        # Chinese search finds the Chinese journal page.
-        links = browser.search("幂等键")
-        assert any("explanation/journal/" in link for link in links), links
 
-        # From a Chinese page, the switch lands on the same page in English.
-        browser.goto(f"{base}zh/explanation/journal/")
-        browser.evaluate("document.querySelector('a.md-select__link[hreflang=en]').click()")
-        browser.loaded(f"{SITE_PREFIX}explanation/journal/")
+def site_pages(site: Path) -> list[str]:
+    """Every page of the built site (both languages), as paths below the site root."""
+    pages = []
+    for html in sorted(site.rglob("index.html")):
+        rel = html.parent.relative_to(site).as_posix()
+        pages.append("" if rel == "." else f"{rel}/")
+    return pages
 
-        # English search.
-        links = browser.search("idempotency")
-        assert any("explanation/journal/" in link for link in links), links
 
-        # The notebook pages show the outputs the build produced, in both languages.
-        for prefix in ("", "zh/"):
-            browser.goto(f"{base}{prefix}tutorials/notebooks/quickstart/")
-            output = browser.wait_for(
-                "[...document.querySelectorAll('.jp-OutputArea-output')]"
-                ".map(x => x.innerText).join('\\n')",
-                what="notebook output",
+# What one page looks like, measured in the page. Diagrams: Material replaces each
+# <pre class="mermaid"> with a <div class="mermaid"> holding the SVG once Mermaid has
+# rendered it; a block Mermaid cannot parse stays a <pre> and Mermaid leaves a "Syntax
+# error in text" drawing in the body.
+_LOOK = r"""
+(() => {
+  const text = (el) => (el.innerText || el.textContent || "").trim();
+  const content = document.querySelector(".md-content") || document.body;
+  const out = {};
+  out.pre_diagrams = [...document.querySelectorAll("pre > code")].map(e => text(e))
+    .filter(t => /^(sequenceDiagram|flowchart|graph|stateDiagram|classDiagram|erDiagram|gantt)/.test(t))
+    .map(t => t.slice(0, 60));
+  out.rendered_diagrams = document.querySelectorAll("div.mermaid").length;
+  out.diagram_errors = [...document.querySelectorAll("svg[aria-roledescription=error], [id^=d__mermaid]")]
+    .filter(e => /syntax error|error in text/i.test(e.textContent || "")).length
+    + (/Syntax error in text/.test(document.body.innerText) ? 1 : 0);
+  out.notebook = !!document.querySelector(".jupyter-wrapper");
+  out.code_cells = document.querySelectorAll(".jp-CodeCell").length;
+  out.outputs = [...document.querySelectorAll(".jp-OutputArea-output")].map(e => ({
+    mime: e.getAttribute("data-mime-type") || "", text: text(e).slice(0, 4000)}));
+  out.unrendered_notebook_diagrams = document.querySelectorAll(".jp-Mermaid:not(.jp-RenderedMermaid)").length;
+  out.text = text(content);
+  // The same without code: a page may show the syntax of a cross-reference in code.
+  const bare = content.cloneNode(true);
+  bare.querySelectorAll("code, pre, kbd, style, script").forEach(e => e.remove());
+  out.prose = (bare.textContent || "").trim();
+  out.blockquotes_in_docstrings = [...document.querySelectorAll(".doc-contents blockquote:not(blockquote blockquote)")]
+    .map(e => text(e).slice(0, 80));
+  out.autoref_tags = [...document.querySelectorAll("autoref")].map(e => text(e).slice(0, 60));
+  return out;
+})()
+"""
+
+# Whether the page as a whole scrolls sideways, and if so, which outermost elements
+# stick out past the viewport without a scrolling box around them.
+_SIDEWAYS = r"""
+(() => {
+  const doc = document.documentElement;
+  const width = doc.clientWidth;
+  if (doc.scrollWidth <= width + 1) return null;
+  const name = (e) => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "")
+    + [...e.classList].slice(0, 2).map(c => "." + c).join("");
+  const clipped = (e) => {
+    for (let p = e.parentElement; p && p !== doc; p = p.parentElement) {
+      const o = getComputedStyle(p).overflowX;
+      if (o !== "visible") return true;
+    }
+    return false;
+  };
+  const out = [];
+  for (const e of document.body.querySelectorAll("*")) {
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 || r.right <= width + 1 || clipped(e)) continue;
+    if (getComputedStyle(e).position === "fixed") continue;
+    if (out.some(o => o.el.contains(e))) continue;
+    out.push({el: e, what: name(e) + " (right edge " + Math.round(r.right) + " px)"});
+    if (out.length >= 3) break;
+  }
+  return {scroll_width: doc.scrollWidth, width, culprits: out.map(o => o.what)};
+})()
+"""
+
+# Sphinx roles (:class:`X`) print literally under mkdocstrings' Google style (trap 14).
+# Rendered, the role's backticks become code: ":class:Journal" in the text.
+_LITERAL_ROLE = re.compile(
+    r"(?<![\w:]):(?:py:)?(?:class|func|meth|attr|mod|exc|obj|data|const|ref|term):(?=[`\w~.])"
+)
+# A Markdown cross-reference that did not resolve stays as its source text.
+_UNRESOLVED_XREF = re.compile(r"\[[^\]\n]{1,80}\]\[[A-Za-z_][\w.]*\]")
+
+
+@dataclass
+class Report:
+    """Problems found on the pages, by kind: kind -> page -> descriptions."""
+
+    pages: list[str] = field(default_factory=list)
+    problems: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+
+    def add(self, kind: str, page: str, what: str) -> None:
+        self.problems.setdefault(kind, {}).setdefault(page or "(home)", []).append(what)
+
+    def of(self, kind: str) -> str:
+        found = self.problems.get(kind, {})
+        return "\n".join(f"  /{page}: {'; '.join(items)}" for page, items in sorted(found.items()))
+
+
+def look_at_page(browser: DevTools, base: str, page: str, report: Report) -> None:
+    """Load one page and record every problem a reader would meet on it."""
+    url = base + page
+    origin = re.match(r"https?://[^/]+", base)
+    assert origin is not None
+    browser.take_events("Network.requestWillBeSent", "Runtime.exceptionThrown")
+    browser.viewport(WIDTHS[0], HEIGHT)
+    browser.goto(url)
+    # Diagrams render asynchronously after the page has loaded. How many there should be
+    # comes from the page as served (Material takes the class off a block while it
+    # loads Mermaid, and a block stays bare if Mermaid never comes).
+    expected = browser.evaluate(
+        "fetch(location.href).then(r => r.text())"
+        '.then(t => (t.match(/<pre class="mermaid">/g) || []).length)'
+    )
+    if expected:
+        with contextlib.suppress(AssertionError):  # what is still unrendered is reported below
+            browser.wait_for(
+                f"document.querySelectorAll('div.mermaid').length >= {expected}",
+                timeout=DIAGRAM_SECONDS,
+                what="diagrams",
             )
-            assert "SQLiteJournal" in output
-            assert "ConflictError" in output and "IdempotencyKeyReused" in output
+    look: dict[str, Any] = browser.evaluate(_LOOK)
+
+    if look["rendered_diagrams"] < expected:
+        shown = "; ".join(repr(t) for t in look["pre_diagrams"][:3])
+        report.add(
+            "diagram",
+            page,
+            f"{expected - look['rendered_diagrams']} of {expected} diagrams not rendered"
+            + (f" (shown as code: {shown})" if shown else ""),
+        )
+    if look["diagram_errors"]:
+        report.add("diagram", page, "Mermaid drew a 'Syntax error in text' graphic")
+    if look["unrendered_notebook_diagrams"]:
+        report.add("diagram", page, "a notebook Mermaid cell is not rendered")
+
+    if look["notebook"]:
+        if not look["outputs"]:
+            report.add(
+                "notebook", page, f"notebook page without outputs ({look['code_cells']} code cells)"
+            )
+        for out in look["outputs"]:
+            if is_error_output(out["mime"], out["text"]):
+                kind = "stderr output" if out["mime"] == STDERR_MIME else "traceback"
+                report.add("notebook", page, f"{kind}: {out['text'][:120]!r}")
+
+    text = look["text"]
+    if "reference/api/" in page:
+        for role in sorted(set(m.group(0) for m in _LITERAL_ROLE.finditer(text))):
+            count = len(re.findall(re.escape(role), text))
+            report.add("docstring", page, f"literal Sphinx role {role}… ({count}×)")
+        for quote in look["blockquotes_in_docstrings"]:
+            report.add("docstring", page, f"docstring section rendered as a quote: {quote!r}")
+    for ref in sorted(set(m.group(0) for m in _UNRESOLVED_XREF.finditer(look["prose"]))):
+        report.add("xref", page, f"unresolved cross-reference {ref}")
+    for ref in look["autoref_tags"]:
+        report.add("xref", page, f"unresolved cross-reference {ref!r}")
+
+    for width in WIDTHS:
+        if width != WIDTHS[0]:
+            browser.viewport(width, HEIGHT)
+            browser.evaluate(
+                "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+            )
+        sideways = browser.evaluate(_SIDEWAYS)
+        if sideways:
+            report.add(
+                f"sideways-{width}",
+                page,
+                f"page is {sideways['scroll_width']} px wide in a {sideways['width']} px window;"
+                f" sticking out: {', '.join(sideways['culprits']) or 'unknown'}",
+            )
+
+    for event in browser.take_events("Network.requestWillBeSent", "Runtime.exceptionThrown"):
+        params = event["params"]
+        if event["method"] == "Runtime.exceptionThrown":
+            details = params["exceptionDetails"]
+            message = details.get("exception", {}).get("description") or details.get("text")
+            report.add("script-error", page, str(message).splitlines()[0][:200])
+            continue
+        target = params["request"]["url"]
+        if target.startswith(("data:", "blob:", "about:")):
+            continue
+        if not target.startswith(origin.group(0) + "/"):
+            report.add("outside-request", page, target[:160])
+
+
+@pytest.fixture(scope="module")
+def report(built_site: BuiltSite, browser: DevTools, base_url: str) -> Report:
+    """Visit every page of both languages once and record what is wrong with each."""
+    found = Report(pages=site_pages(built_site.root))
+    for page in found.pages:
+        look_at_page(browser, base_url, page, found)
+    browser.viewport(WIDTHS[0], HEIGHT)
+    return found
+
+
+def test_every_page_of_both_languages_is_visited(report: Report) -> None:
+    """The walk covers the whole site: both languages, notebooks and API pages included."""
+    assert len(report.pages) >= 40
+    assert any(p.startswith("zh/") for p in report.pages)
+    assert any(p.startswith("reference/api/") for p in report.pages)
+    assert any("notebooks/" in p for p in report.pages)
+
+
+def test_every_diagram_renders(report: Report) -> None:
+    """Every Mermaid block becomes a drawing; none stays code, none draws a syntax error."""
+    assert "diagram" not in report.problems, "diagrams:\n" + report.of("diagram")
+
+
+def test_nothing_is_loaded_from_elsewhere(report: Report) -> None:
+    """While loading, a page requests nothing outside the site's own origin."""
+    assert "outside-request" not in report.problems, "requests outside the site:\n" + report.of(
+        "outside-request"
+    )
+
+
+def test_no_script_error(report: Report) -> None:
+    """No page raises an uncaught JavaScript error while it loads."""
+    assert "script-error" not in report.problems, "script errors:\n" + report.of("script-error")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_page_scrolls_sideways(report: Report, width: int) -> None:
+    """At a laptop's and a phone's width, no page is wider than the window."""
+    kind = f"sideways-{width}"
+    assert kind not in report.problems, f"pages that scroll sideways at {width} px:\n" + report.of(
+        kind
+    )
+
+
+def test_notebook_pages_show_clean_outputs(report: Report) -> None:
+    """A notebook page shows the outputs of its run, with no traceback and nothing on stderr."""
+    assert "notebook" not in report.problems, "notebook pages:\n" + report.of("notebook")
+
+
+def test_api_pages_render_docstrings(report: Report) -> None:
+    """API pages show no literal Sphinx role and no docstring section as a quote."""
+    assert "docstring" not in report.problems, "API pages:\n" + report.of("docstring")
+
+
+def test_cross_references_resolve(report: Report) -> None:
+    """No page shows a cross-reference as its unresolved source text."""
+    assert "xref" not in report.problems, "unresolved cross-references:\n" + report.of("xref")
+
+
+# -- the reader's paths: language switch, search ------------------------------------------
+
+
+def test_language_switch_keeps_the_anchor(browser: DevTools, base_url: str) -> None:
+    """Switching language on a section lands on the same section of the other language."""
+    for start, other, lang in (
+        ("explanation/journal/#idempotency-keys", "zh/explanation/journal/", "zh"),
+        ("zh/explanation/journal/#idempotency-keys", "explanation/journal/", "en"),
+    ):
+        browser.goto(base_url + start.split("#")[0])
+        browser.evaluate(f"location.hash = {json.dumps('#' + start.split('#')[1])}")
+        browser.evaluate(f"document.querySelector('a.md-select__link[hreflang={lang}]').click()")
+        browser.loaded(SITE_PREFIX + other)
+        assert browser.evaluate("location.hash") == "#idempotency-keys"
+        assert browser.evaluate("document.documentElement.lang") == lang
+        assert browser.evaluate("!!document.getElementById('idempotency-keys')")
+
+
+# (language, query, the page that must come first)
+SEARCHES = [
+    ("en", "idempotency key", "explanation/journal/"),
+    ("en", "torn tail", "explanation/journal/"),
+    ("en", "lease heartbeat", "how-to/workers-on-several-machines/"),
+    ("en", "choose replay policies", "how-to/replay-policies/"),
+    ("en", "conformance suite", "how-to/write-a-backend/"),
+    ("en", "GitHub Pages", "how-to/publish-docs/"),
+    ("zh", "幂等键", "explanation/journal/"),
+    ("zh", "乐观并发", "explanation/journal/"),
+    ("zh", "租约 心跳", "how-to/workers-on-several-machines/"),
+    ("zh", "一致性套件", "how-to/write-a-backend/"),
+    ("zh", "发布", "how-to/publish-docs/"),
+    ("zh", "回放比对", "explanation/replay-diff/"),
+    ("zh", "审计循环", "explanation/audit-loop/"),
+]
+
+
+@pytest.mark.parametrize(("lang", "query", "first"), SEARCHES)
+def test_search_puts_the_right_page_first(
+    browser: DevTools, base_url: str, lang: str, query: str, first: str
+) -> None:
+    """Searching from a page finds that language's own page first, and no other language's."""
+    home = base_url if lang == "en" else f"{base_url}zh/"
+    browser.goto(home)
+    links = browser.search(query)
+    root = home
+    pages = [link.split("#")[0].split("?")[0] for link in links]
+    assert pages, f"{query!r} found nothing"
+    assert all(p.startswith(root) for p in pages), (
+        f"{query!r} lists pages of another language: {pages}"
+    )
+    assert pages[0] == root + first, (
+        f"{query!r}: first result {pages[0]}, expected {root + first}; all: {pages}"
+    )

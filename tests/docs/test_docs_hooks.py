@@ -185,6 +185,34 @@ def test_benchmark_sections_render_only_what_exists(tmp_path: Path) -> None:
     assert "journal.json" in sources and "extra.json" in sources
 
 
+def test_generic_results_are_named_not_dumped() -> None:
+    """A list of results shows each entry under its own name, never as ``backends.0.kills``."""
+    hook = load_hook("benchmarks")
+    data = {
+        "ok": True,
+        "machine": {"python": "3.11"},
+        "backends": [
+            {"backend": "sqlite", "kills": 5, "stop_reasons": {"completed": 3}, "failures": []},
+            {"backend": "jsonl", "kills": 7, "stop_reasons": {"completed": 1}, "failures": []},
+        ],
+        "settings": {"seed": "soak", "steps_per_run": 200},
+        "notebook_seconds": {"notebooks/en/a.ipynb": 1.5},
+    }
+    text = hook.render_generic("soak.json", data, "en")
+    assert "backends.0" not in text and ".0." not in text
+    assert "`sqlite`" in text and "`jsonl`" in text and "stop_reasons.completed" in text
+    assert "| `seed` | soak |" in text and "| `notebooks/en/a.ipynb` | 1.50 |" in text
+    assert "3.11" not in text, "the machine is named in the result-file table, not here"
+
+
+def test_server_settings_are_one_per_line() -> None:
+    """The durability column lists one setting per line, so it stays narrow and whole."""
+    hook = load_hook("benchmarks")
+    data = json.loads((ROOT / "benchmarks" / "results" / "backends.json").read_text("utf-8"))
+    text = hook.render_backends(data, "en")
+    assert "`fsync=on`<br>`" in text or "`appendfsync=everysec`<br>`" in text
+
+
 def test_benchmark_labels_follow_the_language() -> None:
     """The Chinese page gets Chinese labels; the language comes from the source path."""
     hook = load_hook("benchmarks")
@@ -366,3 +394,40 @@ def schema_anchors(prefix: str, path: str) -> dict[str, list[str]]:
         sys.path.remove(str(ROOT / "hooks"))
     anchors: dict[str, list[str]] = hook.schema_anchors("steadyloop.replay", path, prefix)
     return anchors
+
+
+def test_long_inline_code_wraps_at_separators_only() -> None:
+    """Inline identifiers get break chances after dots and underscores; code blocks are untouched."""
+    hook = load_hook("layout")
+    html = (
+        "<td><code>effect.intent</code></td><td><code>short</code></td>"
+        '<div class="highlight"><pre><span></span><code>import a.b.c.d.e.f</code></pre></div>'
+    )
+    out = hook.soft_breaks(html)
+    assert "<code>effect.<wbr>intent</code>" in out
+    assert "<code>short</code>" in out
+    assert "<code>import a.b.c.d.e.f</code>" in out
+    assert re.sub(r"<wbr>", "", out) == html, "only break chances are added"
+
+
+def test_mermaid_is_the_pinned_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build serves the checked Mermaid file and refuses any other."""
+    from mkdocs.exceptions import PluginError
+
+    hook = load_hook("offline_assets")
+    path = hook.mermaid_source()
+    assert path.is_file() and hook.MERMAID_VERSION.encode() in path.read_bytes()
+    monkeypatch.setattr(hook, "MERMAID_SHA256", "0" * 64)
+    with pytest.raises(PluginError, match="SHA-256"):
+        hook.mermaid_source()
+
+
+def test_notebook_pages_lose_their_cdn_scripts() -> None:
+    """The notebook template's CDN import and empty MathJax loader are removed, nothing else."""
+    hook = load_hook("offline_assets")
+    html = (
+        '<p>keep</p><script src=""> </script>'
+        '<script type="module">\n const m = (await import("https://cdn.example/m.mjs")).default;\n</script>'
+        "<script>var local = 1;</script>"
+    )
+    assert hook.strip_remote_scripts(html) == "<p>keep</p><script>var local = 1;</script>"
