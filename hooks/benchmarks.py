@@ -117,6 +117,19 @@ LABELS: dict[str, dict[str, str]] = {
         "claim_p50": "claim p50 (ms)",
         "claim_p95": "claim p95 (ms)",
         "claim_max": "claim max (ms)",
+        "guard_runtime": "runtime, mode",
+        "guard_write": "crash at the framework's write",
+        "guard_without": "effects repeated without the guard (charges)",
+        "guard_with": "with the guard (charges)",
+        "guard_own": "The guard's own writes (intent and result around each effect) add crash points: {points} for {runtime}, at which {repeated} safe effects ran again, {never} charges ran twice, and {interrupts} unknown charges were decided.",
+        "guard_cost_chart": "One run of the shop graph on SQLite, in microseconds (median of {n})",
+        "guard_plain": "{mode}: unguarded",
+        "guard_guarded": "{mode}: guarded",
+        "guard_per_effect": "guard per effect, {mode} (µs)",
+        "guard_x_floor": "guard per effect, {mode}, × floor",
+        "guard_appends": "durable writes per guarded effect, {mode}",
+        "before": "before",
+        "after": "after",
     },
     "zh": {
         "file": "结果文件",
@@ -184,6 +197,19 @@ LABELS: dict[str, dict[str, str]] = {
         "claim_p50": "认领 p50（ms）",
         "claim_p95": "认领 p95（ms）",
         "claim_max": "认领最大值（ms）",
+        "guard_runtime": "运行时，模式",
+        "guard_write": "在框架的第几次写入处崩溃",
+        "guard_without": "无防护时重复的副作用（其中扣款）",
+        "guard_with": "有防护时（其中扣款）",
+        "guard_own": "防护自己的写入（每个副作用前后的意图和结果）会带来更多崩溃点：{runtime} 多出 {points} 个，其中 {repeated} 次是 SAFE 副作用重新执行，重复扣款 {never} 次，结果未知并经裁定的扣款 {interrupts} 次。",
+        "guard_cost_chart": "商店图在 SQLite 上运行一次的耗时，单位微秒（{n} 次的中位数）",
+        "guard_plain": "{mode}：无防护",
+        "guard_guarded": "{mode}：有防护",
+        "guard_per_effect": "每个受防护副作用的额外耗时，{mode}（µs）",
+        "guard_x_floor": "每个受防护副作用的额外耗时，{mode}，相对下限的倍数",
+        "guard_appends": "每个受防护副作用的持久化写入次数，{mode}",
+        "before": "之前",
+        "after": "之后",
     },
 }
 
@@ -611,8 +637,58 @@ def render_audit(data: Mapping[str, Any], lang: str) -> str:
     return "\n".join(out) + "\n" + table(header, body)
 
 
+def render_guard(data: Mapping[str, Any], lang: str) -> str:
+    """``guard.json``: effects repeated per crash point without and with a guard, and its cost."""
+    t = LABELS[lang]
+    rows = [
+        [
+            f"{r['framework']}, `{r['mode']}`",
+            f"{r['write']} (`{r['label_without_guard']}`), {t[r['side']]}",
+            f"{r['repeated_without_guard']} ({r['never_repeated_without_guard']})",
+            f"{r['repeated_with_guard']} ({r['never_repeated_with_guard']})",
+        ]
+        for r in data["matrix"]
+    ]
+    out = [table([t["guard_runtime"], t["guard_write"], t["guard_without"], t["guard_with"]], rows)]
+    for own in data.get("guard_points", []):
+        out.append(
+            t["guard_own"].format(
+                points=own["points"],
+                runtime=f"{own['framework']} ({own['mode']})",
+                repeated=own["repeated"] - own["never_repeated"],
+                never=own["never_repeated"],
+                interrupts=own["interrupts"],
+            )
+        )
+    modes = [m for m in ("sync", "async") if m in data]
+    floor = data.get("floor_fsync", {}).get("median_us")
+    labels = [t["floor"]]
+    values = [floor]
+    for mode in modes:
+        labels += [t["guard_plain"].format(mode=mode), t["guard_guarded"].format(mode=mode)]
+        values += [data[mode]["unguarded"]["median_us"], data[mode]["guarded"]["median_us"]]
+    out.append(
+        bar_chart(
+            t["guard_cost_chart"].format(n=data.get("runs", "?")),
+            labels,
+            [Series("µs", values)],
+        )
+    )
+    cost = []
+    for mode in modes:
+        row = data[mode]
+        cost += [
+            [t["guard_appends"].format(mode=mode), fmt(row["appends_per_guarded_effect"])],
+            [t["guard_per_effect"].format(mode=mode), fmt(row["guard_us_per_effect"])],
+            [t["guard_x_floor"].format(mode=mode), fmt(row["guard_per_effect_x_floor"])],
+        ]
+    out.append(table([t["metric"], t["value"]], cost))
+    return "\n\n".join(out) + "\n"
+
+
 RENDERERS: dict[str, Callable[[Mapping[str, Any], str], str]] = {
     "audit.json": render_audit,
+    "guard.json": render_guard,
     "journal.json": render_journal,
     "backends.json": render_backends,
     "loop.json": render_loop,
