@@ -121,7 +121,11 @@ LABELS: dict[str, dict[str, str]] = {
         "guard_write": "crash at the framework's write",
         "guard_without": "effects repeated without the guard (charges)",
         "guard_with": "with the guard (charges)",
-        "guard_own": "The guard's own writes (intent and result around each effect) add crash points: {points} for {runtime}, at which {repeated} safe effects ran again, {never} charges ran twice, and {interrupts} unknown charges were decided.",
+        "guard_own": (
+            "The guard's own writes (intent and result around each effect) add crash "
+            "points: {points} for {runtime}, at which {repeated} safe effects ran again, "
+            "{never} charges ran twice, and {interrupts} unknown charges were decided."
+        ),
         "guard_cost_chart": "One run of the shop graph on SQLite, in microseconds (median of {n})",
         "guard_plain": "{mode}: unguarded",
         "guard_guarded": "{mode}: guarded",
@@ -201,7 +205,11 @@ LABELS: dict[str, dict[str, str]] = {
         "guard_write": "在框架的第几次写入处崩溃",
         "guard_without": "无防护时重复的副作用（其中扣款）",
         "guard_with": "有防护时（其中扣款）",
-        "guard_own": "防护自己的写入（每个副作用前后的意图和结果）会带来更多崩溃点：{runtime} 多出 {points} 个，其中 {repeated} 次是 SAFE 副作用重新执行，重复扣款 {never} 次，结果未知并经裁定的扣款 {interrupts} 次。",
+        "guard_own": (
+            "防护自己的写入（每个副作用前后的意图和结果）会带来更多崩溃点：{runtime} "
+            "多出 {points} 个，其中 {repeated} 次是 SAFE 副作用重新执行，重复扣款 {never} 次，"
+            "结果未知并经裁定的扣款 {interrupts} 次。"
+        ),
         "guard_cost_chart": "商店图在 SQLite 上运行一次的耗时，单位微秒（{n} 次的中位数）",
         "guard_plain": "{mode}：无防护",
         "guard_guarded": "{mode}：有防护",
