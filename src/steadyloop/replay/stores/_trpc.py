@@ -48,7 +48,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from steadyloop._errors import BackendUnavailable, UnknownBackend
 from steadyloop.replay._store import (
@@ -108,11 +108,10 @@ def _kind(spec: StoreSpec) -> tuple[str, str | None]:
 
 def _native_url(kind: str, driver: str | None, target: str) -> str:
     """The URL the framework's service takes: the target with a SQLAlchemy driver."""
-    parts = urlsplit(target)
     if kind == "redis":
         return target
     scheme = f"{kind}+{driver}" if driver else _SQL_DRIVERS[kind]
-    return urlunsplit(parts._replace(scheme=scheme))
+    return scheme + target[target.index(":") :]
 
 
 def _scrub(text: str, url: str) -> str:
@@ -239,10 +238,12 @@ class TrpcStore:
         else:
             self._sessions = sessions.SqlSessionService(db_url=self.url)
             self._memory = memory.SqlMemoryService(db_url=self.url, enabled=True)
+        probe = f"steadyloop-probe-{uuid.uuid4().hex}"
         try:
-            # A read of an app nobody uses: it connects (and creates the tables, as
-            # the framework does on first use) without touching any data.
-            await self._sessions.list_sessions(app_name=f"steadyloop-probe-{uuid.uuid4().hex}")
+            # Reads of an app nobody uses: they connect (and create the tables, as the
+            # framework does on first use) without touching any data.
+            await self._sessions.list_sessions(app_name=probe)
+            await self._memory.search_memory(key=f"{probe}/probe", query="probe")
         except Exception as exc:
             await self.close()
             message = _scrub(f"{type(exc).__name__}: {exc}".splitlines()[0], self.url)

@@ -145,3 +145,26 @@ def texts(session: Any) -> list[list[str | None] | None]:
         None if e.content is None else [p.text for p in e.content.parts or []]
         for e in session.events
     ]
+
+
+TRPC_BACKENDS = [
+    "memory",
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.server),
+    pytest.param("mysql", marks=pytest.mark.server),
+    pytest.param("redis", marks=pytest.mark.server),
+]
+"""Every trpc-agent-py backend the adapter serves."""
+
+
+@asynccontextmanager
+async def trpc_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
+    """Yield a `trpc+…` store URL of a private store on ``backend``; remove it afterwards."""
+    if backend == "memory":
+        yield "trpc+memory://"
+    elif backend == "redis":
+        yield "trpc+" + await require_server(REDIS)
+    else:
+        async with sql_url(backend, tmp_path) as url:
+            scheme = {"sqlite": "sqlite", "postgres": "postgresql", "mysql": "mysql"}[backend]
+            yield f"trpc+{scheme}{url[url.index(':') :]}"
