@@ -415,6 +415,13 @@ def _time_zone(tz: str | None) -> Any:
         time.tzset()
 
 
+def _may_refuse(op: Operation) -> bool:
+    """Whether the case expects the store may refuse the operation."""
+    return isinstance(op, RepeatEvent | EditEvent) or (
+        isinstance(op, CreateSession) and op.may_refuse
+    )
+
+
 class _Runner:
     def __init__(
         self, case: Case, store: SessionStore, ids: Literal["sequential", "random"]
@@ -512,7 +519,9 @@ class _Runner:
                     raise
                 self._error(line, op, exc)
             except Exception as exc:
-                if self.own is not None and not isinstance(exc, SteadyloopError):
+                if self.own is not None and not (
+                    isinstance(exc, SteadyloopError) or _may_refuse(op)
+                ):
                     raise  # a bug of our own store: never a result
                 self._error(line, op, exc)
             if self.own is not None and isinstance(
@@ -533,9 +542,7 @@ class _Runner:
         self.snapshot["errors"][str(line)] = {"op": op.op, "error": type(exc).__name__}
         if str(line) in self.snapshot["outcomes"]:
             return
-        if isinstance(op, RepeatEvent | EditEvent) or (
-            isinstance(op, CreateSession) and op.may_refuse
-        ):
+        if _may_refuse(op):
             self.snapshot["outcomes"][str(line)] = {
                 "op": op.op,
                 "outcome": str(Outcome.REFUSED),
