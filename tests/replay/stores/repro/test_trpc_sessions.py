@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from trpc_stores import SQL_BACKENDS, event, redis_app, sql_url, texts, time_zone
 
 from backends import server_url
+from trpc_stores import SQL_BACKENDS, event, redis_app, sql_url, texts, time_zone
 
 pytest.importorskip("trpc_agent_sdk", reason="the trpc extra is not installed")
 
@@ -196,6 +196,19 @@ async def test_postgres_turns_negative_zero_into_zero(sql: Callable[[], Any]) ->
     back = await sql().get_session(app_name=APP, user_id="u", session_id="s")
     assert repr(back.state["z"]) == "0.0"
     assert back.state["big"] == 2**63 + 1
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("sql", ["postgres"], indirect=True)
+async def test_postgres_turns_a_large_float_into_an_int(sql: Callable[[], Any]) -> None:
+    """On PostgreSQL (JSONB), a 1e300 session state value reads back as the integer 10**300."""
+    service = sql()
+    session = await service.create_session(app_name=APP, user_id="u", session_id="s")
+    await service.append_event(session, event("x", delta={"huge": 1e300, "f": 1.0}))
+    back = await sql().get_session(app_name=APP, user_id="u", session_id="s")
+    assert back.state["huge"] == 10**300
+    assert type(back.state["huge"]) is int
+    assert type(back.state["f"]) is float
 
 
 # --- MariaDB -----------------------------------------------------------------------------
