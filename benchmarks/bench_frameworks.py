@@ -159,7 +159,7 @@ async def run_framework(framework: str, urls: list[str], repeat: int) -> dict[st
         else:
             row["reference"] = True
         row["framework"] = framework
-        rows[store] = row
+        rows[store if "+" in store else f"{framework}+{store}"] = row
     return rows
 
 
@@ -181,7 +181,6 @@ async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
     for framework, package in PACKAGES.items():
         with contextlib.suppress(PackageNotFoundError):
             versions[framework] = version(package)
-    names = {u: u for u in rows}
     return {
         "benchmark": "frameworks",
         "python": sys.version.split()[0],
@@ -192,7 +191,7 @@ async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
         "repeat": repeat,
         "versions": versions,
         "wall_seconds": walls,
-        "rows": {names[k]: rows[k] for k in rows},
+        "rows": rows,
     }
 
 
