@@ -210,6 +210,8 @@ class TrpcStore:
         self._temporary = temporary
         self._sessions: Any = None
         self._memory: Any = None
+        self._reached = False
+        self._cleaner: Any = None
         self._held: dict[SessionRef, Any] = {}
         self._handed: dict[tuple[SessionRef, str], Any] = {}
 
@@ -238,12 +240,16 @@ class TrpcStore:
         else:
             self._sessions = sessions.SqlSessionService(db_url=self.url)
             self._memory = memory.SqlMemoryService(db_url=self.url, enabled=True)
+        if self._reached:
+            return
         probe = f"steadyloop-probe-{uuid.uuid4().hex}"
         try:
-            # Reads of an app nobody uses: they connect (and create the tables, as the
-            # framework does on first use) without touching any data.
+            # The first open reaches the store: reads of an app nobody uses connect (and
+            # create the tables, as the framework does on first use) and touch no data.
+            # Later opens are restarts of a store known to be there.
             await self._sessions.list_sessions(app_name=probe)
             await self._memory.search_memory(key=f"{probe}/probe", query="probe")
+            self._reached = True
         except Exception as exc:
             await self.close()
             message = _scrub(f"{type(exc).__name__}: {exc}".splitlines()[0], self.url)
@@ -268,6 +274,9 @@ class TrpcStore:
             await self._sessions.close()
             await self._memory.close()
             self._sessions = self._memory = None
+        if self._cleaner is not None:
+            self._cleaner.dispose()
+            self._cleaner = None
         if self._temporary is not None:
             self._temporary.unlink(missing_ok=True)
 
@@ -426,23 +435,21 @@ class TrpcStore:
             StorageUserState,
         )
 
-        engine = sqlalchemy.create_engine(self.url)
-        try:
-            with engine.begin() as conn:
-                for table in (
-                    SessionStorageEvent,
-                    StorageSession,
-                    StorageUserState,
-                    StorageAppState,
-                ):
-                    conn.execute(sqlalchemy.delete(table).where(table.app_name == app))
-                conn.execute(
-                    sqlalchemy.delete(MemStorageEvent).where(
-                        MemStorageEvent.save_key.startswith(f"{app}/", autoescape=True)
-                    )
+        if self._cleaner is None:
+            self._cleaner = sqlalchemy.create_engine(self.url)
+        with self._cleaner.begin() as conn:
+            for table in (
+                SessionStorageEvent,
+                StorageSession,
+                StorageUserState,
+                StorageAppState,
+            ):
+                conn.execute(sqlalchemy.delete(table).where(table.app_name == app))
+            conn.execute(
+                sqlalchemy.delete(MemStorageEvent).where(
+                    MemStorageEvent.save_key.startswith(f"{app}/", autoescape=True)
                 )
-        finally:
-            engine.dispose()
+            )
 
     async def _cleanup_redis(self, app: str) -> None:
         import redis.asyncio
