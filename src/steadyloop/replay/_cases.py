@@ -48,7 +48,7 @@ and every later line is one operation, run in order:
 
 Every record may carry a ``note`` (free text, ignored). The loader checks everything
 before anything runs, and reports the file, the line and the field (a JSON Pointer into
-the record) of each problem as a :class:`~steadyloop.CaseError`.
+the record) of each problem as a [`CaseError`][steadyloop.replay.CaseError].
 """
 
 from __future__ import annotations
@@ -793,7 +793,7 @@ def _find_repeated(value: Any, loc: list[object]) -> str | None:
 
 
 def _decode_line(line: str) -> Any:
-    """Decode one case line, refusing what :func:`decode` refuses and repeated keys.
+    """Decode one case line, refusing what `decode` refuses and repeated keys.
 
     A repeated key is refused because JSON decoders disagree on which copy counts
     (Python keeps the last, silently dropping the first — an ``expected`` could vanish).

@@ -151,7 +151,7 @@ class Backend:
         A nameless ``memory://`` opens a new private store each time, which a case
         that crashes and reopens could never reach again: it stands for a fresh named
         in-memory store instead, the same one for every case run with this backend,
-        removed with :attr:`dispose`.
+        removed with [`dispose`][steadyloop.replay.Backend].
         """
         scheme = url.split(":", 1)[0].lower()
         label = name or _SCHEME_NAMES.get(scheme, scheme)
@@ -231,12 +231,13 @@ def resolve_backends(
     workdir: str | Path,
     environ: Mapping[str, str] | None = None,
 ) -> list[Backend]:
-    """Turn backend names and URLs into :class:`Backend` objects.
+    """Turn backend names and URLs into [`Backend`][steadyloop.replay.Backend] objects.
 
     Args:
         specs: Names (``memory``, ``sqlite``, ``jsonl`` — fresh stores under
             ``workdir``; ``postgres``, ``redis``, ``mysql`` — the server their
-            environment variable names), journal URLs, or ready :class:`Backend` objects.
+            environment variable names), journal URLs, or ready
+            [`Backend`][steadyloop.replay.Backend] objects.
         workdir: Where temporary stores go.
         environ: The environment to read server URLs from (``os.environ`` by default).
 

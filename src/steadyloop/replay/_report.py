@@ -113,7 +113,8 @@ class DifferenceEntry:
         backend: The backend whose snapshot differs.
         reference: ``"expected"`` (the case's expectation) or the reference backend.
         pointer: The JSON Pointer of the difference in the normalised snapshot.
-        domain: Which part of the snapshot (one of :data:`REPORT_DOMAINS`).
+        domain: Which part of the snapshot (one of
+            [`REPORT_DOMAINS`][steadyloop.replay.REPORT_DOMAINS]).
         session: The session handle, when the difference is inside a session.
         event_index: The event's index in its list, when inside an event.
         query_id: The memory query, when inside one.
