@@ -164,7 +164,10 @@ async def run_framework(framework: str, urls: list[str], repeat: int) -> dict[st
 
 
 async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
-    logging.getLogger("trpc_agent_sdk").setLevel(logging.ERROR)
+    # trpc-agent-py prints a warning to stdout for every append dated in the past.
+    quiet = logging.getLogger("trpc_agent_sdk")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
     warnings.simplefilter("ignore")  # frameworks' own deprecation and SQLAlchemy warnings
     token = uuid.uuid4().hex[:8]
     schema, database = f"bench_frameworks_{token}", f"bench_frameworks_{token}"
