@@ -28,6 +28,7 @@ from steadyloop.replay._cases import (
     parse_case,
 )
 from steadyloop.replay._diff import MISSING, Difference, align_ties, diff, diff_subset
+from steadyloop.replay._faults import FAULTS, FaultyStore
 from steadyloop.replay._harness import (
     CLOCK_START,
     CLOCK_STEP,
@@ -41,6 +42,7 @@ from steadyloop.replay._harness import (
     resolve_backends,
     resolve_stores,
     run_case,
+    steadyloop_limits,
     temporary_backend,
 )
 from steadyloop.replay._journal_store import JOURNAL_CAPABILITIES, JournalStore
@@ -52,6 +54,7 @@ from steadyloop.replay._report import (
     DifferenceEntry,
     Report,
     build_report,
+    check_steadyloop_limits,
     choose_references,
     compare_case,
     known_store_names,
@@ -91,6 +94,7 @@ __all__ = [
     "DOMAINS",
     "EMBEDDED_BACKENDS",
     "ERROR_NAMES",
+    "FAULTS",
     "JOURNAL_CAPABILITIES",
     "MAX_CASE_TIME_US",
     "MISSING",
@@ -110,6 +114,7 @@ __all__ = [
     "Difference",
     "DifferenceEntry",
     "EventEdit",
+    "FaultyStore",
     "JSONBool",
     "JSONFloat",
     "JournalStore",
@@ -130,6 +135,7 @@ __all__ = [
     "bundled_cases",
     "case_record_adapter",
     "case_schema",
+    "check_steadyloop_limits",
     "choose_references",
     "compare_case",
     "default_backends",
@@ -153,6 +159,7 @@ __all__ = [
     "run_case",
     "scope_of",
     "seconds_to_us",
+    "steadyloop_limits",
     "store_opener",
     "temporary_backend",
     "us_to_seconds",

@@ -24,8 +24,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from steadyloop._errors import BackendUnavailable, ModelError, SteadyloopError, UnknownBackend
-from steadyloop.journal import Files, Journal, JSONLJournal, MemoryJournal, open_journal
+from steadyloop._errors import (
+    BackendUnavailable,
+    EncodingError,
+    InvalidBatch,
+    ModelError,
+    SessionError,
+    SteadyloopError,
+    UnknownBackend,
+)
+from steadyloop.journal import (
+    AppendResult,
+    Files,
+    ForwardingJournal,
+    Journal,
+    JSONLJournal,
+    MemoryJournal,
+    PreparedBatch,
+    check_name,
+    open_journal,
+)
 from steadyloop.loop import (
     Agent,
     Message,
@@ -43,6 +61,8 @@ from steadyloop.records import (
     SequentialIds,
     StepClock,
     SystemClock,
+    check_canonical,
+    decode,
 )
 from steadyloop.replay._cases import (
     AppendEvent,
@@ -83,18 +103,21 @@ from steadyloop.replay._store import (
     scope_of,
     store_opener,
 )
+from steadyloop.sessions import memory_stream, session_stream, user_stream
 
 __all__ = [
     "EMBEDDED_BACKENDS",
     "SERVER_BACKENDS",
     "Backend",
     "CaseRun",
+    "NotCreated",
     "as_store",
     "default_backends",
     "required_capabilities",
     "resolve_backends",
     "resolve_stores",
     "run_case",
+    "steadyloop_limits",
     "temporary_backend",
 ]
 
@@ -363,7 +386,8 @@ class CaseRun:
     Attributes:
         case_id: The case.
         backend: The store's name.
-        snapshot: The raw snapshot (see the snapshot module); empty when not applicable.
+        snapshot: The raw snapshot (see `steadyloop.replay._snapshot`); empty when not
+            applicable.
         normaliser: The normaliser for this run's generated ids and clock readings.
         injections: ``{"line", "kind", "effect"}`` for every ``inject_failure``.
         seconds: Wall time of the run.
@@ -371,6 +395,9 @@ class CaseRun:
         missing: The capabilities the case needs and the store lacks, each with the
             first line needing it (`{"capability", "line"}`); non-empty means the case
             did not run there: it is `not_applicable`.
+        unseen: Snapshot domains the store cannot show (`memory`, the stored memory
+            entries, without [`MEMORY_ENTRIES`][steadyloop.replay.Capability]); they are
+            left out of its comparisons with other stores.
     """
 
     case_id: str
@@ -381,6 +408,7 @@ class CaseRun:
     seconds: float = 0.0
     framework: str = "steadyloop"
     missing: list[dict[str, Any]] = field(default_factory=list)
+    unseen: tuple[str, ...] = ()
 
     @property
     def applicable(self) -> bool:
@@ -416,6 +444,10 @@ def _time_zone(tz: str | None) -> Any:
         time.tzset()
 
 
+class NotCreated(SessionError):
+    """An operation on a session whose create_session failed before the store named it."""
+
+
 def _may_refuse(op: Operation) -> bool:
     """Whether the case expects the store may refuse the operation."""
     return isinstance(op, RepeatEvent | EditEvent) or (
@@ -445,6 +477,8 @@ class _Runner:
         # Per run: the assistant turns its session held before it (earlier runs' turns).
         self.offsets: dict[str, int] = {}
         self.injections: list[dict[str, Any]] = []
+        # Every error an operation ended with, when asked for (the limits check).
+        self.refusals: list[tuple[int, BaseException]] | None = None
 
     def _journal_store(self) -> JournalStore:
         if self.own is None:  # pragma: no cover - capabilities keep other stores out
@@ -467,6 +501,7 @@ class _Runner:
             injections=self.injections,
             seconds=seconds,
             framework=self.store.framework,
+            unseen=() if Capability.MEMORY_ENTRIES in self.store.capabilities else ("memory",),
         )
 
     async def execute(self, keep: bool) -> CaseRun:
@@ -480,8 +515,13 @@ class _Runner:
             run = self._run(0.0)
             run.missing = missing
             return run
-        if self.own is not None:
-            self.own.records = self.records
+        inner: Any = self.store
+        while not isinstance(inner, JournalStore) and isinstance(
+            getattr(inner, "inner", None), SessionStore
+        ):
+            inner = inner.inner  # a wrapper (a FaultyStore): its clock is ours too
+        if isinstance(inner, JournalStore):
+            inner.records = self.records
         with _time_zone(self.case.tz):
             await self.store.open()
             try:
@@ -530,9 +570,14 @@ class _Runner:
             ):
                 self.own.forget()  # it wrote the session behind the cached copy's back
             if armed is not None and injector is not None:
-                self.injections.append(
-                    {"line": armed[0], "kind": armed[1].kind, "effect": injector.effect}
-                )
+                entry: dict[str, Any] = {
+                    "line": armed[0],
+                    "kind": armed[1].kind,
+                    "effect": injector.effect,
+                }
+                if self.refusals is not None:
+                    entry["writes"] = injector.count
+                self.injections.append(entry)
                 armed = None
             if injector is not None:
                 injector.arm(None)
@@ -540,6 +585,8 @@ class _Runner:
                 await self._restart()
 
     def _error(self, line: int, op: Operation, exc: BaseException) -> None:
+        if self.refusals is not None:
+            self.refusals.append((line, exc))
         self.snapshot["errors"][str(line)] = {"op": op.op, "error": type(exc).__name__}
         if str(line) in self.snapshot["outcomes"]:
             return
@@ -597,9 +644,23 @@ class _Runner:
                             for name in blank:
                                 if name in event:
                                     event[name] = None
+        # Memory hits name the event and its time as the store has them, too.
+        hit_fields = {"id": "event_id", "time": "time", "invocation_id": "invocation_id"}
+        for query in self.snapshot["queries"].values():
+            for hit in query.get("hits", ()):
+                if isinstance(hit, dict):
+                    for name in blank:
+                        if hit_fields[name] in hit:
+                            hit[hit_fields[name]] = None
 
     def _ref(self, handle: str) -> SessionRef:
-        return self.sessions[handle]
+        ref = self.sessions.get(handle)
+        if ref is None:
+            raise NotCreated(
+                f"session {handle!r} has no id: its create_session (with a generated id) "
+                "failed, so the store never named it"
+            )
+        return ref
 
     async def _do(self, line: int, op: Operation, plan: InjectFailure | None) -> None:
         store = self.store
@@ -612,6 +673,10 @@ class _Runner:
             previous = None
             if existed:
                 previous = await self._peek(SessionRef(self.app, op.user, str(sid)))
+            if sid is not None:
+                # Known before the store answers: a failed create still has a handle,
+                # and what the case does with it next is the store's to answer.
+                self.sessions.setdefault(op.session, SessionRef(self.app, op.user, sid))
             used = await store.create_session(self.app, op.user, sid, op.state)
             if sid is None and used not in self.ids.values:
                 self.ids.values.append(used)  # a foreign store's own id: normalised too
@@ -661,6 +726,7 @@ class _Runner:
             await store.add_session_to_memory(self._ref(op.session))
         elif isinstance(op, SearchMemory):
             hits = await store.search_memory(self.app, op.user, op.query, op.limit)
+            check_canonical(hits, "/hits")  # an adapter returns plain JSON, or it is an error
             self.snapshot["queries"][op.query_id] = {
                 "user": op.user,
                 "query": op.query,
@@ -792,10 +858,10 @@ class _Runner:
     ) -> Callable[[int, Sequence[Message]], ModelReply | str]:
         """The run's script, counted from its own first model call.
 
-        [ScriptedModel][steadyloop.ScriptedModel] passes the number of assistant turns
-        in the prompt; in a session that earlier runs (or events) already answered,
-        those come first. The count at the run's first call is remembered, so a resumed
-        run (a new model, in the "new process") keeps counting where it was.
+        [`ScriptedModel`][steadyloop.loop.ScriptedModel] passes the number of assistant turns in
+        the prompt; in a session that earlier runs (or events) already answered, those come
+        first. The count at the run's first call is remembered, so a resumed run (a new model,
+        in the "new process") keeps counting where it was.
         """
         offsets = self.offsets
 
@@ -819,7 +885,7 @@ def _scripted_tool(effects: dict[str, int], name: str, returns: Any) -> Callable
 
 
 def as_store(spec: Backend | SessionStore) -> SessionStore:
-    """A [SessionStore][steadyloop.replay.SessionStore] for a backend or a store."""
+    """A [`SessionStore`][steadyloop.replay.SessionStore] for a backend or a store."""
     if isinstance(spec, Backend):
         return JournalStore(spec)
     return spec
@@ -836,8 +902,8 @@ async def run_case(
 
     Args:
         case: The case.
-        backend: The store: a [SessionStore][steadyloop.replay.SessionStore], or a
-            [Backend][steadyloop.replay.Backend] (Steadyloop's sessions on its journal).
+        backend: The store: a [`SessionStore`][steadyloop.replay.SessionStore], or a
+            [`Backend`][steadyloop.replay.Backend] (Steadyloop's sessions on its journal).
         keep: Leave the case's data in the store instead of removing it.
         ids: ``"sequential"`` ids and a step clock (the default), or ``"random"`` ids
             and the wall clock (normalisation makes both compare the same).
@@ -867,17 +933,17 @@ def resolve_stores(
     """Turn backend names, journal URLs and store URLs into stores under test.
 
     Args:
-        specs: What [resolve_backends][steadyloop.replay.resolve_backends] takes, plus
+        specs: What [`resolve_backends`][steadyloop.replay.resolve_backends] takes, plus
             `FRAMEWORK+BACKEND[://…]` store URLs (resolved through the
             `steadyloop.replay_stores` entry points) and ready
-            [SessionStore][steadyloop.replay.SessionStore] objects.
+            [`SessionStore`][steadyloop.replay.SessionStore] objects.
         workdir: Where temporary stores go.
         environ: The environment to read server URLs from (``os.environ`` by default).
 
     Raises:
         UnknownBackend: A name or framework is unknown, a server's variable is not set,
             two stores would have the same name, or a framework's extra is missing
-            ([MissingExtra][steadyloop.replay.MissingExtra]).
+            ([`MissingExtra`][steadyloop.replay.MissingExtra]).
     """
     out: list[SessionStore] = []
     directory = Path(workdir)
@@ -904,3 +970,131 @@ def resolve_stores(
 def make_workdir() -> Path:
     """Create a private temporary directory for embedded stores."""
     return Path(tempfile.mkdtemp(prefix="steadyloop-replay-"))
+
+
+class _Tightest(ForwardingJournal):
+    """A journal that refuses what the strictest of Steadyloop's journals refuses.
+
+    The JSONL journal keeps each record inside a line object, one level deeper than
+    the others keep it: a value that fits everywhere else is refused there. This
+    journal checks every record at that depth, so a dry run on it finds every value
+    some Steadyloop journal would refuse.
+    """
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        for write, texts in zip(batch.writes, batch.encoded, strict=True):
+            for text in texts:
+                try:
+                    check_canonical({"record": decode(text)})
+                except EncodingError as exc:
+                    raise EncodingError(
+                        f"a record of stream {write.stream!r} nests too deep for the JSONL "
+                        f"journal: {str(exc).rsplit(' (at ', 1)[0]}",
+                        path=exc.path.removeprefix("/record"),
+                    ) from None
+        return await super()._append(batch)
+
+
+def _limit_error(exc: BaseException) -> bool:
+    """Whether an operation's error is Steadyloop refusing a value by its own limits."""
+    if isinstance(exc, EncodingError | InvalidBatch):
+        return True
+    return isinstance(exc, SessionError) and isinstance(
+        exc.__context__, EncodingError | InvalidBatch
+    )
+
+
+def _short(pointer: str) -> str:
+    """A JSON Pointer cut to its first tokens when a deep value makes it long."""
+    tokens = pointer.split("/")[1:]
+    if len(tokens) <= 8:
+        return pointer
+    return "/" + "/".join(tokens[:6]) + f"/… ({len(tokens)} levels)"
+
+
+def _detail(exc: BaseException) -> str:
+    text = str(exc)
+    return text.rsplit(" (at /", 1)[0] if isinstance(exc, EncodingError) else text
+
+
+def _static_limits(case: Case) -> list[tuple[str, int, str, str]]:
+    """Ids and keys Steadyloop's journals cannot name (checked without running)."""
+    problems: list[tuple[str, int, str, str]] = []
+
+    def check(line: int, field_name: str, fn: Callable[[], object]) -> bool:
+        try:
+            fn()
+        except (SessionError, InvalidBatch) as exc:
+            problems.append((case.file, line, field_name, str(exc)))
+            return False
+        return True
+
+    for line, op in case.operations:
+        if isinstance(op, CreateSession | SearchMemory | ListSessions):
+            user = op.user
+            ok = check(line, "/user", lambda u=user: (user_stream(u), memory_stream(u)))  # type: ignore[misc]
+            sid = op.session if isinstance(op, CreateSession) and op.session_id == "" else None
+            if isinstance(op, CreateSession) and op.session_id not in ("", None):
+                sid = op.session_id
+            if ok and sid is not None:
+                check(line, "/session_id", lambda u=user, s=sid: session_stream(u, s))  # type: ignore[misc]
+        elif isinstance(op, AppendEvent) and op.idempotency_key is not None:
+            key = op.idempotency_key
+            check(line, "/idempotency_key", lambda k=key: check_name(k, "idempotency key"))  # type: ignore[misc]
+    return problems
+
+
+def _case_field(path: str) -> str:
+    """The case field a record's JSON Pointer points into, where it says."""
+    for prefix in ("/payload/event", "/payload"):
+        if path.startswith(prefix + "/"):
+            rest = path[len(prefix) :]
+            if rest.split("/")[1] in ("state", "state_delta", "parts"):
+                return rest
+    return ""
+
+
+async def steadyloop_limits(case: Case) -> list[tuple[str, int, str, str]]:
+    """Find what in a case Steadyloop's own stores would refuse, before anything runs.
+
+    The case runs once on a private in-memory journal that refuses what the strictest
+    of Steadyloop's journals refuses. Reported, as `(file, line, field, detail)`:
+    a value too deeply nested, an id or key too long or holding a control character
+    (Steadyloop's limits on every journal), and an `inject_failure` that can never
+    fire (a crash after more writes than the next operation makes). A foreign store's
+    refusal of such a value stays an operation result: probing those limits is the
+    point of running a case there.
+    """
+    store = f"replay-limits-{uuid.uuid4().hex}"
+
+    async def tight() -> Journal:
+        return _Tightest(await open_journal(f"memory://{store}"))
+
+    async def forget() -> None:
+        MemoryJournal.forget(store)
+
+    runner = _Runner(case, JournalStore(Backend("limits", tight, None, forget)), "sequential")
+    runner.refusals = []
+    try:
+        await runner.execute(keep=False)
+    finally:
+        MemoryJournal.forget(store)
+    problems = _static_limits(case)
+    seen = {p[1] for p in problems}
+    problems += [
+        (case.file, line, _short(_case_field(getattr(exc, "path", ""))), _detail(exc))
+        for line, exc in runner.refusals
+        if _limit_error(exc) and line not in seen
+    ]
+    for injection in runner.injections:
+        if injection["effect"] == "not triggered":
+            problems.append(
+                (
+                    case.file,
+                    injection["line"],
+                    "/after" if injection["kind"] == "crash_after_write" else "/write",
+                    f"this {injection['kind']} can never fire: the next operation makes "
+                    f"only {injection['writes']} write(s)",
+                )
+            )
+    return sorted(problems, key=lambda p: p[1])

@@ -25,7 +25,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
-from steadyloop._errors import BackendUnavailable, SteadyloopError, UnknownBackend
+from steadyloop._errors import BackendUnavailable, CaseError, SteadyloopError, UnknownBackend
 from steadyloop.records import canonical_json
 from steadyloop.replay._cases import Case
 from steadyloop.replay._diff import (
@@ -45,7 +45,9 @@ from steadyloop.replay._harness import (
     make_workdir,
     resolve_stores,
     run_case,
+    steadyloop_limits,
 )
+from steadyloop.replay._journal_store import JournalStore
 from steadyloop.replay._normalise import plain
 from steadyloop.replay._store import STORE_ENTRY_POINT_GROUP, SessionStore
 
@@ -56,6 +58,7 @@ __all__ = [
     "DifferenceEntry",
     "Report",
     "build_report",
+    "check_steadyloop_limits",
     "choose_references",
     "compare_case",
     "known_store_names",
@@ -248,7 +251,7 @@ class CaseReport:
             `reference` (the store is the reference itself).
         known_backends: Store names that may appear in an `allowed_diffs` entry
             without being selected (see
-            [unused_allowed_diffs][steadyloop.replay.CaseReport.to_dict]).
+            `unused_allowed_diffs` in `to_dict`).
     """
 
     case: Case
@@ -408,8 +411,9 @@ def compare_case(
             )
             continue
         report.comparisons.append({"backend": name, "reference": ref, "status": "compared"})
-        ref_norm = normalised[ref]
-        against_ref = dict(normalised[name])
+        unseen = {*run.unseen, *runs[ref].unseen}
+        ref_norm = {k: v for k, v in normalised[ref].items() if k not in unseen}
+        against_ref = {k: v for k, v in normalised[name].items() if k not in unseen}
         against_ref["queries"] = dict(against_ref.get("queries", {}))
         for qid in _align_queries(ref_norm, against_ref, lambda a, b: bool(a == b)):
             report.tie_allowances.append(
@@ -460,6 +464,10 @@ def _against_expected(
     for line, value in against_expected.get("errors", {}).items():
         if line not in listed:
             diffs.append(Difference(f"/errors/{line}", MISSING, value))
+    for pointer in case.absent:
+        found = _get(against_expected, [_unescape(t) for t in pointer.split("/")[1:]])
+        if found is not MISSING:
+            diffs.append(Difference(pointer, MISSING, found))
     return [
         _locate(
             case.case_id,
@@ -481,7 +489,7 @@ class Report:
         reference: The reference of Steadyloop's stores (or, with none selected, of
             the first store's framework).
         backends: The stores, in selection order.
-        cases: One [CaseReport][steadyloop.replay.CaseReport] per case, in order.
+        cases: One [`CaseReport`][steadyloop.replay.CaseReport] per case, in order.
         timings: Seconds: ``total``, ``compare``, and per run.
         workdir: Where temporary stores were kept (only with ``keep``).
         references: Each framework's reference store, by framework.
@@ -610,7 +618,7 @@ def build_report(
         runs: Each run, by ``(case_id, store)``.
         backends: The store names, in order.
         reference: The reference store, or each framework's (see
-            [compare_case][steadyloop.replay.compare_case]).
+            [`compare_case`][steadyloop.replay.compare_case]).
         known_backends: Names an `allowed_diffs` entry may use without being selected.
     """
     started = time.perf_counter()
@@ -660,6 +668,21 @@ def known_store_names() -> frozenset[str]:
     return frozenset(names | {f"{f}+*" for f in frameworks})
 
 
+async def check_steadyloop_limits(cases: Sequence[Case]) -> None:
+    """Refuse cases holding what Steadyloop's own stores refuse, before anything runs.
+
+    `replay()` calls this whenever a Steadyloop store is
+    selected (see [`steadyloop_limits`][steadyloop.replay.steadyloop_limits]).
+
+    Raises:
+        CaseError: With every problem of every case in `problems`.
+    """
+    problems = [p for case in cases for p in await steadyloop_limits(case)]
+    if problems:
+        file, line, where, detail = problems[0]
+        raise CaseError(file, line, where, detail, problems=problems)
+
+
 async def _probe(store: SessionStore) -> None:
     try:
         await store.open()
@@ -686,13 +709,13 @@ async def replay(
     """Run every case on every store, compare, and report.
 
     Args:
-        cases: Loaded cases (see [load_cases][steadyloop.replay.load_cases]).
+        cases: Loaded cases (see [`load_cases`][steadyloop.replay.load_cases]).
         backends: Steadyloop backend names and journal URLs, store URLs
-            (`FRAMEWORK+BACKEND[://…]`), [Backend][steadyloop.replay.Backend] or
-            [SessionStore][steadyloop.replay.SessionStore] objects; by default
+            (`FRAMEWORK+BACKEND[://…]`), [`Backend`][steadyloop.replay.Backend] or
+            [`SessionStore`][steadyloop.replay.SessionStore] objects; by default
             ``memory``, ``sqlite``, ``jsonl`` and each server whose variable is set.
         reference: Overrides the reference of its framework (see
-            [choose_references][steadyloop.replay.choose_references]).
+            [`choose_references`][steadyloop.replay.choose_references]).
         keep: Keep each case's data (and temporary stores) instead of deleting.
         ids: ``"sequential"`` ids and a step clock, or ``"random"`` ids and the wall
             clock.
@@ -702,8 +725,10 @@ async def replay(
 
     Raises:
         UnknownBackend: A store is unknown, its extra is missing
-            ([MissingExtra][steadyloop.replay.MissingExtra]), or the reference is not
+            ([`MissingExtra`][steadyloop.replay.MissingExtra]), or the reference is not
             selected.
+        CaseError: A case holds what Steadyloop's own stores refuse, and one of them
+            is selected; nothing ran.
         BackendUnavailable: A store cannot be reached; nothing ran.
     """
     own = workdir is None
@@ -722,6 +747,8 @@ async def replay(
         references = choose_references(
             [(s.name, s.framework, s.backend) for s in resolved], reference
         )
+        if any(isinstance(store, JournalStore) for store in resolved):
+            await check_steadyloop_limits(cases)
         for store in resolved:
             await _probe(store)
         runs: dict[tuple[str, str], CaseRun] = {}
