@@ -23,6 +23,7 @@ __all__ = [
     "JournalLocked",
     "LeaseLost",
     "LoopError",
+    "MissingExtra",
     "ModelError",
     "RunBusy",
     "RunFinished",
@@ -124,6 +125,18 @@ class BackendUnavailable(JournalError):
     When raised by ``append``, the batch was either written whole or not at all;
     resubmitting it with the same idempotency key is safe.
     """
+
+
+class MissingExtra(UnknownBackend):
+    """A backend or store needs an optional extra that is not installed.
+
+    Attributes:
+        extra: The extra's name, as in ``pip install 'steadyloop[EXTRA]'``.
+    """
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        self.extra = extra
+        super().__init__(message)
 
 
 class JournalLocked(BackendUnavailable):

@@ -14,7 +14,7 @@ Example:
     (True, 0)
 """
 
-from steadyloop._errors import CaseError
+from steadyloop._errors import CaseError, MissingExtra
 from steadyloop.replay._cases import (
     DOMAINS,
     ERROR_NAMES,
@@ -39,6 +39,7 @@ from steadyloop.replay._harness import (
     resolve_backends,
     run_case,
 )
+from steadyloop.replay._journal_store import JOURNAL_CAPABILITIES, JournalStore
 from steadyloop.replay._normalise import JSONBool, JSONFloat, Normaliser, normalise_text, plain
 from steadyloop.replay._report import (
     REPORT_DOMAINS,
@@ -51,6 +52,26 @@ from steadyloop.replay._report import (
     replay,
 )
 from steadyloop.replay._schema import bundled_cases, case_schema, report_schema
+from steadyloop.replay._store import (
+    MAX_CASE_TIME_US,
+    SCOPE_NAMES,
+    STORE_ENTRY_POINT_GROUP,
+    Capability,
+    EventEdit,
+    Outcome,
+    SessionRef,
+    SessionStore,
+    StoredSession,
+    StoreEvent,
+    StoreOpener,
+    StoreSpec,
+    missing_extra,
+    parse_store_url,
+    scope_of,
+    seconds_to_us,
+    store_opener,
+    us_to_seconds,
+)
 
 __all__ = [
     "CLOCK_START",
@@ -58,12 +79,17 @@ __all__ = [
     "DOMAINS",
     "EMBEDDED_BACKENDS",
     "ERROR_NAMES",
+    "JOURNAL_CAPABILITIES",
+    "MAX_CASE_TIME_US",
     "MISSING",
     "REPORT_DOMAINS",
     "SCHEMA_VERSION",
+    "SCOPE_NAMES",
     "SERVER_BACKENDS",
+    "STORE_ENTRY_POINT_GROUP",
     "AllowedDiff",
     "Backend",
+    "Capability",
     "Case",
     "CaseError",
     "CaseHeader",
@@ -71,11 +97,21 @@ __all__ = [
     "CaseRun",
     "Difference",
     "DifferenceEntry",
+    "EventEdit",
     "JSONBool",
     "JSONFloat",
+    "JournalStore",
+    "MissingExtra",
     "Normaliser",
     "Operation",
+    "Outcome",
     "Report",
+    "SessionRef",
+    "SessionStore",
+    "StoreEvent",
+    "StoreOpener",
+    "StoreSpec",
+    "StoredSession",
     "align_ties",
     "build_report",
     "bundled_cases",
@@ -87,11 +123,17 @@ __all__ = [
     "diff_subset",
     "load_case",
     "load_cases",
+    "missing_extra",
     "normalise_text",
     "parse_case",
+    "parse_store_url",
     "plain",
     "replay",
     "report_schema",
     "resolve_backends",
     "run_case",
+    "scope_of",
+    "seconds_to_us",
+    "store_opener",
+    "us_to_seconds",
 ]

@@ -201,7 +201,8 @@ def _memory_store(label: str) -> Backend:
     return Backend(label, open_memory, None, forget)
 
 
-def _temporary(name: str, workdir: Path) -> Backend:
+def temporary_backend(name: str, workdir: Path) -> Backend:
+    """A backend on a fresh embedded store (`memory`, `sqlite`, `jsonl`) under `workdir`."""
     if name == "memory":
         return _memory_store("memory")
     if name == "sqlite":
@@ -266,7 +267,7 @@ def resolve_backends(
         if isinstance(spec, Backend):
             out.append(spec)
         elif spec in EMBEDDED_BACKENDS:
-            out.append(_temporary(spec, Path(workdir)))
+            out.append(temporary_backend(spec, Path(workdir)))
         elif spec in SERVER_BACKENDS:
             variable = SERVER_BACKENDS[spec]
             url = env.get(variable)
