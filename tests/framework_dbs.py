@@ -91,3 +91,56 @@ async def redis_prefix() -> AsyncIterator[tuple[str, str]]:
         yield url, prefix
     finally:
         await remove_prefix("redis", url, prefix)
+
+
+ADK_STORES = ["memory", "sqlite", "database+sqlite", "postgresql", "mysql"]
+"""google-adk: InMemory, SqliteSessionService, DatabaseSessionService on three databases."""
+
+OPENAI_AGENTS_STORES = ["memory", "sqlite", "sqlalchemy+sqlite", "postgresql", "mysql", "redis"]
+"""openai-agents: SQLiteSession (memory, file), SQLAlchemySession x3, RedisSession."""
+
+_SERVER_OF = {"postgresql": "postgres", "mysql": "mysql", "redis": "redis"}
+
+
+def store_params(backends: list[str]) -> list[object]:
+    """Parametrise over store backends, marking the ones on a server `server`."""
+    import pytest
+
+    return [
+        pytest.param(b, id=b, marks=[pytest.mark.server] if b in _SERVER_OF else [])
+        for b in backends
+    ]
+
+
+@asynccontextmanager
+async def framework_store_url(
+    framework: str, backend: str, directory: object, **options: str
+) -> AsyncIterator[str]:
+    """Yield a `FRAMEWORK+BACKEND://…` URL of a private store; remove it afterwards.
+
+    Embedded stores are files under `directory` (`memory` needs no location); a
+    PostgreSQL store gets a schema of its own, a MariaDB one a database of its own, a
+    Redis one a key prefix of its own. `options` go into the URL's query.
+    """
+    from pathlib import Path
+
+    from backends import with_options
+
+    base = f"{framework}+{backend}"
+    if backend == "memory":
+        yield f"{base}://"
+    elif backend in {"sqlite", "database+sqlite", "sqlalchemy+sqlite"}:
+        path = Path(str(directory)) / f"{base.replace('+', '-')}-{uuid.uuid4().hex[:8]}.db"
+        yield with_options(f"{base}:///{path}", **options) if options else f"{base}:///{path}"
+    elif backend == "postgresql":
+        async with postgres_schema() as (url, schema):
+            target = with_options(url, options=f"-csearch_path={schema}", **options)
+            yield f"{framework}+{target}"
+    elif backend == "mysql":
+        async with mysql_database() as (url, _):
+            yield f"{framework}+{with_options(url, **options) if options else url}"
+    elif backend == "redis":
+        async with redis_prefix() as (url, prefix):
+            yield f"{framework}+{with_options(url, key_prefix=prefix, **options)}"
+    else:
+        raise ValueError(f"unknown store backend {backend!r}")

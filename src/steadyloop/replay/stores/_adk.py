@@ -120,11 +120,11 @@ def _classify(backend: str) -> tuple[str, str] | None:
     return None
 
 
-def _local_path(target: str) -> str:
-    """The file of a `sqlite:///FILE` or `database+sqlite:///FILE` target."""
-    path = unquote(urlsplit(target).path)
+def _local_path(spec: StoreSpec) -> str:
+    """The file of a `…sqlite:///FILE` store URL."""
+    path = unquote(urlsplit(spec.target).path)
     if not path or path == "/":
-        raise UnknownBackend(f"store URL {target!r} names no file")
+        raise UnknownBackend(f"store URL {spec.redacted!r} names no file")
     return path
 
 
@@ -164,7 +164,7 @@ class AdkStore:
         self._db_url = ""
         if dialect == "sqlite":
             if spec.target:
-                self._path = _local_path(spec.target)
+                self._path = _local_path(spec)
             else:
                 spec.workdir.mkdir(parents=True, exist_ok=True)
                 self._made = spec.workdir / f"{spec.name.replace('+', '-')}.db"

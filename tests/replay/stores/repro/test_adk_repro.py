@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
 APP = "repro"
 SERVER_BACKENDS = {"postgresql", "mysql"}
 
