@@ -189,7 +189,7 @@ class AdkStore:
             self._sessions = InMemorySessionService()
             self._memory = InMemoryMemoryService()
         self._held: dict[tuple[str, str, str], AdkSession] = {}
-        self._handed: dict[tuple[str, str, str, str], tuple[StoreEvent, AdkEvent]] = {}
+        self._handed: dict[tuple[str, str, str, str], AdkEvent] = {}
 
     # -- client life ---------------------------------------------------------------------
 
@@ -277,15 +277,14 @@ class AdkStore:
             session = Session(
                 app_name=ref.app, user_id=ref.user, id=ref.session_id, last_update_time=0.0
             )
-        handed = self._handed.get((*key, event.id))
-        adk_event = handed[1] if handed is not None and handed[0] == event else _to_adk(event)
+        adk_event = _to_adk(event)
+        self._handed[(*key, event.id)] = adk_event
         await self._sessions.append_event(session, adk_event)
         self._held[key] = session
-        self._handed[(*key, event.id)] = (event, adk_event)
 
     async def edit_appended(self, ref: SessionRef, event_id: str, edit: EventEdit) -> None:
         """Edit the `Event` object last handed to ADK for `event_id`, in place."""
-        _, adk_event = self._handed[(ref.app, ref.user, ref.session_id, event_id)]
+        adk_event = self._handed[(ref.app, ref.user, ref.session_id, event_id)]
         if edit.text is not None and adk_event.content is not None:
             for part in adk_event.content.parts or []:
                 if part.text is not None:

@@ -197,7 +197,7 @@ class OpenAIAgentsStore:
         self._engine: Any = None
         self._redis: Any = None
         self._made_tables: set[str] = set()
-        self._handed: dict[tuple[str, str, str], tuple[StoreEvent, list[dict[str, Any]]]] = {}
+        self._handed: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
 
     # -- client life ---------------------------------------------------------------------
 
@@ -322,18 +322,16 @@ class OpenAIAgentsStore:
         """`add_items` with the event's items (see the module doc)."""
         session = self._session(ref.app, ref.session_id)
         await self._ready(ref.app, session)
-        key = (ref.app, ref.session_id, event.id)
-        handed = self._handed.get(key)
-        items = handed[1] if handed is not None and handed[0] == event else _to_items(event)
+        items = _to_items(event)
+        self._handed[(ref.app, ref.session_id, event.id)] = items
         await session.add_items(items)
-        self._handed[key] = (event, items)
 
     async def edit_appended(self, ref: SessionRef, event_id: str, edit: EventEdit) -> None:
         """Edit the item dicts last handed to the SDK for `event_id`, in place.
 
         Items hold no state delta, so only a text edit has anything to change.
         """
-        _, items = self._handed[(ref.app, ref.session_id, event_id)]
+        items = self._handed[(ref.app, ref.session_id, event_id)]
         if edit.text is None:
             return
         for item in items:
