@@ -86,12 +86,12 @@ def test_exit_2_when_a_backend_is_lost_mid_run(monkeypatch: pytest.MonkeyPatch) 
 
     report_module = importlib.import_module("steadyloop.replay._report")
     store = "replay-cli-vanishing-test"
-    real = report_module.resolve_backends
+    real = report_module.resolve_stores
 
     def resolve(specs: Any, workdir: Any, environ: Any = None) -> list[Any]:
-        return [*real(["sqlite"], workdir, environ), vanishing_at(f"memory://{store}", "flaky", 1)]
+        return real(["sqlite", vanishing_at(f"memory://{store}", "flaky", 1)], workdir, environ)
 
-    monkeypatch.setattr(report_module, "resolve_backends", resolve)
+    monkeypatch.setattr(report_module, "resolve_stores", resolve)
     try:
         out = CliRunner().invoke(app, ["replay", "run", "-b", "sqlite"])
     finally:

@@ -58,7 +58,12 @@ async def test_difference_locations_and_allowed_diffs(
     assert report.ok
     section = report.to_dict()["cases"][0]
     assert section["unused_allowed_diffs"] == [
-        {"backend": "shouty", "pointer": "/sessions/s1/state", "reason": "never used"}
+        {
+            "backend": "shouty",
+            "pointer": "/sessions/s1/state",
+            "reason": "never used",
+            "why": "unused",
+        }
     ]
     assert report.counts()["allowed"] == 4  # two against sqlite, two against the expectation
 
@@ -111,7 +116,11 @@ def test_a_star_in_an_allowed_pointer_is_a_literal_key_not_a_wildcard() -> None:
         "description": "d",
         "allowed_diffs": [
             {"backend": "other", "pointer": "/queries/*/hits/0/text", "reason": "literal"},
-            {"backend": "other", "pointer": "/queries/q*/hits", "reason": "literal too"},
+            {
+                "backend": "other",
+                "pointer": "/queries/q*/hits",
+                "reason": "literal too",
+            },
         ],
     }
     case = parse_case(json.dumps(header) + "\n", "c.jsonl")
@@ -128,5 +137,10 @@ def test_a_star_in_an_allowed_pointer_is_a_literal_key_not_a_wildcard() -> None:
     assert allowed == ["/queries/*/hits/0/text"]
     assert [d.pointer for d in report.unexpected] == ["/queries/q/hits/0/text"]
     assert report.to_dict()["unused_allowed_diffs"] == [
-        {"backend": "other", "pointer": "/queries/q*/hits", "reason": "literal too"}
+        {
+            "backend": "other",
+            "pointer": "/queries/q*/hits",
+            "reason": "literal too",
+            "why": "unused",
+        }
     ]

@@ -129,7 +129,7 @@ async def test_journal_store_implements_the_protocol_and_survives_restarts(tmp_p
     store = store_opener("steadyloop")(spec)
     assert isinstance(store, SessionStore)
     assert store.framework == "steadyloop"
-    assert Capability.CALLER_EDIT not in store.capabilities
+    assert Capability.CALLER_EDIT in store.capabilities
     await store.open()
     try:
         app = "replay.protocol.1"

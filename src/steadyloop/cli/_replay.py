@@ -6,6 +6,7 @@ reference, 1 on any unexpected difference, 2 on invalid cases or an unreachable 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Annotated, Literal
@@ -15,8 +16,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import CaseError
-from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
+from steadyloop._errors import BackendUnavailable, CaseError, SteadyloopError, UnknownBackend
+from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console
 from steadyloop.replay import (
     Case,
     Report,
@@ -24,6 +25,8 @@ from steadyloop.replay import (
     case_schema,
     default_backends,
     load_cases,
+    pack_cases,
+    pack_names,
     replay,
     report_schema,
 )
@@ -36,14 +39,29 @@ replay_app = typer.Typer(
 )
 
 CASES_ARG = typer.Argument(
-    help="Case files or directories of *.jsonl cases; the bundled suite when none is given.",
+    help="Case files or directories of *.jsonl cases; the bundled suite when none is given "
+    "(and no --pack).",
     show_default=False,
 )
 
+PACK_OPTION = typer.Option(
+    "--pack",
+    help="Add a case pack shipped with Steadyloop, by name (for example 'hostile').",
+)
 
-def _load(paths: list[Path] | None) -> list[Case]:
+
+def _fail(message: str) -> typer.Exit:
+    """Print one line of error (never wrapped) and return the exit for unusable input."""
+    err_console.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
+    return typer.Exit(EXIT_UNUSABLE)
+
+
+def _load(paths: list[Path] | None, pack: str | None = None) -> list[Case]:
     try:
-        return load_cases(list(paths) if paths else [bundled_cases()])
+        sources: list[Path] = list(paths or ())
+        if pack is not None:
+            sources.append(pack_cases(pack))
+        return load_cases(sources or [bundled_cases()])
     except CaseError as exc:
         for file, line, field, detail in exc.problems:
             where = f"{file}:{line}" if line else file
@@ -90,20 +108,28 @@ def _short(value: object, present: bool, width: int = 48) -> str:
 def _table(report: Report) -> Table:
     table = Table(title="Replay: differences per case and backend", show_lines=False)
     table.add_column("case")
+    references = set(report.references.values()) or {report.reference}
     for name in report.backends:
-        label = f"{name} (ref)" if name == report.reference else name
+        label = f"{name} (ref)" if name in references else name
         table.add_column(Text(label), justify="right")
     table.add_column("status")
     for case in report.cases:
         cells = []
         for name in report.backends:
+            if not case.runs[name].applicable:
+                cells.append("[dim]n/a[/dim]")
+                continue
             unexpected = sum(1 for d in case.unexpected if d.backend == name)
             allowed = sum(1 for d in case.differences if d.allowed and d.backend == name)
             cell = "[green]0[/green]" if not unexpected else f"[red]{unexpected}[/red]"
             if allowed:
                 cell += f" (+{allowed} allowed)"
             cells.append(cell)
-        status = "[green]agree[/green]" if case.agrees else "[red]differ[/red]"
+        status = {
+            "agree": "[green]agree[/green]",
+            "differ": "[red]differ[/red]",
+            "not_applicable": "[dim]n/a[/dim]",
+        }[case.status]
         table.add_row(Text(case.case.case_id), *cells, status)
     return table
 
@@ -117,14 +143,20 @@ def run_command(
         typer.Option(
             "--backends",
             "-b",
-            help="Backends, comma-separated or repeated: memory, sqlite, jsonl, postgres, "
-            "redis, mysql, or journal URLs. Default: memory, sqlite, jsonl and each server "
-            "whose STEADYLOOP_<NAME>_URL is set.",
+            help="Stores, comma-separated or repeated: memory, sqlite, jsonl, postgres, "
+            "redis, mysql, journal URLs, or other frameworks' stores as "
+            "FRAMEWORK+BACKEND[://…] (adk+sqlite, trpc+redis://…). Default: memory, sqlite, "
+            "jsonl and each server whose STEADYLOOP_<NAME>_URL is set.",
         ),
     ] = None,
     reference: Annotated[
-        str | None, typer.Option(help="The reference backend (default: sqlite, else the first).")
+        str | None,
+        typer.Option(
+            help="The reference of its framework's stores (default: sqlite for Steadyloop's, "
+            "a framework's in-memory store for its own, else the first)."
+        ),
     ] = None,
+    pack: Annotated[str | None, PACK_OPTION] = None,
     report_file: Annotated[
         Path | None, typer.Option("--report", help="Write the JSON report to this file.")
     ] = None,
@@ -139,8 +171,8 @@ def run_command(
         typer.Option(help="Use random ids and the wall clock instead of deterministic ones."),
     ] = False,
 ) -> None:
-    """Run cases on every backend, compare snapshots, print a table, write a report."""
-    loaded = _load(cases)
+    """Run cases on every store, compare snapshots, print a table, write a report."""
+    loaded = _load(cases, pack)
     if report_file is not None:
         _check_writable(report_file)
     selected = _split(backends)
@@ -168,11 +200,15 @@ def run_command(
         def advance(case_id: str, backend: str) -> None:
             progress.update(task, advance=1, description=f"{case_id} on {backend}")
 
-        report = run_async(
-            lambda: replay(
-                loaded, selected, reference=reference, keep=keep, ids=ids, progress=advance
+        try:
+            report = asyncio.run(
+                replay(loaded, selected, reference=reference, keep=keep, ids=ids, progress=advance)
             )
-        )
+        except (UnknownBackend, BackendUnavailable) as exc:
+            raise _fail(str(exc)) from None
+        except SteadyloopError as exc:
+            err_console.print(Text.assemble(("error:", "red"), " ", str(exc)), soft_wrap=True)
+            raise typer.Exit(EXIT_PROBLEM) from None
     console.print(_table(report))
     # Everything below that comes from data is a Text: printed as it is, never read as
     # Rich markup ("[b]") or emoji codes (":smile:").
@@ -190,10 +226,13 @@ def run_command(
     if len(report.unexpected) > 20:
         console.print(Text(f"… and {len(report.unexpected) - 20} more (see the report)"))
     counts = report.counts()
+    refs = ", ".join(f"{fw}: {name}" for fw, name in sorted(report.references.items()))
     console.print(
         Text(
             f"{counts['cases_agreeing']}/{counts['cases']} cases agree on "
-            f"{', '.join(report.backends)} (reference {report.reference}); "
+            f"{', '.join(report.backends)} (reference {refs}); "
+            f"{counts['comparisons']} comparison(s) ran, "
+            f"{counts['not_applicable']} run(s) not applicable; "
             f"{counts['unexpected']} unexpected, {counts['allowed']} allowed difference(s), "
             f"{counts['tie_allowances']} tie allowance(s)"
         )
@@ -211,24 +250,30 @@ def run_command(
 
 
 @replay_app.command("check")
-def check_command(cases: Annotated[list[Path] | None, CASES_ARG] = None) -> None:
+def check_command(
+    cases: Annotated[list[Path] | None, CASES_ARG] = None,
+    *,
+    pack: Annotated[str | None, PACK_OPTION] = None,
+) -> None:
     """Check case files without running them (exit 2 if any is invalid)."""
-    loaded = _load(cases)
+    loaded = _load(cases, pack)
     for case in loaded:
         count = len(case.operations)
         console.print(Text.assemble(("ok", "green"), f" {case.case_id}: {count} operation(s)"))
 
 
 @replay_app.command("list")
-def list_command() -> None:
-    """List the bundled cases."""
-    table = Table(title="Bundled replay cases")
+def list_command(pack: Annotated[str | None, PACK_OPTION] = None) -> None:
+    """List the bundled cases (or a pack's), and the packs there are."""
+    title = "Bundled replay cases" if pack is None else f"Replay cases of the pack {pack!r}"
+    table = Table(title=title)
     table.add_column("case")
     table.add_column("ops", justify="right")
     table.add_column("description")
-    for case in load_cases([bundled_cases()]):
+    for case in _load(None, pack) if pack is not None else _load(None):
         table.add_row(Text(case.case_id), str(len(case.operations)), Text(case.description))
     console.print(table)
+    console.print(Text(f"packs: {', '.join(pack_names())} (run one with --pack NAME)"))
 
 
 @replay_app.command("schema")

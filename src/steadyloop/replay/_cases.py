@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import json
 import math
+import zoneinfo
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from steadyloop._errors import CaseError, EncodingError, SessionError
 from steadyloop.records import check_canonical, decode
+from steadyloop.replay._store import MAX_CASE_TIME_US
 from steadyloop.sessions import key_scope
 
 __all__ = [
@@ -83,8 +85,10 @@ DOMAINS: tuple[str, ...] = (
     "sessions",
     "memory",
     "queries",
+    "lists",
     "checkpoints",
     "errors",
+    "outcomes",
     "loops",
 )
 """The top-level keys of a snapshot (and of a case's ``expected``)."""
@@ -147,6 +151,8 @@ class CaseHeader(_Model):
         expected: A partial snapshot; every value in it must match (subset semantics:
             objects may leave keys out, arrays must have every element).
         allowed_diffs: Differences accepted for one backend at one exact pointer.
+        tz: The time zone the case runs under, or `None` (the process's own).
+        reference_only: Whether the case is compared only with reference stores.
     """
 
     op: Literal["case"]
@@ -154,6 +160,16 @@ class CaseHeader(_Model):
     description: NonEmpty
     expected: dict[str, Any] = Field(default_factory=dict)
     allowed_diffs: list[AllowedDiff] = Field(default_factory=list)
+    tz: NonEmpty | None = Field(
+        default=None,
+        description="An IANA time zone (for example 'Asia/Shanghai') the case runs under: "
+        "the harness sets TZ for the run and restores it after.",
+    )
+    reference_only: bool = Field(
+        default=False,
+        description="Compare every store only with its reference store; the case holds "
+        "no 'expected'.",
+    )
 
 
 class TextPartSpec(_Model):
@@ -195,6 +211,11 @@ class CreateSession(_Model):
     user: NonEmpty
     session_id: NonEmpty | None = Field(default="", description="Defaults to the handle.")
     state: dict[str, Any] = Field(default_factory=dict)
+    may_refuse: bool = Field(
+        default=False,
+        description="The session may exist already (a second create on an existing id): "
+        "the store may refuse; the outcome goes to /outcomes/<line>.",
+    )
 
 
 class AppendEvent(_Model):
@@ -209,6 +230,50 @@ class AppendEvent(_Model):
     state_delta: dict[str, Any] = Field(default_factory=dict)
     invocation_id: NonEmpty | None = None
     idempotency_key: NonEmpty | None = None
+    time: Annotated[int, Field(ge=0, lt=MAX_CASE_TIME_US)] | None = Field(
+        default=None,
+        description="The event's time in integer microseconds since the epoch (default: "
+        "the harness's clock).",
+    )
+
+
+class RepeatEvent(_Model):
+    """Append an event of the session again, exactly as before (same id, same time).
+
+    The store may refuse it; the outcome goes to ``/outcomes/<line>``.
+    """
+
+    op: Literal["repeat_event"]
+    session: Handle
+    event_id: NonEmpty
+
+
+class EditEvent(_Model):
+    """Edit the event object the caller appended, after appending it.
+
+    The store may refuse the edit; the outcome goes to ``/outcomes/<line>``.
+    """
+
+    op: Literal["edit_event"]
+    session: Handle
+    event_id: NonEmpty
+    text: str | None = Field(default=None, description="New text of its first text part.")
+    state_delta: dict[str, Any] = Field(default_factory=dict)
+
+
+class ListSessions(_Model):
+    """List a user's sessions; the ids go to ``/lists/<list_id>``."""
+
+    op: Literal["list_sessions"]
+    list_id: Handle
+    user: NonEmpty
+
+
+class DeleteSession(_Model):
+    """Delete a session."""
+
+    op: Literal["delete_session"]
+    session: Handle
 
 
 class StoreMemory(_Model):
@@ -319,6 +384,10 @@ class ResumeLoop(_Model):
 Operation: TypeAlias = (
     CreateSession
     | AppendEvent
+    | RepeatEvent
+    | EditEvent
+    | ListSessions
+    | DeleteSession
     | StoreMemory
     | SearchMemory
     | Summarize
@@ -334,6 +403,10 @@ _OPS: dict[str, type[BaseModel]] = {
     "case": CaseHeader,
     "create_session": CreateSession,
     "append_event": AppendEvent,
+    "repeat_event": RepeatEvent,
+    "edit_event": EditEvent,
+    "list_sessions": ListSessions,
+    "delete_session": DeleteSession,
     "store_memory": StoreMemory,
     "search_memory": SearchMemory,
     "summarize": Summarize,
@@ -344,10 +417,21 @@ _OPS: dict[str, type[BaseModel]] = {
     "resume_loop": ResumeLoop,
 }
 
-_WRITING = (CreateSession, AppendEvent, StoreMemory, Summarize, FailSummary, RunLoop, ResumeLoop)
+_WRITING = (
+    CreateSession,
+    AppendEvent,
+    RepeatEvent,
+    DeleteSession,
+    StoreMemory,
+    Summarize,
+    FailSummary,
+    RunLoop,
+    ResumeLoop,
+)
 _MAX_WRITES: dict[type[BaseModel], int] = {
     CreateSession: 1,
     AppendEvent: 1,
+    RepeatEvent: 1,
     StoreMemory: 1,
     Summarize: 2,
     FailSummary: 1,
@@ -373,6 +457,9 @@ class Case:
         allowed_diffs: Accepted differences.
         operations: ``(line, operation)`` in file order.
         file: The file it came from (as given to the loader).
+        sessions: The session handles, in order of creation.
+        tz: The time zone it runs under (`None`: the process's own).
+        reference_only: Whether it is compared only with reference stores.
     """
 
     case_id: str
@@ -382,6 +469,8 @@ class Case:
     operations: tuple[tuple[int, Operation], ...]
     file: str = ""
     sessions: tuple[str, ...] = field(default=(), repr=False)
+    tz: str | None = None
+    reference_only: bool = False
 
 
 def _pointer(loc: Iterable[object]) -> str:
@@ -477,6 +566,7 @@ def _validate_record(data: object) -> BaseModel:
 @dataclass
 class _SessionInfo:
     user: str
+    session_id: str | None = None
     events: list[str] = field(default_factory=list)
     latest: tuple[str, int, int] | None = None  # (summary id, version, covered index)
     summary_ids: set[str] = field(default_factory=set)
@@ -492,6 +582,8 @@ class _Checker:
         self.queries: set[str] = set()
         self.checkpoints: set[str] = set()
         self.runs: set[str] = set()
+        self.lists: set[str] = set()
+        self.outcome_lines: set[int] = set()
         self.armed: InjectFailure | None = None
         self.lines: set[int] = set()
 
@@ -513,18 +605,27 @@ class _Checker:
             or (armed.kind == "crash_after_write" and armed.after < _MAX_WRITES.get(type(op), 0))
         )
         if isinstance(op, CreateSession):
-            if op.session in self.sessions:
-                raise _Problem("/session", f"session handle {op.session!r} is already used")
             sid = op.session if op.session_id == "" else op.session_id
-            if sid is not None:
+            again = op.may_refuse and sid is not None and (op.user, sid) in self.ids
+            if op.session in self.sessions:
+                existing = self.sessions[op.session]
+                if not (again and existing.user == op.user and existing.session_id == sid):
+                    raise _Problem("/session", f"session handle {op.session!r} is already used")
+            if sid is not None and not again:
                 if (op.user, sid) in self.ids:
-                    raise _Problem("/session_id", f"user {op.user!r} already has a session {sid!r}")
+                    raise _Problem(
+                        "/session_id",
+                        f"user {op.user!r} already has a session {sid!r} "
+                        '(say "may_refuse": true to create it again on purpose)',
+                    )
                 self.ids.add((op.user, sid))
             _check_state(op.state, "/state")
-            if lost and sid is not None:
+            if lost and sid is not None and not again:
                 self.ids.discard((op.user, sid))
-            if not lost:
-                self.sessions[op.session] = _SessionInfo(op.user)
+            if op.may_refuse:
+                self.outcome_lines.add(line)
+            if not lost and op.session not in self.sessions:
+                self.sessions[op.session] = _SessionInfo(op.user, session_id=sid)
             self.users.add(op.user)
         elif isinstance(op, AppendEvent):
             info = self._session(op.session)
@@ -546,7 +647,26 @@ class _Checker:
             if op.text is not None:
                 _check_json(op.text, "/text")
             _check_state(op.state_delta, "/state_delta")
-        elif isinstance(op, StoreMemory):
+        elif isinstance(op, RepeatEvent | EditEvent):
+            info = self._session(op.session)
+            if op.event_id not in info.events:
+                raise _Problem(
+                    "/event_id",
+                    f"session {op.session!r} has no event {op.event_id!r} yet "
+                    "(name it with event_id on its append_event)",
+                )
+            if isinstance(op, EditEvent):
+                if op.text is None and not op.state_delta:
+                    raise _Problem("/text", "an edit changes 'text', 'state_delta' or both")
+                if op.text is not None:
+                    _check_json(op.text, "/text")
+                _check_state(op.state_delta, "/state_delta")
+            self.outcome_lines.add(line)
+        elif isinstance(op, ListSessions):
+            if op.list_id in self.lists:
+                raise _Problem("/list_id", f"list id {op.list_id!r} is already used")
+            self.lists.add(op.list_id)
+        elif isinstance(op, DeleteSession | StoreMemory):
             self._session(op.session)
         elif isinstance(op, SearchMemory):
             if op.query_id in self.queries:
@@ -695,8 +815,10 @@ def _check_expected(expected: Mapping[str, Any], checker: _Checker) -> None:
         "sessions": set(checker.sessions),
         "memory": set(checker.users),
         "queries": checker.queries,
+        "lists": checker.lists,
         "checkpoints": checker.checkpoints,
         "errors": {str(n) for n in checker.lines},
+        "outcomes": {str(n) for n in checker.outcome_lines},
         "loops": checker.runs,
     }
     for key, value in expected.items():
@@ -712,6 +834,18 @@ def _check_expected(expected: Mapping[str, Any], checker: _Checker) -> None:
                     f"{where}/{_pointer([name])[1:]}",
                     f"the case defines no {key[:-1] if key.endswith('s') else key} {name!r}",
                 )
+
+
+def _check_header(header: CaseHeader) -> None:
+    if header.reference_only and header.expected:
+        raise _Problem(
+            "/expected", "a reference_only case is compared with reference stores only: no expected"
+        )
+    if header.tz is not None:
+        try:
+            zoneinfo.ZoneInfo(header.tz)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise _Problem("/tz", f"unknown time zone {header.tz!r} (use an IANA name)") from None
 
 
 def parse_case(text: bytes | str, file: str = "<case>") -> Case:
@@ -770,6 +904,7 @@ def parse_case(text: bytes | str, file: str = "<case>") -> Case:
         except _Problem as exc:
             problems.append((file, last, exc.field, exc.detail))
         try:
+            _check_header(header)
             _check_expected(header.expected, checker)
         except _Problem as exc:
             problems.append((file, header_line, exc.field, exc.detail))
@@ -785,6 +920,8 @@ def parse_case(text: bytes | str, file: str = "<case>") -> Case:
         operations=tuple(ops),
         file=file,
         sessions=tuple(checker.sessions),
+        tz=header.tz,
+        reference_only=header.reference_only,
     )
 
 

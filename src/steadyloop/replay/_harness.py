@@ -25,16 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from steadyloop._errors import BackendUnavailable, ModelError, SteadyloopError, UnknownBackend
-from steadyloop.journal import (
-    AppendResult,
-    Files,
-    ForwardingJournal,
-    Journal,
-    JSONLJournal,
-    MemoryJournal,
-    PreparedBatch,
-    open_journal,
-)
+from steadyloop.journal import Files, Journal, JSONLJournal, MemoryJournal, open_journal
 from steadyloop.loop import (
     Agent,
     Message,
@@ -58,9 +49,13 @@ from steadyloop.replay._cases import (
     Case,
     Checkpoint,
     CreateSession,
+    DeleteSession,
+    EditEvent,
     FailSummary,
     InjectFailure,
+    ListSessions,
     Operation,
+    RepeatEvent,
     ResumeLoop,
     RunLoop,
     SearchMemory,
@@ -69,6 +64,7 @@ from steadyloop.replay._cases import (
     TextPartSpec,
     ToolCallSpec,
 )
+from steadyloop.replay._journal_store import Crash, InjectedDrop, JournalStore
 from steadyloop.replay._normalise import Normaliser
 from steadyloop.replay._snapshot import (
     empty_snapshot,
@@ -76,16 +72,30 @@ from steadyloop.replay._snapshot import (
     read_memory,
     read_sessions,
 )
-from steadyloop.sessions import Part, SessionService, TextPart, ToolCallPart, ToolResultPart
+from steadyloop.replay._store import (
+    Capability,
+    EventEdit,
+    Outcome,
+    SessionRef,
+    SessionStore,
+    StoreEvent,
+    parse_store_url,
+    scope_of,
+    store_opener,
+)
 
 __all__ = [
     "EMBEDDED_BACKENDS",
     "SERVER_BACKENDS",
     "Backend",
     "CaseRun",
+    "as_store",
     "default_backends",
+    "required_capabilities",
     "resolve_backends",
+    "resolve_stores",
     "run_case",
+    "temporary_backend",
 ]
 
 EMBEDDED_BACKENDS: tuple[str, ...] = ("memory", "sqlite", "jsonl")
@@ -114,33 +124,6 @@ CLOCK_START = 1_700_000_000_123_457
 
 CLOCK_STEP = 1_234_567
 """The step clock's step, in microseconds (not a round number, on purpose)."""
-
-
-class _Crash(BaseException):
-    """The simulated process died. A ``BaseException``, so nothing swallows it."""
-
-
-class _InjectedDrop(BackendUnavailable):
-    """A connection drop the case asked for; any other ``BackendUnavailable`` is real."""
-
-
-class _TearingFiles(Files):
-    """A file layer that, once armed, writes only a head of the next write and dies."""
-
-    def __init__(self) -> None:
-        self._fraction: float | None = None
-
-    def arm(self, fraction: float) -> None:
-        self._fraction = fraction
-
-    def write(self, fd: int, data: bytes) -> None:
-        fraction, self._fraction = self._fraction, None
-        if fraction is None:
-            super().write(fd, data)
-            return
-        cut = min(len(data) - 1, max(1, int(len(data) * fraction)))
-        super().write(fd, data[:cut])
-        raise _Crash(f"torn write: {cut} of {len(data)} bytes landed")
 
 
 @dataclass(frozen=True)
@@ -314,65 +297,79 @@ class _RecordingClock:
         return value
 
 
-class _Injector(ForwardingJournal):
-    """Carries out the failure armed for the current operation."""
+def required_capabilities(case: Case) -> dict[Capability, int]:
+    """Return each capability the case needs, with the first line that needs it."""
+    need: dict[Capability, int] = {}
 
-    def __init__(self, inner: Journal, files: _TearingFiles | None) -> None:
-        super().__init__(inner)
-        self.files = files
-        self.plan: InjectFailure | None = None
-        self.count = 0
-        self.effect = ""
+    def add(cap: Capability, line: int) -> None:
+        need.setdefault(cap, line)
 
-    def arm(self, plan: InjectFailure | None) -> None:
-        self.plan = plan
-        self.count = 0
-        self.effect = "not triggered"
+    def state(keys: Mapping[str, Any], line: int) -> None:
+        for key in keys:
+            scope = scope_of(key)
+            add(
+                {
+                    "session": Capability.STATE,
+                    "user": Capability.USER_STATE,
+                    "app": Capability.APP_STATE,
+                    "temp": Capability.TEMP_STATE,
+                }[scope],
+                line,
+            )
 
-    async def _append(self, batch: PreparedBatch) -> AppendResult:
-        plan = self.plan
-        if plan is None:
-            return await super()._append(batch)
-        self.count += 1
-        n = self.count
-        if plan.kind == "crash_after_write":
-            if plan.after == 0:
-                self.effect = "crashed before the first write"
-                raise _Crash(self.effect)
-            result = await super()._append(batch)
-            if n == plan.after:
-                self.effect = f"crashed after write {n}"
-                raise _Crash(self.effect)
-            return result
-        if plan.kind == "torn_write" and n == plan.write:
-            if self.files is None:
-                self.effect = f"write {n} never landed (not a file backend: no torn bytes)"
-                raise _Crash(self.effect)
-            self.effect = f"write {n} torn mid-way"
-            self.files.arm(plan.fraction)
-            await super()._append(batch)
-            raise _Crash(self.effect)  # pragma: no cover - the file layer dies first
-        if plan.kind == "dropped_connection" and n == plan.write:
-            if plan.when == "before":
-                self.effect = f"connection dropped before write {n}; retried"
-                raise _InjectedDrop("replay: connection dropped before the write")
-            await super()._append(batch)
-            self.effect = f"connection dropped after write {n} landed; retried"
-            raise _InjectedDrop("replay: connection dropped after the write")
-        return await super()._append(batch)
+    for line, op in case.operations:
+        if isinstance(op, CreateSession):
+            add(Capability.EVENTS, line)
+            add(
+                Capability.GENERATED_SESSION_ID
+                if op.session_id is None
+                else Capability.EXPLICIT_SESSION_ID,
+                line,
+            )
+            state(op.state, line)
+        elif isinstance(op, AppendEvent):
+            if any(not isinstance(p, TextPartSpec) for p in op.parts or ()):
+                add(Capability.TOOL_PARTS, line)
+            if op.idempotency_key is not None:
+                add(Capability.IDEMPOTENCY, line)
+            if op.time is not None:
+                add(Capability.EXPLICIT_TIME, line)
+            state(op.state_delta, line)
+        elif isinstance(op, RepeatEvent):
+            add(Capability.EXPLICIT_EVENT_ID, line)
+        elif isinstance(op, EditEvent):
+            add(Capability.CALLER_EDIT, line)
+            add(Capability.EXPLICIT_EVENT_ID, line)
+        elif isinstance(op, ListSessions):
+            add(Capability.LIST_SESSIONS, line)
+        elif isinstance(op, DeleteSession):
+            add(Capability.DELETE_SESSION, line)
+        elif isinstance(op, StoreMemory | SearchMemory):
+            add(Capability.MEMORY, line)
+        elif isinstance(op, Summarize | FailSummary):
+            add(Capability.SUMMARIES, line)
+        elif isinstance(op, InjectFailure):
+            add(Capability.CRASH_INJECTION, line)
+        elif isinstance(op, RunLoop | ResumeLoop):
+            add(Capability.LOOP, line)
+    return need
 
 
 @dataclass
 class CaseRun:
-    """What one case did on one backend.
+    """What one case did on one store.
 
     Attributes:
         case_id: The case.
-        backend: The backend's name.
-        snapshot: The raw snapshot (see :mod:`steadyloop.replay._snapshot`).
+        backend: The store's name.
+        snapshot: The raw snapshot (see the snapshot module); empty when not applicable.
         normaliser: The normaliser for this run's generated ids and clock readings.
         injections: ``{"line", "kind", "effect"}`` for every ``inject_failure``.
         seconds: Wall time of the run.
+        framework: Whose store it is.
+        missing: The capabilities the case needs and the store lacks, each with the
+            first line needing it (`{"capability", "line"}`); non-empty means the case
+            did not run there: it is `not_applicable`.
     """
 
     case_id: str
@@ -381,12 +378,57 @@ class CaseRun:
     normaliser: Normaliser
     injections: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    framework: str = "steadyloop"
+    missing: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def applicable(self) -> bool:
+        """Whether the case ran on the store (it had every capability needed)."""
+        return not self.missing
+
+
+_BEHIND_THE_CACHE = (Summarize, FailSummary, RunLoop, ResumeLoop)
+
+_MASKED = (
+    (Capability.EXPLICIT_EVENT_ID, "id"),
+    (Capability.EXPLICIT_TIME, "time"),
+    (Capability.INVOCATION_ID, "invocation_id"),
+)
+
+
+@contextlib.contextmanager
+def _time_zone(tz: str | None) -> Any:
+    """Run under ``TZ=tz`` (``time.tzset``), restoring the previous zone after."""
+    if tz is None:
+        yield
+        return
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = tz
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TZ", None)
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+def _may_refuse(op: Operation) -> bool:
+    """Whether the case expects the store may refuse the operation."""
+    return isinstance(op, RepeatEvent | EditEvent) or (
+        isinstance(op, CreateSession) and op.may_refuse
+    )
 
 
 class _Runner:
-    def __init__(self, case: Case, backend: Backend, ids: Literal["sequential", "random"]) -> None:
+    def __init__(
+        self, case: Case, store: SessionStore, ids: Literal["sequential", "random"]
+    ) -> None:
         self.case = case
-        self.backend = backend
+        self.store = store
+        self.own = store if isinstance(store, JournalStore) else None
         self.app = f"replay.{case.case_id}.{uuid.uuid4().hex[:10]}"
         self.ids = _RecordingIds(SequentialIds("id") if ids == "sequential" else RandomIds())
         self.clock = _RecordingClock(
@@ -394,98 +436,142 @@ class _Runner:
         )
         self.records = RecordFactory(clock=self.clock, ids=self.ids)
         self.snapshot = empty_snapshot()
-        self.sessions: dict[str, tuple[str, str]] = {}
+        self.sessions: dict[str, SessionRef] = {}
+        self.events: dict[tuple[str, str], StoreEvent] = {}
         self.users: set[str] = set()
         self.runs: dict[str, RunLoop] = {}
         self.effects: dict[str, dict[str, int]] = {}
         # Per run: the assistant turns its session held before it (earlier runs' turns).
         self.offsets: dict[str, int] = {}
         self.injections: list[dict[str, Any]] = []
-        self.journal: _Injector
-        self.service: SessionService
 
-    async def _open(self) -> None:
-        files = _TearingFiles() if self.backend.open_files is not None else None
-        if files is not None and self.backend.open_files is not None:
-            inner = await self.backend.open_files(files)
-        else:
-            inner = await self.backend.open()
-        self.journal = _Injector(inner, files)
-        self.service = SessionService(self.journal, self.app, records=self.records)
+    def _journal_store(self) -> JournalStore:
+        if self.own is None:  # pragma: no cover - capabilities keep other stores out
+            raise RuntimeError("a Steadyloop-only operation on another store")
+        return self.own
 
     async def _restart(self) -> None:
-        # The "process" died: its handles die with it, whatever closing them says.
+        # The "process" died or a read-back is due: its handles die with it, whatever
+        # closing them says, and the read goes through a fresh client.
         with contextlib.suppress(Exception):
-            await self.journal.close()
-        await self._open()
+            await self.store.close()
+        await self.store.open()
 
-    async def execute(self, keep: bool) -> CaseRun:
-        started = time.perf_counter()
-        await self._open()
-        try:
-            armed: tuple[int, InjectFailure] | None = None
-            for line, op in self.case.operations:
-                if isinstance(op, InjectFailure):
-                    armed = (line, op)
-                    continue
-                plan = armed[1] if armed else None
-                self.journal.arm(plan)
-                crashed = False
-                try:
-                    await self._do(line, op, plan)
-                except _Crash:
-                    crashed = True
-                except BackendUnavailable as exc:
-                    if not isinstance(exc, _InjectedDrop):
-                        # The backend went away on its own: not something the case
-                        # did, so not a difference. The run stops here (see below).
-                        raise
-                    self.snapshot["errors"][str(line)] = {
-                        "op": op.op,
-                        "error": type(exc).__name__,
-                    }
-                except SteadyloopError as exc:
-                    self.snapshot["errors"][str(line)] = {
-                        "op": op.op,
-                        "error": type(exc).__name__,
-                    }
-                if armed is not None:
-                    self.injections.append(
-                        {"line": armed[0], "kind": armed[1].kind, "effect": self.journal.effect}
-                    )
-                    armed = None
-                self.journal.arm(None)
-                if crashed:
-                    await self._restart()
-            await self._read_back()
-        except BaseException:
-            # Clean up as far as the backend still allows, then let the original
-            # error through: a cleanup failure on a dead backend must not mask it.
-            with contextlib.suppress(Exception):
-                await self._cleanup(keep)
-            raise
-        await self._cleanup(keep)
+    def _run(self, seconds: float) -> CaseRun:
         return CaseRun(
             case_id=self.case.case_id,
-            backend=self.backend.name,
+            backend=self.store.name,
             snapshot=self.snapshot,
             normaliser=Normaliser(self.ids.values, self.clock.values),
             injections=self.injections,
-            seconds=time.perf_counter() - started,
+            seconds=seconds,
+            framework=self.store.framework,
         )
+
+    async def execute(self, keep: bool) -> CaseRun:
+        started = time.perf_counter()
+        missing = [
+            {"capability": str(cap), "line": line}
+            for cap, line in sorted(required_capabilities(self.case).items(), key=lambda i: i[1])
+            if cap not in self.store.capabilities
+        ]
+        if missing:
+            run = self._run(0.0)
+            run.missing = missing
+            return run
+        if self.own is not None:
+            self.own.records = self.records
+        with _time_zone(self.case.tz):
+            await self.store.open()
+            try:
+                await self._operations()
+                await self._restart()
+                await self._read_back()
+            except BaseException:
+                # Clean up as far as the store still allows, then let the original
+                # error through: a cleanup failure on a dead store must not mask it.
+                with contextlib.suppress(Exception):
+                    await self._cleanup(keep)
+                raise
+            await self._cleanup(keep)
+        self._mask()
+        return self._run(time.perf_counter() - started)
+
+    async def _operations(self) -> None:
+        armed: tuple[int, InjectFailure] | None = None
+        for line, op in self.case.operations:
+            if isinstance(op, InjectFailure):
+                armed = (line, op)
+                continue
+            plan = armed[1] if armed else None
+            injector = self.own.journal if self.own is not None else None
+            if injector is not None:
+                injector.arm(plan)
+            crashed = False
+            try:
+                await self._do(line, op, plan)
+            except Crash:
+                crashed = True
+            except BackendUnavailable as exc:
+                if not isinstance(exc, InjectedDrop):
+                    # The store went away on its own: not something the case did, so
+                    # not a difference. The run stops here.
+                    raise
+                self._error(line, op, exc)
+            except Exception as exc:
+                if self.own is not None and not (
+                    isinstance(exc, SteadyloopError) or _may_refuse(op)
+                ):
+                    raise  # a bug of our own store: never a result
+                self._error(line, op, exc)
+            if self.own is not None and isinstance(
+                op, Summarize | FailSummary | RunLoop | ResumeLoop
+            ):
+                self.own.forget()  # it wrote the session behind the cached copy's back
+            if armed is not None and injector is not None:
+                self.injections.append(
+                    {"line": armed[0], "kind": armed[1].kind, "effect": injector.effect}
+                )
+                armed = None
+            if injector is not None:
+                injector.arm(None)
+            if crashed:
+                await self._restart()
+
+    def _error(self, line: int, op: Operation, exc: BaseException) -> None:
+        self.snapshot["errors"][str(line)] = {"op": op.op, "error": type(exc).__name__}
+        if str(line) in self.snapshot["outcomes"]:
+            return
+        if _may_refuse(op):
+            self.snapshot["outcomes"][str(line)] = {
+                "op": op.op,
+                "outcome": str(Outcome.REFUSED),
+                "error": type(exc).__name__,
+                "message": str(exc).replace(self.app, "<app>"),
+            }
+
+    def _outcome(self, line: int, op: Operation, outcome: Outcome) -> None:
+        self.snapshot["outcomes"][str(line)] = {
+            "op": op.op,
+            "outcome": str(outcome),
+            "error": None,
+            "message": None,
+        }
 
     async def _cleanup(self, keep: bool) -> None:
         try:
             if not keep:
-                await self.journal.delete_namespace(self.app)
+                await self.store.cleanup(self.app)
         finally:
-            await self.journal.close()
+            await self.store.close()
 
     async def _capture(self) -> dict[str, Any]:
-        return {
-            "sessions": await read_sessions(self.service, self.sessions),
-            "memory": await read_memory(self.journal, self.app, sorted(self.users)),
-        }
+        out: dict[str, Any] = {"sessions": await read_sessions(self.store, self.sessions)}
+        if self.own is not None:
+            out["memory"] = await read_memory(self.own.journal, self.app, sorted(self.users))
+        else:
+            out["memory"] = {}
+        return out
 
     async def _read_back(self) -> None:
         captured = await self._capture()
@@ -493,32 +579,98 @@ class _Runner:
         self.snapshot["memory"] = captured["memory"]
         for run_id in self.runs:
             self.snapshot["loops"][run_id] = await read_loop(
-                self.journal, self.app, run_id, self.effects[run_id]
+                self._journal_store().journal, self.app, run_id, self.effects[run_id]
             )
 
+    def _mask(self) -> None:
+        """Blank the event fields a store does not keep, so they are never compared."""
+        blank = [name for cap, name in _MASKED if cap not in self.store.capabilities]
+        if not blank:
+            return
+        bodies = [self.snapshot, *self.snapshot["checkpoints"].values()]
+        for body in bodies:
+            for session in body.get("sessions", {}).values():
+                for key in ("events", "historical_events"):
+                    for event in session.get(key, ()):
+                        if isinstance(event, dict):
+                            for name in blank:
+                                if name in event:
+                                    event[name] = None
+
+    def _ref(self, handle: str) -> SessionRef:
+        return self.sessions[handle]
+
     async def _do(self, line: int, op: Operation, plan: InjectFailure | None) -> None:
-        service = self.service
+        store = self.store
         if isinstance(op, CreateSession):
             sid = op.session if op.session_id == "" else op.session_id
-            if sid is None:
-                sid = self.ids.new_id()
-            self.sessions[op.session] = (op.user, sid)
             self.users.add(op.user)
-            await service.create_session(op.user, sid, op.state)
+            existed = op.may_refuse and any(
+                r.user == op.user and r.session_id == sid for r in self.sessions.values()
+            )
+            previous = None
+            if existed:
+                previous = await self._peek(SessionRef(self.app, op.user, str(sid)))
+            used = await store.create_session(self.app, op.user, sid, op.state)
+            if sid is None and used not in self.ids.values:
+                self.ids.values.append(used)  # a foreign store's own id: normalised too
+            self.sessions.setdefault(op.session, SessionRef(self.app, op.user, used))
+            if op.may_refuse:
+                after = await self._peek(SessionRef(self.app, op.user, used))
+                merged = (
+                    previous is not None
+                    and after is not None
+                    and (
+                        after.get("events") == previous.get("events")
+                        and after.get("state") == previous.get("state")
+                    )
+                )
+                self._outcome(line, op, Outcome.MERGED if merged else Outcome.ACCEPTED)
         elif isinstance(op, AppendEvent):
             await self._append_event(line, op, plan)
+        elif isinstance(op, RepeatEvent):
+            ref = self._ref(op.session)
+            event = self.events[(op.session, op.event_id)]
+            await store.append_event(ref, event)
+            after = await self._peek(ref)
+            copies = sum(1 for e in (after or {}).get("events", ()) if e.get("id") == event.id)
+            self._outcome(line, op, Outcome.ACCEPTED if copies >= 2 else Outcome.MERGED)
+        elif isinstance(op, EditEvent):
+            ref = self._ref(op.session)
+            edit = EventEdit(text=op.text, state_delta=dict(op.state_delta))
+            await store.edit_appended(ref, op.event_id, edit)
+            after = await self._peek(ref)
+            seen = False
+            for e in (after or {}).get("events", ()):
+                if e.get("id") != op.event_id:
+                    continue
+                texts = [p.get("text") for p in e.get("parts", ()) if p.get("type") == "text"]
+                delta = e.get("state_delta") or {}
+                if (op.text is not None and op.text in texts) or any(
+                    k in delta and delta[k] == v for k, v in op.state_delta.items()
+                ):
+                    seen = True
+            self._outcome(line, op, Outcome.ACCEPTED if seen else Outcome.MERGED)
+        elif isinstance(op, ListSessions):
+            ids = await store.list_sessions(self.app, op.user)
+            self.snapshot["lists"][op.list_id] = {"user": op.user, "sessions": sorted(ids)}
+        elif isinstance(op, DeleteSession):
+            await store.delete_session(self._ref(op.session))
         elif isinstance(op, StoreMemory):
-            await service.store_memory(await self._session(op.session))
+            await store.add_session_to_memory(self._ref(op.session))
         elif isinstance(op, SearchMemory):
-            hits = await service.search_memory(op.user, op.query, op.limit)
+            hits = await store.search_memory(self.app, op.user, op.query, op.limit)
             self.snapshot["queries"][op.query_id] = {
                 "user": op.user,
                 "query": op.query,
                 "limit": op.limit,
-                "hits": [h.to_dict() for h in hits],
+                "hits": hits,
             }
         elif isinstance(op, Summarize | FailSummary):
-            session = await self._session(op.session)
+            own = self._journal_store()
+            ref = self._ref(op.session)
+            session = await own.session(ref)
+            service = own.service(self.app)
             method = service.summarize if isinstance(op, Summarize) else service.fail_summary
             await method(
                 session,
@@ -529,61 +681,91 @@ class _Runner:
                 covers_through=op.covers_through,
             )
         elif isinstance(op, Checkpoint):
+            await self._restart()
             self.snapshot["checkpoints"][op.name] = await self._capture()
         elif isinstance(op, RunLoop):
+            own = self._journal_store()
             self.runs[op.run] = op
             self.effects[op.run] = {name: 0 for name in op.tools}
-            user_id, session_id = self.sessions[op.session]
+            ref = self._ref(op.session)
             await run(
                 self._agent(op),
-                self.journal,
+                own.journal,
                 self.app,
-                user_id,
-                session_id,
+                ref.user,
+                ref.session_id,
                 op.run,
                 op.input,
                 records=self.records,
             )
         elif isinstance(op, ResumeLoop):
+            own = self._journal_store()
             await resume(
-                self._agent(self.runs[op.run]), self.journal, self.app, op.run, records=self.records
+                self._agent(self.runs[op.run]), own.journal, self.app, op.run, records=self.records
             )
 
-    async def _session(self, handle: str) -> Any:
-        user_id, session_id = self.sessions[handle]
-        return await self.service.get_session(user_id, session_id)
+    async def _peek(self, ref: SessionRef) -> dict[str, Any] | None:
+        """Read a session back after a restart (for an outcome); `None` if unreadable."""
+        await self._restart()
+        try:
+            got = await self.store.get_session(ref)
+        except BackendUnavailable:
+            raise
+        except Exception:
+            return None
+        return None if got is None else got.to_dict()
 
     async def _append_event(self, line: int, op: AppendEvent, plan: InjectFailure | None) -> None:
-        session = await self._session(op.session)
-        parts: list[Part] = []
+        ref = self._ref(op.session)
+        parts: list[dict[str, Any]] = []
         if op.text is not None:
-            parts.append(TextPart(op.text))
+            parts.append({"type": "text", "text": op.text})
         for spec in op.parts or ():
             if isinstance(spec, TextPartSpec):
-                parts.append(TextPart(spec.text))
+                parts.append({"type": "text", "text": spec.text})
             elif isinstance(spec, ToolCallSpec):
-                parts.append(ToolCallPart(spec.call_id, spec.name, spec.arguments))
+                parts.append(
+                    {
+                        "type": "tool_call",
+                        "call_id": spec.call_id,
+                        "name": spec.name,
+                        "arguments": spec.arguments,
+                    }
+                )
             else:
-                parts.append(ToolResultPart(spec.call_id, spec.name, spec.response, spec.error))
-        event = self.service.new_event(
-            op.author,
-            parts,
-            state_delta=op.state_delta,
+                parts.append(
+                    {
+                        "type": "tool_result",
+                        "call_id": spec.call_id,
+                        "name": spec.name,
+                        "response": spec.response,
+                        "error": spec.error,
+                    }
+                )
+        event_id = self.ids.new_id() if op.event_id is None else op.event_id
+        when = self.clock.now_us() if op.time is None else op.time
+        event = StoreEvent(
+            id=event_id,
+            author=op.author,
+            parts=tuple(parts),
+            state_delta=dict(op.state_delta),
+            time=when,
             invocation_id=op.invocation_id,
-            event_id=op.event_id,
         )
+        self.events[(op.session, event_id)] = event
         key = op.idempotency_key
         if plan is not None and plan.kind in ("duplicate_submission", "dropped_connection"):
             key = key or f"replay:{self.case.case_id}:{line}"
         if plan is not None and plan.kind == "duplicate_submission":
-            await self.service.append_event(session, event, idempotency_key=key)
-            await self.service.append_event(session, event, idempotency_key=key)
-            self.journal.effect = "submitted twice under one idempotency key"
+            own = self._journal_store()
+            assert key is not None
+            await own.submit_twice(ref, event, key)
+            own.journal.effect = "submitted twice under one idempotency key"
             return
         try:
-            await self.service.append_event(session, event, idempotency_key=key)
-        except _InjectedDrop:
-            await self.service.append_event(session, event, idempotency_key=key)
+            await self.store.append_event(ref, event, idempotency_key=key)
+        except InjectedDrop:
+            await self.store.append_event(ref, event, idempotency_key=key)
 
     def _agent(self, op: RunLoop) -> Agent:
         script: list[ModelReply | str] = []
@@ -609,10 +791,10 @@ class _Runner:
     ) -> Callable[[int, Sequence[Message]], ModelReply | str]:
         """The run's script, counted from its own first model call.
 
-        :class:`ScriptedModel` passes the number of assistant turns in the prompt; in a
-        session that earlier runs (or events) already answered, those come first. The
-        count at the run's first call is remembered, so a resumed run (a new model, in
-        the "new process") keeps counting where it was.
+        [ScriptedModel][steadyloop.ScriptedModel] passes the number of assistant turns
+        in the prompt; in a session that earlier runs (or events) already answered,
+        those come first. The count at the run's first call is remembered, so a resumed
+        run (a new model, in the "new process") keeps counting where it was.
         """
         offsets = self.offsets
 
@@ -635,32 +817,87 @@ def _scripted_tool(effects: dict[str, int], name: str, returns: Any) -> Callable
     return tool
 
 
+def as_store(spec: Backend | SessionStore) -> SessionStore:
+    """A [SessionStore][steadyloop.replay.SessionStore] for a backend or a store."""
+    if isinstance(spec, Backend):
+        return JournalStore(spec)
+    return spec
+
+
 async def run_case(
     case: Case,
-    backend: Backend,
+    backend: Backend | SessionStore,
     *,
     keep: bool = False,
     ids: Literal["sequential", "random"] = "sequential",
 ) -> CaseRun:
-    """Run one case on one backend and read back its snapshot.
+    """Run one case on one store and read back its snapshot.
 
     Args:
         case: The case.
-        backend: The backend.
-        keep: Leave the case's namespace in the store instead of deleting it.
+        backend: The store: a [SessionStore][steadyloop.replay.SessionStore], or a
+            [Backend][steadyloop.replay.Backend] (Steadyloop's sessions on its journal).
+        keep: Leave the case's data in the store instead of removing it.
         ids: ``"sequential"`` ids and a step clock (the default), or ``"random"`` ids
             and the wall clock (normalisation makes both compare the same).
 
+    Returns:
+        The run; when the store lacks a capability the case needs, a run with
+        `missing` set that did nothing (`not_applicable`).
+
     Raises:
-        BackendUnavailable: The backend cannot be reached, or stopped answering during
+        BackendUnavailable: The store cannot be reached, or stopped answering during
             the run (what the case had written so far is removed where possible).
     """
+    store = as_store(backend)
     try:
-        return await _Runner(case, backend, ids).execute(keep)
+        return await _Runner(case, store, ids).execute(keep)
     except BackendUnavailable as exc:
         raise BackendUnavailable(
-            f"backend {backend.name!r} became unreachable during case {case.case_id!r}: {exc}"
+            f"backend {store.name!r} became unreachable during case {case.case_id!r}: {exc}"
         ) from exc
+
+
+def resolve_stores(
+    specs: Sequence[str | Backend | SessionStore],
+    workdir: str | Path,
+    environ: Mapping[str, str] | None = None,
+) -> list[SessionStore]:
+    """Turn backend names, journal URLs and store URLs into stores under test.
+
+    Args:
+        specs: What [resolve_backends][steadyloop.replay.resolve_backends] takes, plus
+            `FRAMEWORK+BACKEND[://…]` store URLs (resolved through the
+            `steadyloop.replay_stores` entry points) and ready
+            [SessionStore][steadyloop.replay.SessionStore] objects.
+        workdir: Where temporary stores go.
+        environ: The environment to read server URLs from (``os.environ`` by default).
+
+    Raises:
+        UnknownBackend: A name or framework is unknown, a server's variable is not set,
+            two stores would have the same name, or a framework's extra is missing
+            ([MissingExtra][steadyloop.replay.MissingExtra]).
+    """
+    out: list[SessionStore] = []
+    directory = Path(workdir)
+    for spec in specs:
+        if isinstance(spec, Backend):
+            out.append(JournalStore(spec))
+        elif not isinstance(spec, str):
+            out.append(spec)
+        else:
+            parsed = parse_store_url(spec, directory)
+            if parsed is None:
+                out.extend(JournalStore(b) for b in resolve_backends([spec], directory, environ))
+            else:
+                out.append(store_opener(parsed.framework)(parsed))
+    names = [s.name for s in out]
+    for name in names:
+        if names.count(name) > 1:
+            raise UnknownBackend(
+                f"two stores are named {name!r}; give URLs distinct names with Backend.from_url"
+            )
+    return out
 
 
 def make_workdir() -> Path:

@@ -36,14 +36,12 @@ from steadyloop.replay._store import (
     StoreEvent,
     StoreSpec,
 )
-from steadyloop.sessions import SCOPES, Event, Session, SessionService, part_from_dict
+from steadyloop.sessions import SCOPES, Event, Session, SessionService, TextPart, part_from_dict
 
 __all__ = ["JOURNAL_CAPABILITIES", "JournalStore", "open_store"]
 
-JOURNAL_CAPABILITIES: frozenset[Capability] = frozenset(Capability.__members__.values()) - {
-    Capability.CALLER_EDIT
-}
-"""Everything but editing an appended event: Steadyloop's events are immutable values."""
+JOURNAL_CAPABILITIES: frozenset[Capability] = frozenset(Capability.__members__.values())
+"""Every capability: Steadyloop's session service is what the case language describes."""
 
 
 class Crash(BaseException):
@@ -131,8 +129,7 @@ class JournalStore:
         name: The backend's name (`sqlite`, `postgres`, …).
         framework: `"steadyloop"`.
         backend: The backend's name.
-        capabilities: Every capability but
-            [CALLER_EDIT][steadyloop.replay.Capability.CALLER_EDIT].
+        capabilities: Every capability.
         records: The record factory (ids and clock) services use; the harness sets
             its recording one before each case.
     """
@@ -149,6 +146,7 @@ class JournalStore:
         self._journal: Injector | None = None
         self._services: dict[str, SessionService] = {}
         self._latest: dict[SessionRef, Session] = {}
+        self._handed: dict[tuple[SessionRef, str], Event] = {}
 
     # -- what only Steadyloop has --------------------------------------------------
 
@@ -194,6 +192,7 @@ class JournalStore:
         journal, self._journal = self._journal, None
         self._services.clear()
         self._latest.clear()
+        self._handed.clear()
         if journal is not None:
             with contextlib.suppress(Exception):
                 await journal.close()
@@ -237,9 +236,8 @@ class JournalStore:
         """
         session = await self._base(ref)
         service = self.service(ref.app)
-        after = await service.append_event(
-            session, self._native(event), idempotency_key=idempotency_key
-        )
+        native = self._handed[(ref, event.id)] = self._native(event)
+        after = await service.append_event(session, native, idempotency_key=idempotency_key)
         self._latest[ref] = after
 
     async def submit_twice(self, ref: SessionRef, event: StoreEvent, idempotency_key: str) -> None:
@@ -253,8 +251,19 @@ class JournalStore:
         )
 
     async def edit_appended(self, ref: SessionRef, event_id: str, edit: EventEdit) -> None:
-        """Not a capability: Steadyloop's events are immutable."""
-        raise NotImplementedError("Steadyloop events are immutable values")
+        """Edit the [Event][steadyloop.Event] object last appended, as a caller could.
+
+        Its state delta is a plain dict, so new keys land in the object (and never
+        in the journal, which encoded the event when it was appended); its parts are
+        frozen, so a new text raises `FrozenInstanceError`, as it would for a caller.
+        """
+        native = self._handed[(ref, event_id)]
+        native.state_delta.update(edit.state_delta)  # type: ignore[attr-defined]
+        if edit.text is not None:
+            for part in native.parts:
+                if isinstance(part, TextPart):
+                    part.text = edit.text  # type: ignore[misc]
+                    break
 
     async def get_session(self, ref: SessionRef) -> StoredSession | None:
         """Reload a session: events, historical events, summaries, state per scope."""

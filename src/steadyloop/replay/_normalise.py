@@ -41,7 +41,9 @@ _TIME_KEYS = frozenset({"time"})
 _ORDERED_LISTS = frozenset({"events", "historical_events", "summaries"})
 
 # The snapshot's domains (see ``_snapshot.py``): each maps the case's names to records.
-_DOMAINS = frozenset({"sessions", "memory", "queries", "checkpoints", "errors", "loops"})
+_DOMAINS = frozenset(
+    {"sessions", "memory", "queries", "lists", "checkpoints", "errors", "outcomes", "loops"}
+)
 
 # The Unicode White_Space characters. ``str.split()`` also splits on U+001C..U+001F
 # (``str.isspace`` counts them; White_Space does not), so text holding one of those

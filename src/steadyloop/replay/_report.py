@@ -21,6 +21,7 @@ import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,14 +37,17 @@ from steadyloop.replay._diff import (
     subset_match,
 )
 from steadyloop.replay._harness import (
+    EMBEDDED_BACKENDS,
+    SERVER_BACKENDS,
     Backend,
     CaseRun,
     default_backends,
     make_workdir,
-    resolve_backends,
+    resolve_stores,
     run_case,
 )
 from steadyloop.replay._normalise import plain
+from steadyloop.replay._store import STORE_ENTRY_POINT_GROUP, SessionStore
 
 __all__ = [
     "REPORT_DOMAINS",
@@ -52,12 +56,19 @@ __all__ = [
     "DifferenceEntry",
     "Report",
     "build_report",
+    "choose_references",
     "compare_case",
+    "known_store_names",
     "replay",
 ]
 
-SCHEMA_VERSION = 1
-"""Version of the report format (``report.schema.json``)."""
+SCHEMA_VERSION = 2
+"""Version of the report format (``report.schema.json``).
+
+Version 2 added stores of other frameworks: each run names its `framework` and says
+whether it ran (`status`, `missing` capabilities), each case lists its `comparisons`
+(which store was compared with which reference), and the report names the reference
+of every framework (`references`)."""
 
 EXPECTED = "expected"
 """The ``reference`` of a difference found against the case's expectation."""
@@ -69,8 +80,10 @@ REPORT_DOMAINS: tuple[str, ...] = (
     "summaries",
     "memory",
     "queries",
+    "lists",
     "checkpoints",
     "errors",
+    "outcomes",
     "loops",
 )
 """The domains differences are counted by."""
@@ -193,6 +206,8 @@ def _locate(
             domain = "sessions"
     elif root == "queries" and len(rest) >= 2:
         query_id = rest[1]
+    elif root == "lists" and len(rest) >= 2:
+        query_id = None
     if domain not in REPORT_DOMAINS:
         domain = "sessions"
     left_present = d.left is not MISSING
@@ -217,14 +232,22 @@ def _locate(
 
 @dataclass
 class CaseReport:
-    """The outcome of one case on every backend.
+    """The outcome of one case on every store.
 
     Attributes:
         case: The case.
-        runs: Each backend's run, by backend name, in selection order.
+        runs: Each store's run, by store name, in selection order.
         differences: Every difference found (allowed ones included).
         tie_allowances: Each use of the memory-score tie allowance.
-        snapshot_hashes: SHA-256 of each backend's normalised snapshot.
+        snapshot_hashes: SHA-256 of each store's normalised snapshot (runs that did
+            not happen have none).
+        comparisons: Which comparisons ran: `{"backend", "reference", "status"}`, the
+            status one of `compared`, `not_applicable` (the store lacks a capability
+            the case needs), `reference_not_applicable` (its reference does) and
+            `reference` (the store is the reference itself).
+        known_backends: Store names that may appear in an `allowed_diffs` entry
+            without being selected (see
+            [unused_allowed_diffs][steadyloop.replay.CaseReport.to_dict]).
     """
 
     case: Case
@@ -232,6 +255,8 @@ class CaseReport:
     differences: list[DifferenceEntry] = field(default_factory=list)
     tie_allowances: list[dict[str, Any]] = field(default_factory=list)
     snapshot_hashes: dict[str, str] = field(default_factory=dict)
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
+    known_backends: frozenset[str] = frozenset()
 
     @property
     def unexpected(self) -> list[DifferenceEntry]:
@@ -243,32 +268,66 @@ class CaseReport:
         """Whether no unexpected difference was found."""
         return not self.unexpected
 
-    def to_dict(self) -> dict[str, Any]:
-        """Return the case's section of the report."""
+    @property
+    def applicable(self) -> bool:
+        """Whether the case ran on at least one store."""
+        return any(run.applicable for run in self.runs.values())
+
+    @property
+    def status(self) -> str:
+        """`agree`, `differ`, or `not_applicable` (it ran on no store)."""
+        if not self.agrees:
+            return "differ"
+        return "agree" if self.applicable else "not_applicable"
+
+    def _unused(self) -> list[dict[str, Any]]:
         used = {(d.backend, d.pointer) for d in self.differences if d.allowed}
-        names = set(self.runs)
+        out = []
+        for a in self.case.allowed_diffs:
+            run = self.runs.get(a.backend)
+            if run is not None:
+                if not run.applicable or (a.backend, a.pointer) in used:
+                    continue
+                why = "unused"
+            elif a.backend in self.known_backends or (
+                "+" in a.backend and a.backend.split("+", 1)[0] + "+*" in self.known_backends
+            ):
+                continue  # a store this selection did not include
+            else:
+                why = "unknown_backend"
+            out.append({"backend": a.backend, "pointer": a.pointer, "reason": a.reason, "why": why})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the case's section of the report.
+
+        `unused_allowed_diffs` lists each allowance no difference used on a store that
+        ran the case (`"why": "unused"`), and each naming a store that cannot exist —
+        neither selected nor a store name Steadyloop knows (`"why": "unknown_backend"`,
+        typically a misspelling).
+        """
         return {
             "case_id": self.case.case_id,
             "description": self.case.description,
             "file": Path(self.case.file).name,
-            "status": "agree" if self.agrees else "differ",
+            "status": self.status,
             "runs": [
                 {
                     "backend": name,
-                    "snapshot_hash": self.snapshot_hashes[name],
+                    "framework": run.framework,
+                    "status": "ran" if run.applicable else "not_applicable",
+                    "missing": run.missing,
+                    "snapshot_hash": self.snapshot_hashes.get(name),
                     "unexpected": sum(1 for d in self.unexpected if d.backend == name),
                     "allowed": sum(1 for d in self.differences if d.allowed and d.backend == name),
                     "injections": run.injections,
                 }
                 for name, run in self.runs.items()
             ],
+            "comparisons": self.comparisons,
             "differences": [d.to_dict() for d in self.differences],
             "tie_allowances": self.tie_allowances,
-            "unused_allowed_diffs": [
-                {"backend": a.backend, "pointer": a.pointer, "reason": a.reason}
-                for a in self.case.allowed_diffs
-                if a.backend in names and (a.backend, a.pointer) not in used
-            ],
+            "unused_allowed_diffs": self._unused(),
         }
 
 
@@ -301,59 +360,61 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(canonical_json(plain(value)).encode("utf-8")).hexdigest()
 
 
-def compare_case(case: Case, runs: Mapping[str, CaseRun], reference: str) -> CaseReport:
-    """Compare each backend's snapshot with the case's expectation and the reference.
+def compare_case(
+    case: Case,
+    runs: Mapping[str, CaseRun],
+    reference: str | Mapping[str, str],
+    *,
+    known_backends: frozenset[str] = frozenset(),
+) -> CaseReport:
+    """Compare each store's snapshot with the case's expectation and its reference.
+
+    The case's `expected` holds for Steadyloop's own stores (a `reference_only` case
+    has none); every store is compared in full with its framework's reference store.
+    A run that did not happen (a missing capability) is compared with nothing, and a
+    store whose reference did not run is compared with nothing but the expectation.
 
     Args:
         case: The case.
-        runs: Its run on each backend, by backend name, in selection order.
-        reference: The name of the reference backend (one of ``runs``).
+        runs: Its run on each store, by store name, in selection order.
+        reference: The reference store's name, or each framework's reference by
+            framework (a name alone is the reference of every framework).
+        known_backends: Names an `allowed_diffs` entry may use without being selected.
     """
-    report = CaseReport(case=case, runs=dict(runs))
+    report = CaseReport(case=case, runs=dict(runs), known_backends=known_backends)
     allowed = {(a.backend, a.pointer): a.reason for a in case.allowed_diffs}
-    normalised = {name: run.normaliser(run.snapshot) for name, run in runs.items()}
+    normalised = {
+        name: run.normaliser(run.snapshot) for name, run in runs.items() if run.applicable
+    }
     for name, norm in normalised.items():
         report.snapshot_hashes[name] = _digest(norm)
-    ref_norm = normalised[reference]
     found: list[DifferenceEntry] = []
     for name, run in runs.items():
-        expected = run.normaliser(dict(case.expected))
-        against_expected = dict(normalised[name])
-        against_expected["queries"] = dict(against_expected.get("queries", {}))
-        for qid in _align_queries(expected, against_expected, subset_match):
-            report.tie_allowances.append(
-                {
-                    "backend": name,
-                    "reference": EXPECTED,
-                    "query_id": qid,
-                    "pointer": f"/queries/{qid}/hits",
-                }
+        ref = reference if isinstance(reference, str) else reference.get(run.framework, "")
+        if not run.applicable:
+            report.comparisons.append(
+                {"backend": name, "reference": ref, "status": "not_applicable"}
             )
-        diffs = diff_subset(expected, against_expected)
-        listed = expected.get("errors", {}) if isinstance(expected.get("errors"), Mapping) else {}
-        for line, value in against_expected.get("errors", {}).items():
-            if line not in listed:
-                diffs.append(Difference(f"/errors/{line}", MISSING, value))
-        found.extend(
-            _locate(
-                case.case_id,
-                backend=name,
-                reference=EXPECTED,
-                d=d,
-                left_doc=expected,
-                right_doc=against_expected,
-            )
-            for d in diffs
-        )
-        if name == reference:
             continue
+        if run.framework == "steadyloop" and not case.reference_only:
+            found.extend(_against_expected(case, name, run, normalised[name], report))
+        if name == ref:
+            report.comparisons.append({"backend": name, "reference": ref, "status": "reference"})
+            continue
+        if ref not in normalised:
+            report.comparisons.append(
+                {"backend": name, "reference": ref, "status": "reference_not_applicable"}
+            )
+            continue
+        report.comparisons.append({"backend": name, "reference": ref, "status": "compared"})
+        ref_norm = normalised[ref]
         against_ref = dict(normalised[name])
         against_ref["queries"] = dict(against_ref.get("queries", {}))
         for qid in _align_queries(ref_norm, against_ref, lambda a, b: bool(a == b)):
             report.tie_allowances.append(
                 {
                     "backend": name,
-                    "reference": reference,
+                    "reference": ref,
                     "query_id": qid,
                     "pointer": f"/queries/{qid}/hits",
                 }
@@ -362,7 +423,7 @@ def compare_case(case: Case, runs: Mapping[str, CaseRun], reference: str) -> Cas
             _locate(
                 case.case_id,
                 backend=name,
-                reference=reference,
+                reference=ref,
                 d=d,
                 left_doc=ref_norm,
                 right_doc=against_ref,
@@ -378,16 +439,52 @@ def compare_case(case: Case, runs: Mapping[str, CaseRun], reference: str) -> Cas
     return report
 
 
+def _against_expected(
+    case: Case, name: str, run: CaseRun, norm: Mapping[str, Any], report: CaseReport
+) -> list[DifferenceEntry]:
+    expected = run.normaliser(dict(case.expected))
+    against_expected = dict(norm)
+    against_expected["queries"] = dict(against_expected.get("queries", {}))
+    for qid in _align_queries(expected, against_expected, subset_match):
+        report.tie_allowances.append(
+            {
+                "backend": name,
+                "reference": EXPECTED,
+                "query_id": qid,
+                "pointer": f"/queries/{qid}/hits",
+            }
+        )
+    diffs = diff_subset(expected, against_expected)
+    listed = expected.get("errors", {}) if isinstance(expected.get("errors"), Mapping) else {}
+    for line, value in against_expected.get("errors", {}).items():
+        if line not in listed:
+            diffs.append(Difference(f"/errors/{line}", MISSING, value))
+    return [
+        _locate(
+            case.case_id,
+            backend=name,
+            reference=EXPECTED,
+            d=d,
+            left_doc=expected,
+            right_doc=against_expected,
+        )
+        for d in diffs
+    ]
+
+
 @dataclass
 class Report:
-    """The outcome of a replay: every case on every backend.
+    """The outcome of a replay: every case on every store.
 
     Attributes:
-        reference: The reference backend.
-        backends: The backends, in selection order.
-        cases: One :class:`CaseReport` per case, in the order given.
+        reference: The reference of Steadyloop's stores (or, with none selected, of
+            the first store's framework).
+        backends: The stores, in selection order.
+        cases: One [CaseReport][steadyloop.replay.CaseReport] per case, in order.
         timings: Seconds: ``total``, ``compare``, and per run.
         workdir: Where temporary stores were kept (only with ``keep``).
+        references: Each framework's reference store, by framework.
+        frameworks: Each store's framework, by store name.
     """
 
     reference: str
@@ -395,6 +492,8 @@ class Report:
     cases: list[CaseReport]
     timings: dict[str, Any] = field(default_factory=dict)
     workdir: Path | None = None
+    references: dict[str, str] = field(default_factory=dict)
+    frameworks: dict[str, str] = field(default_factory=dict)
 
     @property
     def differences(self) -> list[DifferenceEntry]:
@@ -408,17 +507,22 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        """Whether every backend agreed with every expectation and the reference."""
+        """Whether every store agreed with every expectation and its reference."""
         return not self.unexpected
 
     def counts(self) -> dict[str, Any]:
         """Return the report's counts."""
         unexpected = self.unexpected
+        comparisons = [c for case in self.cases for c in case.comparisons]
         return {
             "cases": len(self.cases),
             "backends": len(self.backends),
             "runs": sum(len(c.runs) for c in self.cases),
-            "cases_agreeing": sum(1 for c in self.cases if c.agrees),
+            "not_applicable": sum(
+                1 for c in self.cases for run in c.runs.values() if not run.applicable
+            ),
+            "comparisons": sum(1 for c in comparisons if c["status"] == "compared"),
+            "cases_agreeing": sum(1 for c in self.cases if c.status == "agree"),
             "differences": len(self.differences),
             "unexpected": len(unexpected),
             "allowed": len(self.differences) - len(unexpected),
@@ -439,7 +543,9 @@ class Report:
             "kind": "steadyloop.replay.report",
             "ok": self.ok,
             "reference": self.reference,
+            "references": dict(self.references) or {"steadyloop": self.reference},
             "backends": list(self.backends),
+            "frameworks": {b: self.frameworks.get(b, "steadyloop") for b in self.backends},
             "counts": self.counts(),
             "cases": [c.to_dict() for c in self.cases],
         }
@@ -453,23 +559,67 @@ class Report:
         return canonical_json(self.to_dict(timings=timings)) + "\n"
 
 
+def choose_references(
+    stores: Sequence[tuple[str, str, str]], reference: str | None = None
+) -> dict[str, str]:
+    """Pick each framework's reference store.
+
+    Steadyloop's stores are compared with `sqlite` when it is selected; every other
+    framework's with its in-memory store (backend `memory`); failing that, with the
+    framework's first store. `reference`, when given, is the reference of its own
+    framework.
+
+    Args:
+        stores: `(name, framework, backend)` of each store, in selection order.
+        reference: A store name that overrides its framework's default.
+
+    Raises:
+        UnknownBackend: `reference` is not among the stores.
+    """
+    out: dict[str, str] = {}
+    for _, framework, _ in stores:
+        if framework in out:
+            continue
+        same = [(n, b) for n, f, b in stores if f == framework]
+        preferred = "sqlite" if framework == "steadyloop" else "memory"
+        key = "name" if framework == "steadyloop" else "backend"
+        pick = next((n for n, b in same if (n if key == "name" else b) == preferred), same[0][0])
+        out[framework] = pick
+    if reference is not None:
+        owner = next((f for n, f, _ in stores if n == reference), None)
+        if owner is None:
+            names = [n for n, _, _ in stores]
+            raise UnknownBackend(f"the reference backend {reference!r} is not among {names}")
+        out[owner] = reference
+    return out
+
+
 def build_report(
     cases: Sequence[Case],
     runs: Mapping[tuple[str, str], CaseRun],
     backends: Sequence[str],
-    reference: str,
+    reference: str | Mapping[str, str],
+    *,
+    known_backends: frozenset[str] = frozenset(),
 ) -> Report:
     """Compare the runs of every case and assemble the report.
 
     Args:
         cases: The cases, in order.
-        runs: Each run, by ``(case_id, backend)``.
-        backends: The backend names, in order.
-        reference: The reference backend.
+        runs: Each run, by ``(case_id, store)``.
+        backends: The store names, in order.
+        reference: The reference store, or each framework's (see
+            [compare_case][steadyloop.replay.compare_case]).
+        known_backends: Names an `allowed_diffs` entry may use without being selected.
     """
     started = time.perf_counter()
     reports = [
-        compare_case(case, {b: runs[(case.case_id, b)] for b in backends}, reference)
+        compare_case(
+            case,
+            {b: runs[(case.case_id, b)] for b in backends},
+            reference,
+            known_backends=known_backends,
+        )
         for case in cases
     ]
     compare = time.perf_counter() - started
@@ -481,22 +631,49 @@ def build_report(
             for b in backends
         ],
     }
-    return Report(reference=reference, backends=list(backends), cases=reports, timings=timings)
+    frameworks = {b: runs[(cases[0].case_id, b)].framework for b in backends} if cases else {}
+    if isinstance(reference, str):
+        references = {f: reference for f in sorted(set(frameworks.values()) or {"steadyloop"})}
+        main = reference
+    else:
+        references = dict(reference)
+        main = references.get("steadyloop") or next(iter(references.values()), "")
+    return Report(
+        reference=main,
+        backends=list(backends),
+        cases=reports,
+        timings=timings,
+        references=references,
+        frameworks=frameworks,
+    )
 
 
-async def _probe(backend: Backend) -> None:
+def known_store_names() -> frozenset[str]:
+    """Store names that may be named in `allowed_diffs` without being selected.
+
+    Steadyloop's backend names, and `FRAMEWORK+BACKEND` for each framework an installed
+    package registers, are recognised; an unselected name outside these is reported.
+    """
+    names = {*EMBEDDED_BACKENDS, *SERVER_BACKENDS}
+    frameworks = {ep.name for ep in entry_points(group=STORE_ENTRY_POINT_GROUP)}
+    return frozenset(names | {f"{f}+*" for f in frameworks})
+
+
+async def _probe(store: SessionStore) -> None:
     try:
-        journal = await backend.open()
+        await store.open()
     except SteadyloopError:
         raise
     except Exception as exc:
-        raise BackendUnavailable(f"backend {backend.name!r} cannot be opened: {exc}") from exc
-    await journal.close()
+        raise BackendUnavailable(
+            f"backend {store.name!r} cannot be opened: {type(exc).__name__}: {exc}"
+        ) from exc
+    await store.close()
 
 
 async def replay(
     cases: Sequence[Case],
-    backends: Sequence[str | Backend] | None = None,
+    backends: Sequence[str | Backend | SessionStore] | None = None,
     *,
     reference: str | None = None,
     keep: bool = False,
@@ -505,31 +682,35 @@ async def replay(
     progress: Callable[[str, str], None] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Report:
-    """Run every case on every backend, compare, and report.
+    """Run every case on every store, compare, and report.
 
     Args:
-        cases: Loaded cases (see :func:`load_cases`).
-        backends: Names, URLs or :class:`Backend` objects; by default ``memory``,
-            ``sqlite``, ``jsonl`` and each server whose variable is set.
-        reference: The backend the others are compared with; ``sqlite`` when selected,
-            else the first.
-        keep: Keep each case's namespace (and temporary stores) instead of deleting.
+        cases: Loaded cases (see [load_cases][steadyloop.replay.load_cases]).
+        backends: Steadyloop backend names and journal URLs, store URLs
+            (`FRAMEWORK+BACKEND[://…]`), [Backend][steadyloop.replay.Backend] or
+            [SessionStore][steadyloop.replay.SessionStore] objects; by default
+            ``memory``, ``sqlite``, ``jsonl`` and each server whose variable is set.
+        reference: Overrides the reference of its framework (see
+            [choose_references][steadyloop.replay.choose_references]).
+        keep: Keep each case's data (and temporary stores) instead of deleting.
         ids: ``"sequential"`` ids and a step clock, or ``"random"`` ids and the wall
             clock.
         workdir: Where temporary stores go; a fresh temporary directory by default.
-        progress: Called with ``(case_id, backend)`` after each run.
+        progress: Called with ``(case_id, store)`` after each run.
         environ: Where server URLs are read from (``os.environ`` by default).
 
     Raises:
-        UnknownBackend: A backend is unknown, or the reference is not selected.
-        BackendUnavailable: A backend cannot be reached; nothing ran.
+        UnknownBackend: A store is unknown, its extra is missing
+            ([MissingExtra][steadyloop.replay.MissingExtra]), or the reference is not
+            selected.
+        BackendUnavailable: A store cannot be reached; nothing ran.
     """
     own = workdir is None
     directory = make_workdir() if workdir is None else Path(workdir)
-    resolved: list[Backend] = []
+    resolved: list[SessionStore] = []
     started = time.perf_counter()
     try:
-        resolved = resolve_backends(
+        resolved = resolve_stores(
             list(backends) if backends is not None else default_backends(environ),
             directory,
             environ,
@@ -537,28 +718,27 @@ async def replay(
         names = [b.name for b in resolved]
         if not names:
             raise UnknownBackend("no backend selected")
-        ref = reference or ("sqlite" if "sqlite" in names else names[0])
-        if ref not in names:
-            raise UnknownBackend(f"the reference backend {ref!r} is not among {names}")
-        for backend in resolved:
-            await _probe(backend)
+        references = choose_references(
+            [(s.name, s.framework, s.backend) for s in resolved], reference
+        )
+        for store in resolved:
+            await _probe(store)
         runs: dict[tuple[str, str], CaseRun] = {}
         for case in cases:
-            for backend in resolved:
-                runs[(case.case_id, backend.name)] = await run_case(
-                    case, backend, keep=keep, ids=ids
-                )
+            for store in resolved:
+                runs[(case.case_id, store.name)] = await run_case(case, store, keep=keep, ids=ids)
                 if progress is not None:
-                    progress(case.case_id, backend.name)
+                    progress(case.case_id, store.name)
                 await asyncio.sleep(0)
-        report = build_report(cases, runs, names, ref)
+        known = known_store_names()
+        report = build_report(cases, runs, names, references, known_backends=known)
+        report.frameworks = {s.name: s.framework for s in resolved}
         report.timings["total_seconds"] = round(time.perf_counter() - started, 6)
         report.workdir = directory if keep and own else None
         return report
     finally:
         if not keep:
-            for backend in resolved:
-                if backend.dispose is not None:
-                    await backend.dispose()
+            for store in resolved:
+                await store.dispose()
             if own:
                 shutil.rmtree(directory, ignore_errors=True)

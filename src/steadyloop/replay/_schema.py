@@ -12,9 +12,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, cast
 
+from steadyloop._errors import CaseError
 from steadyloop.replay._cases import case_record_adapter
 
-__all__ = ["bundled_cases", "case_schema", "generate_case_schema", "report_schema"]
+__all__ = [
+    "bundled_cases",
+    "case_schema",
+    "generate_case_schema",
+    "pack_cases",
+    "pack_names",
+    "report_schema",
+]
 
 _PACKAGE = "steadyloop.replay"
 
@@ -52,3 +60,28 @@ def generate_case_schema() -> dict[str, Any]:
 def bundled_cases() -> Path:
     """Return the directory of the bundled case suite (one ``*.jsonl`` per case)."""
     return Path(str(resources.files(_PACKAGE).joinpath("cases")))
+
+
+def pack_names() -> list[str]:
+    """Return the names of the case packs shipped with Steadyloop (`hostile`, …)."""
+    root = Path(str(resources.files(_PACKAGE).joinpath("packs")))
+    return sorted(
+        p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))
+    )
+
+
+def pack_cases(name: str) -> Path:
+    """Return the directory of a shipped case pack.
+
+    Raises:
+        CaseError: There is no pack of that name (the message lists the packs).
+    """
+    names = pack_names()
+    if name not in names:
+        raise CaseError(
+            f"--pack {name}",
+            0,
+            "",
+            f"there is no case pack {name!r}; the packs are: {', '.join(names)}",
+        )
+    return Path(str(resources.files(_PACKAGE).joinpath("packs", name)))

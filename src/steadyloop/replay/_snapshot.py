@@ -29,10 +29,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from steadyloop._errors import SteadyloopError
+from steadyloop._errors import BackendUnavailable, SteadyloopError
 from steadyloop.journal import Journal
 from steadyloop.loop import load_run
-from steadyloop.sessions import KIND_MEMORY_ENTRY, SCOPES, SessionService, memory_stream
+from steadyloop.replay._journal_store import JournalStore
+from steadyloop.replay._store import SessionRef, SessionStore
+from steadyloop.sessions import KIND_MEMORY_ENTRY, memory_stream
 
 __all__ = ["empty_snapshot", "read_loop", "read_memory", "read_session", "read_sessions"]
 
@@ -43,36 +45,32 @@ def empty_snapshot() -> dict[str, Any]:
         "sessions": {},
         "memory": {},
         "queries": {},
+        "lists": {},
         "checkpoints": {},
         "errors": {},
+        "outcomes": {},
         "loops": {},
     }
 
 
-async def read_session(service: SessionService, user_id: str, session_id: str) -> dict[str, Any]:
-    """Reload one session and return its snapshot form."""
+async def read_session(store: SessionStore, ref: SessionRef) -> dict[str, Any]:
+    """Reload one session through the store and return its snapshot form."""
     try:
-        session = await service.get_session(user_id, session_id)
-    except SteadyloopError as exc:
-        return {"user_id": user_id, "session_id": session_id, "read_error": type(exc).__name__}
-    return {
-        "user_id": session.user_id,
-        "session_id": session.id,
-        "events": [e.to_dict() for e in session.events],
-        "historical_events": [e.to_dict() for e in session.historical_events],
-        "state": {scope: session.scope_state(scope) for scope in SCOPES},
-        "summaries": [s.to_dict() for s in session.summaries],
-    }
+        stored = await store.get_session(ref)
+    except BackendUnavailable:
+        raise
+    except Exception as exc:
+        if isinstance(store, JournalStore) and not isinstance(exc, SteadyloopError):
+            raise  # a bug of our own store: never a result
+        return {"user_id": ref.user, "session_id": ref.session_id, "read_error": type(exc).__name__}
+    if stored is None:
+        return {"user_id": ref.user, "session_id": ref.session_id, "read_error": "SessionNotFound"}
+    return stored.to_dict()
 
 
-async def read_sessions(
-    service: SessionService, sessions: Mapping[str, tuple[str, str]]
-) -> dict[str, Any]:
+async def read_sessions(store: SessionStore, sessions: Mapping[str, SessionRef]) -> dict[str, Any]:
     """Reload every session of a case: ``{handle: snapshot form}``."""
-    return {
-        handle: await read_session(service, user_id, session_id)
-        for handle, (user_id, session_id) in sessions.items()
-    }
+    return {handle: await read_session(store, ref) for handle, ref in sessions.items()}
 
 
 async def read_memory(journal: Journal, app: str, users: list[str]) -> dict[str, Any]:
