@@ -23,6 +23,7 @@ from steadyloop.replay import (
     Report,
     bundled_cases,
     case_schema,
+    check_steadyloop_limits,
     default_backends,
     load_cases,
     pack_cases,
@@ -56,6 +57,15 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(EXIT_UNUSABLE)
 
 
+def _invalid(exc: CaseError) -> typer.Exit:
+    """Print each problem of an invalid case on a line of its own; exit 2."""
+    for file, line, field, detail in exc.problems:
+        where = f"{file}:{line}" if line else file
+        problem = f"{where}: field {field or '/'}: {detail}"
+        err_console.print(Text.assemble(("invalid case", "red"), " ", problem), soft_wrap=True)
+    return typer.Exit(EXIT_UNUSABLE)
+
+
 def _load(paths: list[Path] | None, pack: str | None = None) -> list[Case]:
     try:
         sources: list[Path] = list(paths or ())
@@ -63,11 +73,7 @@ def _load(paths: list[Path] | None, pack: str | None = None) -> list[Case]:
             sources.append(pack_cases(pack))
         return load_cases(sources or [bundled_cases()])
     except CaseError as exc:
-        for file, line, field, detail in exc.problems:
-            where = f"{file}:{line}" if line else file
-            problem = f"{where}: field {field or '/'}: {detail}"
-            err_console.print(Text.assemble(("invalid case", "red"), " ", problem))
-        raise typer.Exit(EXIT_UNUSABLE) from None
+        raise _invalid(exc) from None
 
 
 def _unwritable(path: Path, exc: OSError) -> typer.Exit:
@@ -204,6 +210,8 @@ def run_command(
             report = asyncio.run(
                 replay(loaded, selected, reference=reference, keep=keep, ids=ids, progress=advance)
             )
+        except CaseError as exc:
+            raise _invalid(exc) from None
         except (UnknownBackend, BackendUnavailable) as exc:
             raise _fail(str(exc)) from None
         except SteadyloopError as exc:
@@ -254,9 +262,26 @@ def check_command(
     cases: Annotated[list[Path] | None, CASES_ARG] = None,
     *,
     pack: Annotated[str | None, PACK_OPTION] = None,
+    foreign: Annotated[
+        bool,
+        typer.Option(
+            "--foreign",
+            help="The cases are for other frameworks' stores only: skip Steadyloop's limits.",
+        ),
+    ] = False,
 ) -> None:
-    """Check case files without running them (exit 2 if any is invalid)."""
+    """Check case files without running them (exit 2 if any is invalid).
+
+    Unless told the cases are for other frameworks' stores only (`--foreign`), this
+    also checks Steadyloop's own limits (nesting, id lengths, injections that can
+    never fire) by a dry run on a private in-memory journal.
+    """
     loaded = _load(cases, pack)
+    if not foreign:
+        try:
+            asyncio.run(check_steadyloop_limits(loaded))
+        except CaseError as exc:
+            raise _invalid(exc) from None
     for case in loaded:
         count = len(case.operations)
         console.print(Text.assemble(("ok", "green"), f" {case.case_id}: {count} operation(s)"))

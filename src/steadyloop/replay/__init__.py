@@ -41,6 +41,7 @@ from steadyloop.replay._harness import (
     resolve_backends,
     resolve_stores,
     run_case,
+    steadyloop_limits,
     temporary_backend,
 )
 from steadyloop.replay._journal_store import JOURNAL_CAPABILITIES, JournalStore
@@ -52,6 +53,7 @@ from steadyloop.replay._report import (
     DifferenceEntry,
     Report,
     build_report,
+    check_steadyloop_limits,
     choose_references,
     compare_case,
     known_store_names,
@@ -130,6 +132,7 @@ __all__ = [
     "bundled_cases",
     "case_record_adapter",
     "case_schema",
+    "check_steadyloop_limits",
     "choose_references",
     "compare_case",
     "default_backends",
@@ -153,6 +156,7 @@ __all__ = [
     "run_case",
     "scope_of",
     "seconds_to_us",
+    "steadyloop_limits",
     "store_opener",
     "temporary_backend",
     "us_to_seconds",

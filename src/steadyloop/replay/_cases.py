@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 from steadyloop._errors import CaseError, EncodingError, SessionError
 from steadyloop.records import check_canonical, decode
@@ -111,6 +111,19 @@ _CASE_ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
 _MAX_INT = 2**63 - 1
 
 NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+def _integral(value: object) -> object:
+    # JSON Schema calls 1.0 an integer (numbers compare by value), so the shipped
+    # schema accepts it; the loader agrees, for the language's own counts and times.
+    # Data (state, arguments) keeps 1 and 1.0 apart: there the type is the point.
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+Integer = Annotated[int, BeforeValidator(_integral)]
+"""A count or time of the case language: `1` or `1.0`, as JSON Schema has it."""
 Handle = Annotated[str, Field(min_length=1, max_length=200)]
 
 
@@ -151,6 +164,7 @@ class CaseHeader(_Model):
         expected: A partial snapshot; every value in it must match (subset semantics:
             objects may leave keys out, arrays must have every element).
         allowed_diffs: Differences accepted for one backend at one exact pointer.
+        absent: JSON Pointers where the snapshot must hold nothing.
         tz: The time zone the case runs under, or `None` (the process's own).
         reference_only: Whether the case is compared only with reference stores.
     """
@@ -160,6 +174,11 @@ class CaseHeader(_Model):
     description: NonEmpty
     expected: dict[str, Any] = Field(default_factory=dict)
     allowed_diffs: list[AllowedDiff] = Field(default_factory=list)
+    absent: list[Annotated[str, Field(pattern=r"^(/([^~]|~[01])*)+$")]] = Field(
+        default_factory=list,
+        description="JSON Pointers into the snapshot where nothing may be, for example "
+        "/sessions/s1/state/user/user:token; checked like 'expected'.",
+    )
     tz: NonEmpty | None = Field(
         default=None,
         description="An IANA time zone (for example 'Asia/Shanghai') the case runs under: "
@@ -230,7 +249,7 @@ class AppendEvent(_Model):
     state_delta: dict[str, Any] = Field(default_factory=dict)
     invocation_id: NonEmpty | None = None
     idempotency_key: NonEmpty | None = None
-    time: Annotated[int, Field(ge=0, lt=MAX_CASE_TIME_US)] | None = Field(
+    time: Annotated[Integer, Field(ge=0, lt=MAX_CASE_TIME_US)] | None = Field(
         default=None,
         description="The event's time in integer microseconds since the epoch (default: "
         "the harness's clock).",
@@ -290,7 +309,7 @@ class SearchMemory(_Model):
     query_id: Handle
     user: NonEmpty
     query: str
-    limit: Annotated[int, Field(ge=0, le=1000)] = 10
+    limit: Annotated[Integer, Field(ge=0, le=1000)] = 10
 
 
 class Summarize(_Model):
@@ -299,7 +318,7 @@ class Summarize(_Model):
     op: Literal["summarize"]
     session: Handle
     summary_id: NonEmpty
-    version: Annotated[int, Field(ge=1)]
+    version: Annotated[Integer, Field(ge=1)]
     replaces: NonEmpty | None
     covers_through: NonEmpty
     text: NonEmpty
@@ -311,7 +330,7 @@ class FailSummary(_Model):
     op: Literal["fail_summary"]
     session: Handle
     summary_id: NonEmpty
-    version: Annotated[int, Field(ge=1)]
+    version: Annotated[Integer, Field(ge=1)]
     replaces: NonEmpty | None
     covers_through: NonEmpty
     text: NonEmpty
@@ -327,10 +346,10 @@ class InjectFailure(_Model):
 
     op: Literal["inject_failure"]
     kind: FailureKind
-    after: Annotated[int, Field(ge=0)] = Field(
+    after: Annotated[Integer, Field(ge=0)] = Field(
         default=0, description="crash_after_write: writes that land before the crash."
     )
-    write: Annotated[int, Field(ge=1)] = Field(
+    write: Annotated[Integer, Field(ge=1)] = Field(
         default=1, description="dropped_connection, torn_write: which write fails."
     )
     when: Literal["before", "after"] = Field(
@@ -460,6 +479,7 @@ class Case:
         sessions: The session handles, in order of creation.
         tz: The time zone it runs under (`None`: the process's own).
         reference_only: Whether it is compared only with reference stores.
+        absent: JSON Pointers where its snapshot must hold nothing.
     """
 
     case_id: str
@@ -471,6 +491,7 @@ class Case:
     sessions: tuple[str, ...] = field(default=(), repr=False)
     tz: str | None = None
     reference_only: bool = False
+    absent: tuple[str, ...] = ()
 
 
 def _pointer(loc: Iterable[object]) -> str:
@@ -837,10 +858,18 @@ def _check_expected(expected: Mapping[str, Any], checker: _Checker) -> None:
 
 
 def _check_header(header: CaseHeader) -> None:
-    if header.reference_only and header.expected:
+    if header.reference_only and (header.expected or header.absent):
+        field = "/expected" if header.expected else "/absent"
         raise _Problem(
-            "/expected", "a reference_only case is compared with reference stores only: no expected"
+            field, "a reference_only case is compared with reference stores only: no expectation"
         )
+    for i, pointer in enumerate(header.absent):
+        domain = pointer.split("/")[1]
+        if domain not in DOMAINS:
+            raise _Problem(
+                f"/absent/{i}",
+                f"unknown snapshot domain {domain!r}; expected one of {', '.join(DOMAINS)}",
+            )
     if header.tz is not None:
         try:
             zoneinfo.ZoneInfo(header.tz)
@@ -922,6 +951,7 @@ def parse_case(text: bytes | str, file: str = "<case>") -> Case:
         sessions=tuple(checker.sessions),
         tz=header.tz,
         reference_only=header.reference_only,
+        absent=tuple(header.absent),
     )
 
 

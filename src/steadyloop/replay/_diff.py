@@ -6,7 +6,9 @@ Two modes:
   of every array.
 * :func:`diff_subset` compares an expectation with a snapshot, with subset semantics:
   an object in the expectation may leave keys out (only the keys it names are
-  compared), while an array must match element by element and in length.
+  compared) — but an empty object `{}` as the value of a key matches only an empty
+  object, so `"temp": {}` says that nothing is there (as an array element, `{}` stands
+  for any object) — while an array must match element by element and in length.
 
 Both take a fast path on equal sub-documents (one C-level comparison), so the cost is
 proportional to what differs, not to the size of the snapshot. Compare *normalised*
@@ -23,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from steadyloop.replay._normalise import stack_room
 
 __all__ = ["MISSING", "Difference", "align_ties", "diff", "diff_subset", "escape", "subset_match"]
 
@@ -88,7 +92,8 @@ def diff(left: Any, right: Any, pointer: str = "") -> list[Difference]:
         pointer: The JSON Pointer of both documents inside a bigger one.
     """
     out: list[Difference] = []
-    _walk(left, right, pointer, out)
+    with stack_room():
+        _walk(left, right, pointer, out)
     return out
 
 
@@ -134,18 +139,24 @@ def diff_subset(expected: Any, actual: Any, pointer: str = "") -> list[Differenc
         pointer: The JSON Pointer of both inside a bigger document.
     """
     out: list[Difference] = []
-    _walk_subset(expected, actual, pointer, out)
+    with stack_room():
+        _walk_subset(expected, actual, pointer, out)
     return out
 
 
-def _walk_subset(expected: Any, actual: Any, pointer: str, out: list[Difference]) -> None:
+def _walk_subset(
+    expected: Any, actual: Any, pointer: str, out: list[Difference], *, keyed: bool = False
+) -> None:
     if _is_object(expected) and _is_object(actual):
+        if keyed and not expected and actual:
+            out.append(Difference(pointer, expected, actual))  # {}: nothing may be there
+            return
         for key in sorted(expected):
             where = f"{pointer}/{escape(key)}"
             if key not in actual:
                 out.append(Difference(where, expected[key], MISSING))
             else:
-                _walk_subset(expected[key], actual[key], where, out)
+                _walk_subset(expected[key], actual[key], where, out, keyed=True)
         return
     if _is_array(expected) and _is_array(actual):
         common = min(len(expected), len(actual))

@@ -24,8 +24,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from steadyloop._errors import BackendUnavailable, ModelError, SteadyloopError, UnknownBackend
-from steadyloop.journal import Files, Journal, JSONLJournal, MemoryJournal, open_journal
+from steadyloop._errors import (
+    BackendUnavailable,
+    EncodingError,
+    InvalidBatch,
+    ModelError,
+    SessionError,
+    SteadyloopError,
+    UnknownBackend,
+)
+from steadyloop.journal import (
+    AppendResult,
+    Files,
+    ForwardingJournal,
+    Journal,
+    JSONLJournal,
+    MemoryJournal,
+    PreparedBatch,
+    check_name,
+    open_journal,
+)
 from steadyloop.loop import (
     Agent,
     Message,
@@ -43,6 +61,8 @@ from steadyloop.records import (
     SequentialIds,
     StepClock,
     SystemClock,
+    check_canonical,
+    decode,
 )
 from steadyloop.replay._cases import (
     AppendEvent,
@@ -83,6 +103,7 @@ from steadyloop.replay._store import (
     scope_of,
     store_opener,
 )
+from steadyloop.sessions import memory_stream, session_stream, user_stream
 
 __all__ = [
     "EMBEDDED_BACKENDS",
@@ -95,6 +116,7 @@ __all__ = [
     "resolve_backends",
     "resolve_stores",
     "run_case",
+    "steadyloop_limits",
     "temporary_backend",
 ]
 
@@ -444,6 +466,8 @@ class _Runner:
         # Per run: the assistant turns its session held before it (earlier runs' turns).
         self.offsets: dict[str, int] = {}
         self.injections: list[dict[str, Any]] = []
+        # Every error an operation ended with, when asked for (the limits check).
+        self.refusals: list[tuple[int, BaseException]] | None = None
 
     def _journal_store(self) -> JournalStore:
         if self.own is None:  # pragma: no cover - capabilities keep other stores out
@@ -529,9 +553,14 @@ class _Runner:
             ):
                 self.own.forget()  # it wrote the session behind the cached copy's back
             if armed is not None and injector is not None:
-                self.injections.append(
-                    {"line": armed[0], "kind": armed[1].kind, "effect": injector.effect}
-                )
+                entry: dict[str, Any] = {
+                    "line": armed[0],
+                    "kind": armed[1].kind,
+                    "effect": injector.effect,
+                }
+                if self.refusals is not None:
+                    entry["writes"] = injector.count
+                self.injections.append(entry)
                 armed = None
             if injector is not None:
                 injector.arm(None)
@@ -539,6 +568,8 @@ class _Runner:
                 await self._restart()
 
     def _error(self, line: int, op: Operation, exc: BaseException) -> None:
+        if self.refusals is not None:
+            self.refusals.append((line, exc))
         self.snapshot["errors"][str(line)] = {"op": op.op, "error": type(exc).__name__}
         if str(line) in self.snapshot["outcomes"]:
             return
@@ -611,6 +642,10 @@ class _Runner:
             previous = None
             if existed:
                 previous = await self._peek(SessionRef(self.app, op.user, str(sid)))
+            if sid is not None:
+                # Known before the store answers: a failed create still has a handle,
+                # and what the case does with it next is the store's to answer.
+                self.sessions.setdefault(op.session, SessionRef(self.app, op.user, sid))
             used = await store.create_session(self.app, op.user, sid, op.state)
             if sid is None and used not in self.ids.values:
                 self.ids.values.append(used)  # a foreign store's own id: normalised too
@@ -903,3 +938,131 @@ def resolve_stores(
 def make_workdir() -> Path:
     """Create a private temporary directory for embedded stores."""
     return Path(tempfile.mkdtemp(prefix="steadyloop-replay-"))
+
+
+class _Tightest(ForwardingJournal):
+    """A journal that refuses what the strictest of Steadyloop's journals refuses.
+
+    The JSONL journal keeps each record inside a line object, one level deeper than
+    the others keep it: a value that fits everywhere else is refused there. This
+    journal checks every record at that depth, so a dry run on it finds every value
+    some Steadyloop journal would refuse.
+    """
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        for write, texts in zip(batch.writes, batch.encoded, strict=True):
+            for text in texts:
+                try:
+                    check_canonical({"record": decode(text)})
+                except EncodingError as exc:
+                    raise EncodingError(
+                        f"a record of stream {write.stream!r} nests too deep for the JSONL "
+                        f"journal: {str(exc).rsplit(' (at ', 1)[0]}",
+                        path=exc.path.removeprefix("/record"),
+                    ) from None
+        return await super()._append(batch)
+
+
+def _limit_error(exc: BaseException) -> bool:
+    """Whether an operation's error is Steadyloop refusing a value by its own limits."""
+    if isinstance(exc, EncodingError | InvalidBatch):
+        return True
+    return isinstance(exc, SessionError) and isinstance(
+        exc.__context__, EncodingError | InvalidBatch
+    )
+
+
+def _short(pointer: str) -> str:
+    """A JSON Pointer cut to its first tokens when a deep value makes it long."""
+    tokens = pointer.split("/")[1:]
+    if len(tokens) <= 8:
+        return pointer
+    return "/" + "/".join(tokens[:6]) + f"/… ({len(tokens)} levels)"
+
+
+def _detail(exc: BaseException) -> str:
+    text = str(exc)
+    return text.rsplit(" (at /", 1)[0] if isinstance(exc, EncodingError) else text
+
+
+def _static_limits(case: Case) -> list[tuple[str, int, str, str]]:
+    """Ids and keys Steadyloop's journals cannot name (checked without running)."""
+    problems: list[tuple[str, int, str, str]] = []
+
+    def check(line: int, field_name: str, fn: Callable[[], object]) -> bool:
+        try:
+            fn()
+        except (SessionError, InvalidBatch) as exc:
+            problems.append((case.file, line, field_name, str(exc)))
+            return False
+        return True
+
+    for line, op in case.operations:
+        if isinstance(op, CreateSession | SearchMemory | ListSessions):
+            user = op.user
+            ok = check(line, "/user", lambda u=user: (user_stream(u), memory_stream(u)))  # type: ignore[misc]
+            sid = op.session if isinstance(op, CreateSession) and op.session_id == "" else None
+            if isinstance(op, CreateSession) and op.session_id not in ("", None):
+                sid = op.session_id
+            if ok and sid is not None:
+                check(line, "/session_id", lambda u=user, s=sid: session_stream(u, s))  # type: ignore[misc]
+        elif isinstance(op, AppendEvent) and op.idempotency_key is not None:
+            key = op.idempotency_key
+            check(line, "/idempotency_key", lambda k=key: check_name(k, "idempotency key"))  # type: ignore[misc]
+    return problems
+
+
+def _case_field(path: str) -> str:
+    """The case field a record's JSON Pointer points into, where it says."""
+    for prefix in ("/payload/event", "/payload"):
+        if path.startswith(prefix + "/"):
+            rest = path[len(prefix) :]
+            if rest.split("/")[1] in ("state", "state_delta", "parts"):
+                return rest
+    return ""
+
+
+async def steadyloop_limits(case: Case) -> list[tuple[str, int, str, str]]:
+    """Find what in a case Steadyloop's own stores would refuse, before anything runs.
+
+    The case runs once on a private in-memory journal that refuses what the strictest
+    of Steadyloop's journals refuses. Reported, as `(file, line, field, detail)`:
+    a value too deeply nested, an id or key too long or holding a control character
+    (Steadyloop's limits on every journal), and an `inject_failure` that can never
+    fire (a crash after more writes than the next operation makes). A foreign store's
+    refusal of such a value stays an operation result: probing those limits is the
+    point of running a case there.
+    """
+    store = f"replay-limits-{uuid.uuid4().hex}"
+
+    async def tight() -> Journal:
+        return _Tightest(await open_journal(f"memory://{store}"))
+
+    async def forget() -> None:
+        MemoryJournal.forget(store)
+
+    runner = _Runner(case, JournalStore(Backend("limits", tight, None, forget)), "sequential")
+    runner.refusals = []
+    try:
+        await runner.execute(keep=False)
+    finally:
+        MemoryJournal.forget(store)
+    problems = _static_limits(case)
+    seen = {p[1] for p in problems}
+    problems += [
+        (case.file, line, _short(_case_field(getattr(exc, "path", ""))), _detail(exc))
+        for line, exc in runner.refusals
+        if _limit_error(exc) and line not in seen
+    ]
+    for injection in runner.injections:
+        if injection["effect"] == "not triggered":
+            problems.append(
+                (
+                    case.file,
+                    injection["line"],
+                    "/after" if injection["kind"] == "crash_after_write" else "/write",
+                    f"this {injection['kind']} can never fire: the next operation makes "
+                    f"only {injection['writes']} write(s)",
+                )
+            )
+    return sorted(problems, key=lambda p: p[1])

@@ -26,14 +26,44 @@ session whose handle is ``state`` or ``time`` is normalised like any other sessi
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import re
+import sys
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["JSONBool", "JSONFloat", "Normaliser", "normalise_text", "plain"]
+from steadyloop.records import MAX_DEPTH
+
+__all__ = ["JSONBool", "JSONFloat", "Normaliser", "normalise_text", "plain", "stack_room"]
+
+_ROOM = 4 * MAX_DEPTH + 500
+"""Python frames a walk over a snapshot may need: two per level of the deepest value a
+case may hold (a function and its comprehension), with the snapshot's own levels and
+the caller's frames on top."""
+
+
+@contextlib.contextmanager
+def stack_room() -> Iterator[None]:
+    """Let a recursive walk reach the deepest value a case may hold, then restore.
+
+    Values nest up to [MAX_DEPTH][steadyloop.records.MAX_DEPTH] levels; the walks over
+    snapshots (normalise, diff, `plain`) recurse once or twice per level, which the
+    default recursion limit of 1000 does not cover. Python 3.11 runs Python-to-Python
+    calls without growing the C stack, so the raised limit is safe.
+    """
+    before = sys.getrecursionlimit()
+    if before >= _ROOM:
+        yield
+        return
+    sys.setrecursionlimit(_ROOM)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
 
 _DATA_KEYS = frozenset({"state", "state_delta", "arguments", "response", "returns"})
 _TEXT_KEYS = frozenset({"text", "output"})
@@ -81,18 +111,22 @@ class JSONBool:
 
 
 class JSONFloat(float):
-    """A JSON number written with a fraction or exponent; never equals an integer."""
+    """A JSON number written with a fraction or exponent; never equals an integer.
+
+    Two compare equal when their canonical text is the same (the shortest text that
+    reads back as the same double), so `-0.0` and `0.0` differ, as they do on disk.
+    """
 
     __slots__ = ()
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, JSONFloat) and float(self) == float(other)
+        return isinstance(other, JSONFloat) and float.__repr__(self) == float.__repr__(other)
 
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
 
     def __hash__(self) -> int:
-        return hash(("JSONFloat", float(self)))
+        return hash(("JSONFloat", float.__repr__(self)))
 
 
 _TRUE = JSONBool(True)
@@ -110,14 +144,19 @@ def _scalar(value: Any) -> Any:
 
 def plain(value: Any) -> Any:
     """Return a normalised document as plain JSON values (booleans and floats unwrapped)."""
+    with stack_room():
+        return _plain(value)
+
+
+def _plain(value: Any) -> Any:
     if isinstance(value, JSONBool):
         return value.value
     if isinstance(value, JSONFloat):
         return float(value)
     if isinstance(value, Mapping):
-        return {k: plain(v) for k, v in value.items()}
+        return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
+        return [_plain(v) for v in value]
     return value
 
 
@@ -179,9 +218,10 @@ class Normaliser:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            if isinstance(value, Mapping) and value.keys() <= _DOMAINS:
-                return self._snapshot(value)
-            return self._doc(value, "")
+            with stack_room():
+                if isinstance(value, Mapping) and value.keys() <= _DOMAINS:
+                    return self._snapshot(value)
+                return self._doc(value, "")
         finally:
             if collecting:
                 gc.enable()

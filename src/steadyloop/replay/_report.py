@@ -25,7 +25,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
-from steadyloop._errors import BackendUnavailable, SteadyloopError, UnknownBackend
+from steadyloop._errors import BackendUnavailable, CaseError, SteadyloopError, UnknownBackend
 from steadyloop.records import canonical_json
 from steadyloop.replay._cases import Case
 from steadyloop.replay._diff import (
@@ -45,7 +45,9 @@ from steadyloop.replay._harness import (
     make_workdir,
     resolve_stores,
     run_case,
+    steadyloop_limits,
 )
+from steadyloop.replay._journal_store import JournalStore
 from steadyloop.replay._normalise import plain
 from steadyloop.replay._store import STORE_ENTRY_POINT_GROUP, SessionStore
 
@@ -56,6 +58,7 @@ __all__ = [
     "DifferenceEntry",
     "Report",
     "build_report",
+    "check_steadyloop_limits",
     "choose_references",
     "compare_case",
     "known_store_names",
@@ -459,6 +462,10 @@ def _against_expected(
     for line, value in against_expected.get("errors", {}).items():
         if line not in listed:
             diffs.append(Difference(f"/errors/{line}", MISSING, value))
+    for pointer in case.absent:
+        found = _get(against_expected, [_unescape(t) for t in pointer.split("/")[1:]])
+        if found is not MISSING:
+            diffs.append(Difference(pointer, MISSING, found))
     return [
         _locate(
             case.case_id,
@@ -659,6 +666,21 @@ def known_store_names() -> frozenset[str]:
     return frozenset(names | {f"{f}+*" for f in frameworks})
 
 
+async def check_steadyloop_limits(cases: Sequence[Case]) -> None:
+    """Refuse cases holding what Steadyloop's own stores refuse, before anything runs.
+
+    [replay][steadyloop.replay.replay] calls this whenever a Steadyloop store is
+    selected (see [steadyloop_limits][steadyloop.replay.steadyloop_limits]).
+
+    Raises:
+        CaseError: With every problem of every case in `problems`.
+    """
+    problems = [p for case in cases for p in await steadyloop_limits(case)]
+    if problems:
+        file, line, where, detail = problems[0]
+        raise CaseError(file, line, where, detail, problems=problems)
+
+
 async def _probe(store: SessionStore) -> None:
     try:
         await store.open()
@@ -703,6 +725,8 @@ async def replay(
         UnknownBackend: A store is unknown, its extra is missing
             ([MissingExtra][steadyloop.replay.MissingExtra]), or the reference is not
             selected.
+        CaseError: A case holds what Steadyloop's own stores refuse, and one of them
+            is selected; nothing ran.
         BackendUnavailable: A store cannot be reached; nothing ran.
     """
     own = workdir is None
@@ -721,6 +745,8 @@ async def replay(
         references = choose_references(
             [(s.name, s.framework, s.backend) for s in resolved], reference
         )
+        if any(isinstance(store, JournalStore) for store in resolved):
+            await check_steadyloop_limits(cases)
         for store in resolved:
             await _probe(store)
         runs: dict[tuple[str, str], CaseRun] = {}
