@@ -71,9 +71,16 @@ async def test_pack_on_adk_embedded_stores(tmp_path: Path) -> None:
         ABSENT,
         "s1 ",
     )
-    assert found[("adk+database+sqlite", "events_id_spaces", "/sessions/trailing")][
-        "backend_present"
-    ]
+    # ... and so InMemory files the events written to 's1 ' under 's1'.
+    assert_found(
+        found,
+        ("adk+database+sqlite", "events_id_spaces", "/sessions/trailing/session_id"),
+        "s1",
+        "s1 ",
+        "trailing",
+    )
+    moved = found[("adk+database+sqlite", "events_id_spaces", "/sessions/plain/events/1")]
+    assert (moved["reference_value"]["id"], moved["backend_present"]) == ("e2", False)
     # InMemoryMemoryService keeps the ten oldest of many matches; SqliteMemoryService the newest, with row-number ids.
     assert_found(
         found, ("adk+sqlite", "hostile_old_memory", "/queries/new/hits/0/event_id"), "m1", "m12"
