@@ -124,7 +124,7 @@ class OpenAIAgentsStore:
         framework: `"openai-agents"`.
         backend: `memory`, `sqlite`, `sqlalchemy+sqlite`, `postgresql`, `mysql` or
             `redis`.
-        capabilities: [CAPABILITIES][steadyloop.replay.stores._openai_agents.CAPABILITIES].
+        capabilities: `CAPABILITIES`: events, ids, tool parts, delete, caller edits.
     """
 
     framework = "openai-agents"
