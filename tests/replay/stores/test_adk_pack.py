@@ -81,6 +81,9 @@ async def test_pack_on_adk_embedded_stores(tmp_path: Path) -> None:
     )
     moved = found[("adk+database+sqlite", "events_id_spaces", "/sessions/plain/events/1")]
     assert (moved["reference_value"]["id"], moved["backend_present"]) == ("e2", False)
+    # FTS5 SqliteMemoryService cannot find a Chinese word inside a sentence; InMemory can.
+    weather = found[("adk+sqlite", "events_memory_words", "/queries/weather/hits/0")]
+    assert (weather["reference_value"]["event_id"], weather["backend_present"]) == ("m1", False)
     # InMemoryMemoryService keeps the ten oldest of many matches; SqliteMemoryService the newest, with row-number ids.
     assert_found(
         found, ("adk+sqlite", "hostile_old_memory", "/queries/new/hits/0/event_id"), "m1", "m12"

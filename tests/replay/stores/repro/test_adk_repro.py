@@ -290,28 +290,31 @@ async def test_sqlite_memory_ids_are_row_numbers(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("fts", "query", "found"),
+    ("fts", "text", "query", "found"),
     [
-        (None, "cafe", False),
-        ("auto", "cafe", True),
-        ("off", "cafe", False),
-        (None, "x", False),
-        ("auto", "x", True),
-        ("off", "x", True),
+        (None, "café x_y", "cafe", False),
+        ("auto", "café x_y", "cafe", True),
+        ("off", "café x_y", "cafe", False),
+        (None, "café x_y", "x", False),
+        ("auto", "café x_y", "x", True),
+        ("off", "café x_y", "x", True),
+        (None, "今天天气很好。", "天气", True),
+        ("auto", "今天天气很好。", "天气", False),
+        ("off", "今天天气很好。", "天气", True),
     ],
 )
 async def test_memory_matching_rules(
-    tmp_path: Path, fts: str | None, query: str, found: bool
+    tmp_path: Path, fts: str | None, text: str, query: str, found: bool
 ) -> None:
-    """The three ADK keyword memories disagree on what matches: FTS5 SqliteMemoryService folds accents (`cafe` finds `café`) and splits `x_y`; its LIKE fallback matches any substring; InMemoryMemoryService matches whole words only."""
+    """The three ADK keyword memories disagree on what matches: FTS5 SqliteMemoryService folds accents (`cafe` finds `café`) and splits `x_y` but cannot find a Chinese word inside a sentence; its LIKE fallback matches any substring; InMemoryMemoryService matches whole words (and substrings for non-ASCII queries)."""
     from google.adk.memory import InMemoryMemoryService, SqliteMemoryService
 
-    events = [event("café x_y", "e1", T0)]
+    events = [event(text, "e1", T0)]
     service: Any = (
         InMemoryMemoryService()
         if fts is None
-        else SqliteMemoryService(str(tmp_path / "m.db"), fts=fts)
-    )  # type: ignore[arg-type]
+        else SqliteMemoryService(str(tmp_path / "m.db"), fts=fts)  # type: ignore[arg-type]
+    )
     try:
         await _memory_with(service, events)
         hits = (await service.search_memory(app_name=APP, user_id="u", query=query)).memories
