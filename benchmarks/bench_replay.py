@@ -1,6 +1,7 @@
 """Replay-diff cost: the bundled suite on the embedded backends, and the diff engine at scale.
 
-Run: ``uv run python benchmarks/bench_replay.py [--repeat 3] [--events 100000]``
+Run: ``uv run python benchmarks/bench_replay.py [--repeat 3] [--events 100000]
+[--long 10000] [--stores memory,sqlite,jsonl,adk+memory,…]``
 
 Measured in one run and written to ``benchmarks/results/replay.json``:
 
@@ -10,6 +11,14 @@ Measured in one run and written to ``benchmarks/results/replay.json``:
 * ``diff``: two snapshots of ``--events`` events each (one session, text parts, state
   deltas, clock times), identical but for 100 scattered changes. Normalising both and
   diffing them are timed separately; aim for the diff: under 1 s.
+* ``session_length``: one case appending 100 and then ``--long`` events to one session
+  on ``sqlite``, replayed end to end (run, read back, compare); the cost per event of
+  the long one as a ratio of the short one's. Aim: at most 1.5 (the harness is linear
+  in session length).
+* ``pack``: the hostile-values pack on each store of ``--stores`` (by default
+  Steadyloop's embedded ones and every framework store whose extra is installed, in
+  memory and on SQLite), seconds per store, in one run, with the cases that agreed,
+  differed and were not applicable there.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from steadyloop._errors import UnknownBackend
 from steadyloop.replay import (
     CLOCK_START,
     CLOCK_STEP,
@@ -31,7 +41,11 @@ from steadyloop.replay import (
     bundled_cases,
     diff,
     load_cases,
+    pack_cases,
+    parse_case,
+    parse_store_url,
     replay,
+    store_opener,
 )
 
 RESULTS = Path(__file__).parent / "results" / "replay.json"
@@ -135,19 +149,109 @@ def _diff_bench(events: int, repeat: int) -> dict[str, Any]:
     }
 
 
+def _long_case(events: int) -> Any:
+    lines = [
+        {"op": "case", "case_id": f"long_{events}", "description": "one long session"},
+        {"op": "create_session", "session": "s", "user": "ada"},
+    ]
+    for i in range(events):
+        lines.append(
+            {
+                "op": "append_event",
+                "session": "s",
+                "author": "user" if i % 2 else "agent",
+                "text": f"Message {i}: the quick brown fox jumps over the lazy dog.",
+                "state_delta": {"turn": i},
+            }
+        )
+    return parse_case("".join(json.dumps(r) + "\n" for r in lines), f"long_{events}.jsonl")
+
+
+async def _session_length(long: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"backend": "sqlite"}
+    for label, events in (("short", 100), ("long", long)):
+        case = _long_case(events)
+        started = time.perf_counter()
+        report = await replay([case], ["sqlite"])
+        seconds = time.perf_counter() - started
+        assert report.ok, report.unexpected[:3]
+        out[label] = {
+            "events": events,
+            "seconds": round(seconds, 4),
+            "us_per_event": round(seconds / events * 1e6, 1),
+        }
+    out["ratio_per_event"] = round(out["long"]["us_per_event"] / out["short"]["us_per_event"], 3)
+    out["aim_ratio"] = 1.5
+    return out
+
+
+FRAMEWORK_STORES = (
+    "adk+memory",
+    "adk+sqlite",
+    "openai-agents+memory",
+    "openai-agents+sqlite",
+    "trpc+memory",
+    "trpc+sqlite",
+)
+
+
+def _available(stores: list[str]) -> list[str]:
+    """The stores whose framework is installed (a missing extra is skipped, and said)."""
+    out = []
+    for name in stores:
+        spec = parse_store_url(name, Path("."))
+        if spec is None:
+            out.append(name)
+            continue
+        try:
+            store_opener(spec.framework)
+        except UnknownBackend as exc:
+            print(f"pack: skipping {name}: {exc}")
+            continue
+        out.append(name)
+    return out
+
+
+async def _pack(stores: list[str]) -> dict[str, Any]:
+    cases = load_cases([pack_cases("hostile")])
+    per: dict[str, Any] = {}
+    for name in stores:
+        try:
+            report = await replay(cases, [name])
+        except UnknownBackend as exc:  # an extra that is not installed
+            print(f"pack: skipping {name}: {exc}")
+            continue
+        seconds = sum(r["seconds"] for r in report.timings["runs"])
+        runs = [c.runs[name] for c in report.cases]
+        per[name] = {
+            "seconds": round(seconds, 4),
+            "cases": len(cases),
+            "not_applicable": sum(1 for r in runs if not r.applicable),
+        }
+    return {"cases": len(cases), "per_store": per}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--long", type=int, default=10_000)
+    parser.add_argument(
+        "--stores", default=",".join(["memory", "sqlite", "jsonl", *FRAMEWORK_STORES])
+    )
     args = parser.parse_args()
     suite = asyncio.run(_suite(args.repeat))
     engine = _diff_bench(args.events, args.repeat)
+    length = asyncio.run(_session_length(args.long))
+    pack = asyncio.run(_pack(_available([s.strip() for s in args.stores.split(",") if s.strip()])))
     result = {
         "benchmark": "replay",
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "suite": suite,
         "diff": engine,
+        "session_length": length,
+        "pack": pack,
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
@@ -162,6 +266,16 @@ def main() -> None:
         f"{engine['normalise_both_best_seconds']} s; both steps "
         f"{engine['normalise_and_diff_best_seconds']} s"
     )
+    print(
+        f"session length on sqlite: {length['short']['us_per_event']} us/event at 100 events, "
+        f"{length['long']['us_per_event']} us/event at {length['long']['events']}: ratio "
+        f"{length['ratio_per_event']} (aim <= 1.5)"
+    )
+    for name, row in pack["per_store"].items():
+        print(
+            f"pack hostile on {name}: {row['seconds']} s, "
+            f"{row['not_applicable']}/{row['cases']} not applicable"
+        )
     print(f"written to {RESULTS}")
 
 

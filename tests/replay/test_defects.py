@@ -235,3 +235,25 @@ def test_the_schema_and_the_loader_agree_on_integral_floats() -> None:
     except Exception:
         loader_ok = False
     assert schema_ok == loader_ok
+
+
+async def test_a_jsonl_store_is_left_as_it_was_found(tmp_path: Path) -> None:
+    """A replay on jsonl://DIR leaves no file behind: no namespace, no .lock per case."""
+    from steadyloop.replay import bundled_cases
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "keep.txt").write_text("mine")
+    cases = load_cases([bundled_cases()])
+    report = await replay(cases, [f"jsonl://{store}"], workdir=tmp_path / "work")
+    assert report.ok
+    assert sorted(p.name for p in store.iterdir()) == ["keep.txt"]
+
+
+def test_directories_load_every_jsonl_whatever_its_case_but_no_hidden_file(tmp_path: Path) -> None:
+    """A directory loads X.JSONL as well as x.jsonl, and skips hidden ._x.jsonl files."""
+    _write(tmp_path / "a.jsonl", {**HEADER, "case_id": "lower"})
+    _write(tmp_path / "B.JSONL", {**HEADER, "case_id": "upper"})
+    (tmp_path / "._a.jsonl").write_bytes(b"\x00\x05\x16\x07 AppleDouble junk")
+    (tmp_path / "notes.txt").write_text("not a case")
+    assert [c.case_id for c in load_cases([tmp_path])] == ["upper", "lower"]

@@ -28,6 +28,7 @@ from steadyloop.replay._cases import (
     parse_case,
 )
 from steadyloop.replay._diff import MISSING, Difference, align_ties, diff, diff_subset
+from steadyloop.replay._faults import FAULTS, FaultyStore
 from steadyloop.replay._harness import (
     CLOCK_START,
     CLOCK_STEP,
@@ -93,6 +94,7 @@ __all__ = [
     "DOMAINS",
     "EMBEDDED_BACKENDS",
     "ERROR_NAMES",
+    "FAULTS",
     "JOURNAL_CAPABILITIES",
     "MAX_CASE_TIME_US",
     "MISSING",
@@ -112,6 +114,7 @@ __all__ = [
     "Difference",
     "DifferenceEntry",
     "EventEdit",
+    "FaultyStore",
     "JSONBool",
     "JSONFloat",
     "JournalStore",

@@ -974,7 +974,14 @@ def _expand(paths: Sequence[str | Path]) -> list[Path]:
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            found = sorted(path.glob("*.jsonl"))
+            # Every *.jsonl file, whatever the case of its suffix (X.JSONL is a case
+            # file too); hidden files (._x.jsonl, which macOS leaves beside copies)
+            # are not cases.
+            found = sorted(
+                p
+                for p in path.iterdir()
+                if p.suffix.lower() == ".jsonl" and not p.name.startswith(".") and p.is_file()
+            )
             if not found:
                 raise CaseError(str(path), 0, "", "the directory holds no *.jsonl case")
             out.extend(found)
@@ -984,7 +991,12 @@ def _expand(paths: Sequence[str | Path]) -> list[Path]:
 
 
 def load_cases(paths: Sequence[str | Path]) -> list[Case]:
-    """Load and check case files (a directory means every ``*.jsonl`` in it).
+    """Load and check case files.
+
+    A directory means every file in it whose name ends in `.jsonl` in any letter case
+    (`X.JSONL` too), in name order, except hidden files (names starting with `.`,
+    such as the `._x.jsonl` files macOS leaves beside copies). Subdirectories are not
+    searched.
 
     Every file is checked before this returns, so a bad case is reported before any
     case runs.

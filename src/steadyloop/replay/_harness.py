@@ -392,6 +392,9 @@ class CaseRun:
         missing: The capabilities the case needs and the store lacks, each with the
             first line needing it (`{"capability", "line"}`); non-empty means the case
             did not run there: it is `not_applicable`.
+        unseen: Snapshot domains the store cannot show (`memory`, the stored memory
+            entries, without [MEMORY_ENTRIES][steadyloop.replay.Capability]); they are
+            left out of its comparisons with other stores.
     """
 
     case_id: str
@@ -402,6 +405,7 @@ class CaseRun:
     seconds: float = 0.0
     framework: str = "steadyloop"
     missing: list[dict[str, Any]] = field(default_factory=list)
+    unseen: tuple[str, ...] = ()
 
     @property
     def applicable(self) -> bool:
@@ -490,6 +494,7 @@ class _Runner:
             injections=self.injections,
             seconds=seconds,
             framework=self.store.framework,
+            unseen=() if Capability.MEMORY_ENTRIES in self.store.capabilities else ("memory",),
         )
 
     async def execute(self, keep: bool) -> CaseRun:
@@ -503,8 +508,13 @@ class _Runner:
             run = self._run(0.0)
             run.missing = missing
             return run
-        if self.own is not None:
-            self.own.records = self.records
+        inner: Any = self.store
+        while not isinstance(inner, JournalStore) and isinstance(
+            getattr(inner, "inner", None), SessionStore
+        ):
+            inner = inner.inner  # a wrapper (a FaultyStore): its clock is ours too
+        if isinstance(inner, JournalStore):
+            inner.records = self.records
         with _time_zone(self.case.tz):
             await self.store.open()
             try:

@@ -15,6 +15,7 @@ does to the journal (a loop, a summary, a restart) drops that cache.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +25,9 @@ from steadyloop.journal import (
     Files,
     ForwardingJournal,
     Journal,
+    JSONLJournal,
     PreparedBatch,
+    namespace_filename,
 )
 from steadyloop.records import RecordFactory
 from steadyloop.replay._cases import InjectFailure
@@ -147,6 +150,7 @@ class JournalStore:
         self._services: dict[str, SessionService] = {}
         self._latest: dict[SessionRef, Session] = {}
         self._handed: dict[tuple[SessionRef, str], Event] = {}
+        self._removed: set[str] = set()
 
     # -- what only Steadyloop has --------------------------------------------------
 
@@ -196,6 +200,24 @@ class JournalStore:
         if journal is not None:
             with contextlib.suppress(Exception):
                 await journal.close()
+            self._remove_locks(journal.inner)
+
+    def _remove_locks(self, journal: Journal) -> None:
+        """Remove the lock files of the JSONL namespaces this store deleted.
+
+        The JSONL journal locks a namespace through a `.lock` file beside it and keeps
+        that file when the namespace is deleted; a case run must leave nothing behind,
+        so once the journal is closed (its locks released) the file goes too — unless
+        the namespace was written again meanwhile.
+        """
+        removed, self._removed = self._removed, set()
+        if not isinstance(journal, JSONLJournal):
+            return
+        for app in removed:
+            base = os.path.join(journal.directory, namespace_filename(app))
+            if not os.path.exists(base):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(base[: -len(".jsonl")] + ".lock")
 
     async def dispose(self) -> None:
         """Remove a store the harness made (a temporary file or named memory store)."""
@@ -304,6 +326,7 @@ class JournalStore:
         """Delete the app's namespace, and nothing else."""
         self._latest.clear()
         await self.journal.delete_namespace(app)
+        self._removed.add(app)
 
 
 def open_store(spec: StoreSpec) -> JournalStore:

@@ -410,8 +410,9 @@ def compare_case(
             )
             continue
         report.comparisons.append({"backend": name, "reference": ref, "status": "compared"})
-        ref_norm = normalised[ref]
-        against_ref = dict(normalised[name])
+        unseen = {*run.unseen, *runs[ref].unseen}
+        ref_norm = {k: v for k, v in normalised[ref].items() if k not in unseen}
+        against_ref = {k: v for k, v in normalised[name].items() if k not in unseen}
         against_ref["queries"] = dict(against_ref.get("queries", {}))
         for qid in _align_queries(ref_norm, against_ref, lambda a, b: bool(a == b)):
             report.tie_allowances.append(
