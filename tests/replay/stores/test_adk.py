@@ -233,3 +233,23 @@ def test_missing_extra_is_one_line_naming_it(
     assert caught.value.extra == "adk"
     assert "\n" not in str(caught.value)
     assert "steadyloop[adk]" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "module", "package"),
+    [
+        ("adk+mysql://h/db", "asyncmy", "asyncmy"),
+        ("adk+postgresql+asyncpg://h/db", "asyncpg", "asyncpg"),
+        ("adk+sqlite", "aiosqlite", "aiosqlite"),
+        ("adk+database+sqlite", "greenlet", "greenlet"),
+    ],
+)
+def test_missing_driver_is_a_missing_extra_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, module: str, package: str
+) -> None:
+    """A driver the selected ADK store needs but cannot import is reported at selection, naming the package and the extra."""
+    monkeypatch.setitem(sys.modules, module, None)
+    spec = parse_store_url(url, tmp_path)
+    assert spec is not None
+    with pytest.raises(MissingExtra, match=rf"needs {package}, .*steadyloop\[adk\]"):
+        store_opener("adk")(spec)

@@ -215,3 +215,23 @@ def test_missing_extra_is_one_line_naming_it(
     assert caught.value.extra == "openai-agents"
     assert "\n" not in str(caught.value)
     assert "steadyloop[openai-agents]" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "module", "package"),
+    [
+        ("openai-agents+mysql://h/db", "asyncmy", "asyncmy"),
+        ("openai-agents+postgresql://h/db", "psycopg", "psycopg"),
+        ("openai-agents+redis://h", "redis.asyncio", "redis"),
+        ("openai-agents+sqlalchemy+sqlite", "greenlet", "greenlet"),
+    ],
+)
+def test_missing_driver_is_a_missing_extra_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, module: str, package: str
+) -> None:
+    """A driver the selected SDK store needs but cannot import is reported at selection, naming the package and the extra."""
+    monkeypatch.setitem(sys.modules, module, None)
+    spec = parse_store_url(url, tmp_path)
+    assert spec is not None
+    with pytest.raises(MissingExtra, match=rf"needs {package}, .*steadyloop\[openai-agents\]"):
+        store_opener("openai-agents")(spec)

@@ -494,15 +494,49 @@ def _from_adk(event: AdkEvent) -> dict[str, Any]:
     }
 
 
+_DRIVER_MODULES = {
+    "psycopg": "psycopg",
+    "asyncpg": "asyncpg",
+    "asyncmy": "asyncmy",
+    "aiomysql": "aiomysql",
+    "aiosqlite": "aiosqlite",
+}
+
+
+def _needed_modules(spec: StoreSpec) -> list[str]:
+    """The modules a store of `spec` imports when it runs (so a missing one shows now)."""
+    classified = _classify(spec.backend)
+    if classified is None:
+        return ["google.adk.sessions"]
+    kind, dialect = classified
+    if kind == "memory":
+        return ["google.adk.sessions", "google.adk.memory"]
+    if kind == "sqlite":
+        return ["aiosqlite", "google.adk.sessions.sqlite_session_service", "google.adk.memory"]
+    scheme = urlsplit(spec.target).scheme.removeprefix("database+") if spec.target else ""
+    driver = scheme.partition("+")[2] or _DRIVERS[dialect].partition("+")[2]
+    return [
+        "google.adk.sessions",
+        "sqlalchemy.ext.asyncio",
+        "greenlet",
+        _DRIVER_MODULES.get(driver, driver),
+    ]
+
+
 def open_store(spec: StoreSpec) -> AdkStore:
     """The entry point `adk`: a store for an `adk+…` URL.
 
     Raises:
-        MissingExtra: google-adk (extra `adk`) is not installed.
+        MissingExtra: google-adk, or a driver its store needs (extra `adk`), is not
+            installed.
         UnknownBackend: The backend is not one of ADK's, or a server URL is missing.
     """
-    try:
-        import google.adk.sessions  # noqa: F401
-    except ImportError as exc:
-        raise missing_extra(spec, "adk", "google-adk") from exc
+    import importlib
+
+    for module in _needed_modules(spec):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            package = "google-adk" if module.startswith("google.") else module.split(".")[0]
+            raise missing_extra(spec, "adk", package) from exc
     return AdkStore(spec)

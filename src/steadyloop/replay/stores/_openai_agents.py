@@ -544,15 +544,39 @@ def _from_items(items: list[Any]) -> list[dict[str, Any]]:
     return events
 
 
+def _needed_modules(spec: StoreSpec) -> list[str]:
+    """The modules a store of `spec` imports when it runs (so a missing one shows now)."""
+    classified = _classify(spec.backend)
+    kind, dialect = classified if classified is not None else ("memory", "")
+    if kind in {"memory", "sqlite"}:
+        return ["agents.memory"]
+    if kind == "redis":
+        return ["agents.memory", "redis.asyncio", "agents.extensions.memory.redis_session"]
+    scheme = urlsplit(spec.target).scheme.removeprefix("sqlalchemy+") if spec.target else ""
+    driver = scheme.partition("+")[2] or _DRIVERS[dialect].partition("+")[2]
+    return [
+        "agents.memory",
+        "sqlalchemy.ext.asyncio",
+        "greenlet",
+        "agents.extensions.memory.sqlalchemy_session",
+        driver,
+    ]
+
+
 def open_store(spec: StoreSpec) -> OpenAIAgentsStore:
     """The entry point `openai-agents`: a store for an `openai-agents+…` URL.
 
     Raises:
-        MissingExtra: openai-agents (extra `openai-agents`) is not installed.
+        MissingExtra: openai-agents, or a driver its store needs (extra
+            `openai-agents`), is not installed.
         UnknownBackend: The backend is not one of the SDK's, or a server URL is missing.
     """
-    try:
-        import agents.memory  # noqa: F401
-    except ImportError as exc:
-        raise missing_extra(spec, "openai-agents", "openai-agents") from exc
+    import importlib
+
+    for module in _needed_modules(spec):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            package = "openai-agents" if module.startswith("agents") else module.split(".")[0]
+            raise missing_extra(spec, "openai-agents", package) from exc
     return OpenAIAgentsStore(spec)
