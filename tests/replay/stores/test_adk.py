@@ -253,3 +253,33 @@ def test_missing_driver_is_a_missing_extra_naming_it(
     assert spec is not None
     with pytest.raises(MissingExtra, match=rf"needs {package}, .*steadyloop\[adk\]"):
         store_opener("adk")(spec)
+
+
+def test_cli_exits_2_on_an_unreachable_framework_store() -> None:
+    """`steadyloop replay run` on an unreachable adapter store exits 2, naming the URL without its password."""
+    import os
+    import subprocess
+
+    store, expected = "adk+postgresql://bob:s3cret@127.0.0.1:1/x", "bob:***@127.0.0.1:1/x"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STEADYLOOP_")}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "steadyloop",
+            "replay",
+            "run",
+            "--pack",
+            "hostile",
+            "-b",
+            f"adk+memory,{store}",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert expected in out.stderr
+    assert "s3cret" not in out.stdout + out.stderr
