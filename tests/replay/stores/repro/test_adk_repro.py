@@ -322,3 +322,35 @@ async def test_memory_matching_rules(
     finally:
         if fts is not None:
             await service.close()
+
+
+async def test_in_memory_service_aliases_the_callers_state_values(adk_factory: Any) -> None:
+    """InMemorySessionService stores the caller's own state objects: mutating the initial state or an appended delta afterwards changes the stored session and user state (persistent stores keep what was written)."""
+    svc = await adk_factory("memory")
+    initial: dict[str, Any] = {"k": [1], "user:u": {"a": 1}}
+    s = await svc.create_session(app_name=APP, user_id="u", session_id="s", state=initial)
+    delta: dict[str, Any] = {"n": [1], "user:m": [1]}
+    await svc.append_event(s, event("x", "e1", T0, delta))
+    initial["k"].append(2)
+    initial["user:u"]["b"] = 2
+    delta["n"].append(2)
+    delta["user:m"].append(2)
+    got = await svc.get_session(app_name=APP, user_id="u", session_id="s")
+    assert got.state == {"k": [1, 2], "n": [1, 2], "user:u": {"a": 1, "b": 2}, "user:m": [1, 2]}
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("other", ["E1", "e1 "])
+async def test_mariadb_refuses_event_ids_differing_by_case_or_trailing_space(
+    adk_factory: Any, other: str
+) -> None:
+    """DatabaseSessionService on MariaDB: in one session, an event `E1` (or `e1 `) after `e1` is refused as a duplicate key, and the event is lost."""
+    from sqlalchemy.exc import IntegrityError
+
+    svc = await adk_factory("mysql")
+    s = await svc.create_session(app_name=APP, user_id="u", session_id="s")
+    await svc.append_event(s, event("first", "e1", T0))
+    with pytest.raises(IntegrityError, match="Duplicate entry"):
+        await svc.append_event(s, event("second", other, T0 + 1))
+    got = await (await adk_factory("mysql")).get_session(app_name=APP, user_id="u", session_id="s")
+    assert texts(got) == ["first"]
