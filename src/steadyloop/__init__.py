@@ -5,9 +5,11 @@ agent runs, an audit loop, and a replay-diff harness that holds every storage ba
 to the same canonical snapshot.
 
 The names here are the ones most programs need. Each layer has its own package with
-the full API: :mod:`steadyloop.records`, :mod:`steadyloop.journal`,
-:mod:`steadyloop.sessions`, :mod:`steadyloop.loop`, :mod:`steadyloop.audit`,
-:mod:`steadyloop.replay`, and the test kits in :mod:`steadyloop.testing`.
+the full API: [`steadyloop.records`][steadyloop.records],
+[`steadyloop.journal`][steadyloop.journal], [`steadyloop.sessions`][steadyloop.sessions],
+[`steadyloop.loop`][steadyloop.loop], [`steadyloop.audit`][steadyloop.audit],
+[`steadyloop.replay`][steadyloop.replay], and the test kits in
+[`steadyloop.testing`][steadyloop.testing].
 """
 
 from steadyloop._errors import (

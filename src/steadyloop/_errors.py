@@ -1,8 +1,9 @@
 """The one error hierarchy of Steadyloop.
 
-Every error the library raises on purpose derives from :class:`SteadyloopError`, so a
-caller can catch the whole family in one place. Journal errors are shared by every
-backend: a caller never needs to know which driver raised.
+Every error the library raises on purpose derives from
+[`SteadyloopError`][steadyloop.SteadyloopError], so a caller can catch the whole family in one
+place. Journal errors are shared by every backend: a caller never needs to know which driver
+raised.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ class JournalLocked(BackendUnavailable):
 
 
 class JournalClosed(JournalError):
-    """The journal was used after :meth:`close`."""
+    """The journal was used after `close`."""
 
 
 class SessionError(SteadyloopError):

@@ -1,15 +1,15 @@
 """Typed records, their canonical encoding, and injectable clocks and id sources.
 
-A :class:`Record` is what a writer hands to the journal: a ``kind``, a JSON payload, and
-the metadata the writer sets (its id and its time). The journal adds the stream and the
-sequence number (:class:`StoredRecord`).
+A [`Record`][steadyloop.records.Record] is what a writer hands to the journal: a ``kind``, a
+JSON payload, and the metadata the writer sets (its id and its time). The journal adds the
+stream and the sequence number ([`StoredRecord`][steadyloop.records.StoredRecord]).
 
 The canonical encoding is UTF-8 JSON with sorted keys, no insignificant whitespace, no
 NaN or Infinity, integers kept exact and times as integer microseconds since the epoch.
 The same record encodes to the same bytes on every backend, which is what makes
 snapshots comparable byte for byte.
 
-Example:
+Examples:
     >>> from steadyloop.records import RecordFactory, SequentialIds, StepClock
     >>> make = RecordFactory(clock=StepClock(start=1_000_000), ids=SequentialIds("r"))
     >>> rec = make("note", {"b": 1, "a": "x"})
@@ -194,7 +194,7 @@ def canonical_json(value: object) -> str:
 
     Returns:
         Sorted keys, no whitespace between tokens, non-ASCII text kept as is, control
-        characters escaped.
+            characters escaped.
 
     Raises:
         EncodingError: If the value cannot be encoded canonically.
@@ -265,8 +265,8 @@ def _make_c_encoder() -> Any:
     ``json.dumps`` builds a new encoder on every call, which costs as much as encoding
     a small record. This one takes the same options (sorted keys, ``,`` and ``:``, no
     ASCII escaping, NaN refused), so it gives the same text. It has no cycle check
-    (``markers=None``): :func:`check_canonical` runs first and never lets a value
-    through to it that ``json.dumps`` would have refused for a cycle.
+    (``markers=None``): [`check_canonical`][steadyloop.records.check_canonical] runs first and
+    never lets a value through to it that ``json.dumps`` would have refused for a cycle.
     """
     make = getattr(json.encoder, "c_make_encoder", None)
     encode_str = getattr(json.encoder, "c_encode_basestring", None)
@@ -289,7 +289,7 @@ _c_encode = _make_c_encoder()
 
 
 def encode(value: object) -> bytes:
-    """Encode ``value`` as canonical UTF-8 JSON bytes (see :func:`canonical_json`)."""
+    """Encode ``value`` as canonical UTF-8 JSON bytes (see `canonical_json`)."""
     return canonical_json(value).encode("utf-8")
 
 
@@ -355,7 +355,7 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Record:
-        """Rebuild a record from :meth:`to_dict` output.
+        """Rebuild a record from [`to_dict`][steadyloop.records.Record.to_dict] output.
 
         Raises:
             EncodingError: If a field is missing or has the wrong type.
@@ -504,7 +504,7 @@ class RecordFactory:
         """Make a record like ``__call__``, but without validating the payload now.
 
         For steadyloop's own writers, which hand every record to
-        :meth:`~steadyloop.journal.Journal.append` right away: the journal validates and
+        [`append`][steadyloop.journal.Journal.append] right away: the journal validates and
         encodes each payload there, once, before anything is written, so walking it
         here as well only doubles the work. The other fields are checked here as usual.
         ``payload`` is taken as is (not copied): the caller builds it for this record
@@ -530,7 +530,7 @@ _set_field = object.__setattr__
 
 
 def _trusted_record(kind: str, payload: Mapping[str, JSONValue], id: str, time: int) -> Record:
-    """Build a :class:`Record` without running its checks.
+    """Build a [`Record`][steadyloop.records.Record] without running its checks.
 
     Only for values that are known to be valid, such as a record just decoded from its
     own canonical encoding, or one the journal will validate before writing it.

@@ -1,17 +1,18 @@
 """The audit loop: tasks that are checked, pushed back with evidence, capped, and resumed.
 
-A :class:`TaskBoard` holds tasks: a queue with leases, heartbeats, priority,
+A [`TaskBoard`][steadyloop.audit.TaskBoard] holds tasks: a queue with leases, heartbeats, priority,
 dependencies and idempotency keys (SQLite by default, PostgreSQL with
 ``FOR UPDATE SKIP LOCKED`` for workers on several machines), and each task's trail in
 the journal (stream ``["task", task_id]``), where every transition is recorded.
 
-A :class:`Worker` claims a task and runs one round as a loop run; in goal mode a
-:class:`Verifier` runs the verify command; the :class:`Auditor` turns the gates
-(execution, verification, judgement) into :class:`Finding` s; and the task is
-completed, pushed back with a :class:`Packet`, or handed to a person after the cap.
-A worker that dies leaves its round open; another one resumes it from the journal.
+A [`Worker`][steadyloop.audit.Worker] claims a task and runs one round as a loop run; in goal mode a
+[`Verifier`][steadyloop.audit.Verifier] runs the verify command; the
+[`Auditor`][steadyloop.audit.Auditor] turns the gates (execution, verification, judgement) into
+[`Finding`][steadyloop.audit.Finding]s; and the task is completed, pushed back with a
+[`Packet`][steadyloop.audit.Packet], or handed to a person after the cap. A worker that dies
+leaves its round open; another one resumes it from the journal.
 
-Example:
+Examples:
     >>> import asyncio, tempfile
     >>> from steadyloop.audit import TaskBoard, TaskSpec, Worker
     >>> from steadyloop.loop import Agent, ScriptedModel

@@ -4,11 +4,12 @@ Three gates look at a finished round:
 
 * **execution** — did the run end with a final answer? (deterministic)
 * **verification** — in goal mode, did the verify command pass? (deterministic)
-* **judgement** — what the judges say: a :class:`RulesJudge` (deterministic rules)
-  and a :class:`ModelJudge` (a model reads the work and answers in JSON).
+* **judgement** — what the judges say: a [`RulesJudge`][steadyloop.audit.RulesJudge]
+  (deterministic rules) and a [`ModelJudge`][steadyloop.audit.ModelJudge] (a model reads the
+  work and answers in JSON).
 
-Each problem becomes a :class:`Finding` with an id, a severity, evidence, how to
-reproduce it, what would count as fixed (acceptance), its kind and its gate. A round
+Each problem becomes a [`Finding`][steadyloop.audit.Finding] with an id, a severity, evidence,
+how to reproduce it, what would count as fixed (acceptance), its kind and its gate. A round
 passes when it has no finding above ``info``.
 """
 
@@ -110,7 +111,7 @@ class Finding:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Finding:
-        """Rebuild a finding from :meth:`to_json` output."""
+        """Rebuild a finding from [`to_json`][steadyloop.audit.Finding.to_json] output."""
         return cls(
             id=str(data["id"]),
             severity=Severity(data["severity"]),
@@ -154,8 +155,9 @@ class AuditContext:
 class Judge(Protocol):
     """A judge for the judgement gate: looks at a round, returns findings.
 
-    Return :class:`Finding` objects; their ``id`` and ``gate`` are replaced by the
-    auditor's numbering. Raise :class:`~steadyloop.AuditError` if the judge cannot judge.
+    Return [`Finding`][steadyloop.audit.Finding] objects; their ``id`` and ``gate`` are replaced
+    by the auditor's numbering. Raise [`AuditError`][steadyloop.audit.AuditError] if the judge
+    cannot judge.
     """
 
     name: str
@@ -167,7 +169,7 @@ class Judge(Protocol):
 
 @dataclass(frozen=True)
 class Rule:
-    """A deterministic rule for :class:`RulesJudge`.
+    """A deterministic rule for [`RulesJudge`][steadyloop.audit.RulesJudge].
 
     Attributes:
         name: A short name (the finding's title).
@@ -273,7 +275,7 @@ class ModelJudge:
         instructions: The system prompt.
         name: The judge's name.
         attempts: Calls made before an unusable answer becomes an
-            :class:`~steadyloop.AuditError`.
+            [`AuditError`][steadyloop.audit.AuditError].
     """
 
     def __init__(
@@ -395,7 +397,7 @@ class AuditReport:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AuditReport:
-        """Rebuild a report from :meth:`to_json` output."""
+        """Rebuild a report from [`to_json`][steadyloop.audit.AuditReport.to_json] output."""
         return cls(
             round=int(data["round"]),
             audit_round=int(data["audit_round"]),

@@ -102,7 +102,7 @@ class TaskBoard:
     # -- submitting --------------------------------------------------------------------
 
     async def submit(self, spec: TaskSpec) -> SubmitResult:
-        """Queue one task and write its ``submitted`` record; see :meth:`submit_many`."""
+        """Queue one task and write its ``submitted`` record; see `submit_many`."""
         return (await self.submit_many([spec]))[0]
 
     async def submit_many(self, specs: Sequence[TaskSpec]) -> list[SubmitResult]:
@@ -210,7 +210,7 @@ class TaskBoard:
 
         Returns:
             The tasks blocked now (dependents of dependents follow on the next call,
-            or in the same call when they were already known).
+                or in the same call when they were already known).
         """
         blocked: list[str] = []
         for _ in range(100):

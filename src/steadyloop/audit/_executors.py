@@ -1,13 +1,13 @@
 """Executors: where commands run — in this process, or in a scrubbed subprocess.
 
-:class:`SubprocessExecutor` runs an argv in a scratch working directory, with a
-timeout (the whole process group is killed when it runs out), a scrubbed environment
-(only safe defaults and names allowed explicitly are inherited, so no secret leaks in
-by accident) and capped output: beyond the cap the middle is cut and the text says how
-many bytes were cut.
+[`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor] runs an argv in a scratch working
+directory, with a timeout (the whole process group is killed when it runs out), a scrubbed
+environment (only safe defaults and names allowed explicitly are inherited, so no secret leaks
+in by accident) and capped output: beyond the cap the middle is cut and the text says how many
+bytes were cut.
 
-:class:`InProcessExecutor` runs registered Python functions as commands, for tools
-and checks that need no process of their own (tests, notebooks).
+[`InProcessExecutor`][steadyloop.audit.InProcessExecutor] runs registered Python functions as
+commands, for tools and checks that need no process of their own (tests, notebooks).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def _cut_note(cut: int, total: int, head: int, tail: int) -> str:
 CUT_NOTE = re.compile(
     r"\n\[… (\d+) bytes cut: kept the first (\d+) and the last (\d+) of (\d+) bytes …\]\n"
 )
-"""Finds a note :func:`_cut_note` wrote (its groups: cut, head, tail, total)."""
+"""Finds a note `_cut_note` wrote (its groups: cut, head, tail, total)."""
 
 
 def cap_text(text: str, limit: int) -> tuple[str, int]:
@@ -246,8 +246,9 @@ class SubprocessExecutor:
         timeout: Default seconds before the command's process group is killed.
         max_output: Bytes kept of stdout, and of stderr; the middle is cut beyond it.
         allow_env: Names of variables every command inherits, besides
-            :data:`DEFAULT_ENV_ALLOW`. This list belongs to whoever runs the worker: a
-            command (a task's verify spec, say) may name only variables already in it.
+            [`DEFAULT_ENV_ALLOW`][steadyloop.audit.DEFAULT_ENV_ALLOW]. This list belongs to
+            whoever runs the worker: a command (a task's verify spec, say) may name only
+            variables already in it.
         scratch_root: Where scratch directories are made for commands run without a
             ``cwd`` (the system temp dir by default); each is removed afterwards.
         source_env: The environment inherited from (``os.environ`` by default).
@@ -453,7 +454,8 @@ def _kill_group(pid: int) -> None:
 
 
 CommandFunction = Callable[..., Any]
-"""A function run as a command: ``fn(cwd: Path, *args)``; see :class:`InProcessExecutor`."""
+"""A function run as a command: ``fn(cwd: Path, *args)``; see
+[`InProcessExecutor`][steadyloop.audit.InProcessExecutor]."""
 
 
 class InProcessExecutor:

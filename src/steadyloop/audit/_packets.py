@@ -1,9 +1,9 @@
 """Findings packets, and the preamble that carries them (and resume notes) to the agent.
 
-When the auditor pushes a task back, its findings become a :class:`Packet`, stored
-in the ``pushed_back`` record of the task's trail. The next round shows the agent a
-*preamble* — the packet's findings with evidence and acceptance, and, when a round
-resumes after its worker was lost, a resume note — put before the prompt and goal.
+When the auditor pushes a task back, its findings become a [`Packet`][steadyloop.audit.Packet],
+stored in the ``pushed_back`` record of the task's trail. The next round shows the agent a
+*preamble* — the packet's findings with evidence and acceptance, and, when a round resumes after
+its worker was lost, a resume note — put before the prompt and goal.
 
 The preamble lives in memory only: the stored prompt and goal never change, and
 nothing the loop journals contains it. It is shown on the first model call a worker
@@ -89,7 +89,7 @@ class Packet:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Packet:
-        """Rebuild a packet from :meth:`to_json` output."""
+        """Rebuild a packet from [`to_json`][steadyloop.audit.Packet.to_json] output."""
         return cls(
             task_id=str(data["task_id"]),
             round=int(data["round"]),

@@ -2,11 +2,11 @@
 
 Two backends share one set of SQL statements:
 
-* :class:`SQLiteQueue` (the default): a file shared by the worker processes of one
-  machine. Claims take turns under SQLite's write lock (``BEGIN IMMEDIATE``).
-* :class:`PostgresQueue`: workers on several machines share one queue. A claim locks
-  the row it picks with ``FOR UPDATE … SKIP LOCKED``, so concurrent claimers never
-  wait on, or pick, the same task.
+* [`SQLiteQueue`][steadyloop.audit.SQLiteQueue] (the default): a file shared by the worker
+  processes of one machine. Claims take turns under SQLite's write lock (``BEGIN IMMEDIATE``).
+* [`PostgresQueue`][steadyloop.audit.PostgresQueue]: workers on several machines share one
+  queue. A claim locks the row it picks with ``FOR UPDATE … SKIP LOCKED``, so concurrent
+  claimers never wait on, or pick, the same task.
 
 Schema (prefix ``steadyloop_`` by default, so the queue can live next to a journal in
 the same database)::
@@ -17,7 +17,7 @@ the same database)::
     {p}audit_deps(task_id, depends_on)
 
 The queue is an index for picking work; the task's journal trail is the record of
-what happened (see :mod:`steadyloop.audit._board`). Times are integer microseconds
+what happened (see `steadyloop.audit._board`). Times are integer microseconds
 from the queue's clock on SQLite, so a test can drive lease expiry by hand; on
 PostgreSQL they come from the server's clock, read in each transaction, so workers on
 machines whose clocks disagree still agree on who holds a lease.
@@ -204,7 +204,7 @@ class TaskQueue(ABC):
 
     @abstractmethod
     def _transaction(self) -> Any:
-        """An async context manager giving an :data:`Execute` inside one transaction."""
+        """An async context manager giving an `Execute` inside one transaction."""
 
     @abstractmethod
     async def close(self) -> None:
@@ -262,7 +262,7 @@ class TaskQueue(ABC):
     # -- public API --------------------------------------------------------------------
 
     async def submit(self, spec: TaskSpec) -> SubmitResult:
-        """Submit one task; see :meth:`submit_many`."""
+        """Submit one task; see [`submit_many`][steadyloop.audit.TaskQueue.submit_many]."""
         return (await self.submit_many([spec]))[0]
 
     async def submit_many(self, specs: Sequence[TaskSpec]) -> list[SubmitResult]:
@@ -418,7 +418,7 @@ class TaskQueue(ABC):
 
         Returns:
             False when the lease is no longer this token's (it was taken over or
-            settled): the worker must stop.
+                settled): the worker must stop.
         """
         lease_us = _lease_us(lease)
 
@@ -619,7 +619,7 @@ class SQLiteQueue(TaskQueue):
     Args:
         path: The database file; may be the journal's file (the tables differ).
         busy_timeout: Seconds to wait for another process's write.
-        **options: ``prefix``, ``clock``, ``ids`` (see :class:`TaskQueue`).
+        **options: ``prefix``, ``clock``, ``ids`` (see [`TaskQueue`][steadyloop.audit.TaskQueue]).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float = 30.0, **options: Any):
@@ -742,9 +742,10 @@ class PostgresQueue(TaskQueue):
     Args:
         url: A ``postgresql://`` URL; its ``prefix`` and ``pool_size`` query parameters
             are read here, the rest goes to libpq.
-        **options: ``prefix``, ``clock``, ``ids`` (see :class:`TaskQueue`). Queue
-            times (leases, ``not_before``, timestamps) come from the server's clock, not
-            from ``clock``, so machines with skewed clocks still agree on leases.
+        **options: ``prefix``, ``clock``, ``ids`` (see
+            [`TaskQueue`][steadyloop.audit.TaskQueue]). Queue times (leases, ``not_before``,
+            timestamps) come from the server's clock, not from ``clock``, so machines with
+            skewed clocks still agree on leases.
         server_clock: Read times from the server (the default). ``False`` uses
             ``clock`` instead, for tests that drive lease expiry by hand on one machine.
     """

@@ -1,11 +1,11 @@
 """Task specs, the task state machine, and the fold of a task's trail.
 
 A task's *trail* is its journal stream ``["task", task_id]``. Every transition is one
-record of it; :class:`TaskState` is a fold over those records, and
-:meth:`TaskState.apply` is the state machine: it refuses, with
-:class:`~steadyloop.IllegalTransition`, any event that does not fit the state.
+record of it; [`TaskState`][steadyloop.audit.TaskState] is a fold over those records, and
+[`TaskState.apply`][steadyloop.audit.TaskState.apply] is the state machine: it refuses, with
+[`IllegalTransition`][steadyloop.audit.IllegalTransition], any event that does not fit the state.
 
-States (:class:`TaskStatus`)::
+States ([`TaskStatus`][steadyloop.audit.TaskStatus])::
 
     queued ──claimed──▶ running ──completed──▶ completed      (terminal)
       ▲  │                │ │ ├──needs_human─▶ needs-human    (terminal)
@@ -134,7 +134,7 @@ TRANSITIONS: dict[TaskEvent, tuple[frozenset[TaskStatus | None], TaskStatus]] = 
 }
 """For each event: the statuses it may be applied in (``None``: a task not yet
 submitted), and the status it leads to. Round phases add finer rules; see
-:meth:`TaskState.apply`."""
+[`TaskState.apply`][steadyloop.audit.TaskState.apply]."""
 
 # Round phase each event needs (None: no open round), and the phase it leads to.
 _PHASES: dict[TaskEvent, tuple[frozenset[str | None], str | None]] = {
@@ -169,7 +169,7 @@ class VerifySpec:
     """The command that says whether a goal is met: it passes when it exits with 0.
 
     Attributes:
-        command: The argv; a string is split with :func:`shlex.split`.
+        command: The argv; a string is split with `shlex.split`.
         timeout: Seconds before the command is killed (and fails).
         env: Extra environment variables to set for it.
         allow_env: Names of variables the command needs from the worker's environment,
@@ -541,7 +541,7 @@ class TaskSpec:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TaskSpec:
-        """Build a spec from its JSON object (as :meth:`to_json` gives, or a subset).
+        """Build a spec from its JSON object (as `to_json` gives, or a subset).
 
         Raises:
             TaskSpecError: A field is missing, unknown or malformed; the error names it.
@@ -720,7 +720,7 @@ class TaskState:
         return self._prepare(kind, payload)[0]
 
     def _prepare(self, kind: str, payload: Mapping[str, Any]) -> tuple[TaskEvent, TaskSpec | None]:
-        """Check an event as :meth:`check` does; return it, and the spec it submits."""
+        """Check an event as `check` does; return it, and the spec it submits."""
         try:
             event = TaskEvent(kind)
         except ValueError:

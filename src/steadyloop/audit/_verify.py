@@ -121,7 +121,7 @@ class Verification:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Verification:
-        """Rebuild from :meth:`to_json` output (e.g. a ``verified`` trail record)."""
+        """Rebuild from `to_json` output (e.g. a ``verified`` trail record)."""
         code = data.get("exit_code")
         return cls(
             passed=bool(data.get("passed")),
@@ -215,7 +215,8 @@ class Verifier:
     """Runs verify commands with an executor.
 
     Args:
-        executor: Runs the command; a :class:`SubprocessExecutor` by default.
+        executor: Runs the command; a
+            [`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor] by default.
         evidence_limit: Bytes of output kept as evidence.
     """
 

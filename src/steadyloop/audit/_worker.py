@@ -177,7 +177,7 @@ class Worker:
         max_claims: Claims of one round (the claim working it plus those whose worker
             was lost or released it) after which the task goes to a person. Push-backs
             start the count again, so a task may take as many rounds as its audit cap.
-        on_event: Called with every :class:`WorkerEvent`.
+        on_event: Called with every [`WorkerEvent`][steadyloop.audit.WorkerEvent].
     """
 
     def __init__(
@@ -221,7 +221,7 @@ class Worker:
 
         Args:
             until_idle: Return once no task is queued or running; otherwise wait for
-                more work until :meth:`stop`.
+                more work until [`stop`][steadyloop.audit.Worker.stop].
             max_tasks: Return after this many claims.
 
         Returns:

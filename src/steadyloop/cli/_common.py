@@ -29,8 +29,8 @@ err_console = Console(stderr=True, highlight=False, emoji=False)
 def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     """Run a coroutine function, turning Steadyloop errors into a clean exit.
 
-    Bad input and unreachable backends exit with :data:`EXIT_UNUSABLE`; any other
-    Steadyloop error exits with :data:`EXIT_PROBLEM`. No traceback is shown for them.
+    Bad input and unreachable backends exit with `EXIT_UNUSABLE`; any other
+    Steadyloop error exits with `EXIT_PROBLEM`. No traceback is shown for them.
     """
     try:
         return asyncio.run(fn(*args))  # type: ignore[arg-type]

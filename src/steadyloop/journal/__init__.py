@@ -1,6 +1,6 @@
 """The append-only journal: one protocol, several backends, chosen by URL.
 
-Example:
+Examples:
     >>> import asyncio
     >>> from steadyloop.journal import StreamWrite, open_journal
     >>> from steadyloop.records import RecordFactory, SequentialIds, StepClock

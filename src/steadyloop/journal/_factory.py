@@ -88,11 +88,11 @@ async def open_journal(url: str | None = None, *, create: bool = True, **options
     Supported URLs: ``memory://`` (or ``memory://NAME``), ``jsonl:///DIR``,
     ``sqlite:///FILE`` or ``sqlite:RELATIVE_FILE`` (the default), ``postgresql://…``,
     ``redis://…`` and ``mysql://…``. A server backend's driver is imported only when its
-    URL is opened. Other packages add schemes through the :data:`ENTRY_POINT_GROUP`
-    entry points.
+    URL is opened. Other packages add schemes through the
+    [`ENTRY_POINT_GROUP`][steadyloop.journal.ENTRY_POINT_GROUP] entry points.
 
     Args:
-        url: The journal URL; :data:`DEFAULT_URL` when ``None``.
+        url: The journal URL; [`DEFAULT_URL`][steadyloop.journal.DEFAULT_URL] when ``None``.
         create: Whether a SQLite file that does not exist is created. Tools that only
             inspect a journal pass ``False``, so that a mistyped path is an error
             rather than a new, empty journal.

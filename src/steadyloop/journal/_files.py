@@ -1,7 +1,8 @@
 """The file layer under file-based backends.
 
-Every file operation the JSONL backend performs goes through a :class:`Files` object,
-so a test can swap in :class:`steadyloop.testing.FaultyFiles`, which cuts writes at a
+Every file operation the JSONL backend performs goes through a
+[`Files`][steadyloop.journal.Files] object, so a test can swap in
+[`steadyloop.testing.FaultyFiles`][steadyloop.testing.FaultyFiles], which cuts writes at a
 chosen byte and simulates power loss by dropping what was never synced.
 """
 
@@ -39,7 +40,7 @@ class FileLock:
         self._fd: int | None = None
 
     def acquire(self, what: str) -> None:
-        """Take the lock or raise :class:`~steadyloop.JournalLocked` naming the holder."""
+        """Take the lock or raise [`JournalLocked`][steadyloop.JournalLocked] naming the holder."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -82,7 +83,7 @@ class Files:
 
         Returns:
             The descriptor, and whether the file was created (the caller must then
-            sync the directory).
+                sync the directory).
         """
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)

@@ -13,15 +13,17 @@ class ForwardingJournal(Journal):
 
     Subclass it to observe or alter what passes through: crash at an append (the test
     kits do), count appends (the benchmarks do), or build a deliberately flawed backend
-    for a replay experiment. Override :meth:`check` to run something before every
-    operation, :meth:`on_write` to change what gets stored, :meth:`on_read` to change
-    what comes back, or ``_append`` itself (calling ``super()._append``) to act around
-    the write. Closing the wrapper closes the inner journal.
+    for a replay experiment. Override [`check`][steadyloop.journal.ForwardingJournal.check] to
+    run something before every operation,
+    [`on_write`][steadyloop.journal.ForwardingJournal.on_write] to change what gets stored,
+    [`on_read`][steadyloop.journal.ForwardingJournal.on_read] to change what comes back, or
+    ``_append`` itself (calling ``super()._append``) to act around the write. Closing the
+    wrapper closes the inner journal.
 
     Args:
         inner: The journal that really stores the records.
 
-    Example:
+    Examples:
         >>> class Shouting(ForwardingJournal):
         ...     def on_read(self, namespace, stream, records):
         ...         return records  # a real flaw would change something here

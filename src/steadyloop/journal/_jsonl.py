@@ -15,11 +15,11 @@ Rules (DESIGN.md, "Journal"):
   (then synced) before the next append.
 * A terminated line that does not parse, a batch with a member missing before the
   end of the file, a skipped batch number or sequence number is corruption:
-  :class:`~steadyloop.CorruptionError` names the file and line. Nothing is skipped.
+  [`CorruptionError`][steadyloop.CorruptionError] names the file and line. Nothing is skipped.
 * A new file is followed by an ``fsync`` of its directory.
 * One writer per namespace file: the first write takes an exclusive ``flock`` that is
-  held until :meth:`close`. A second writer, in this process or another, gets
-  :class:`~steadyloop.JournalLocked` at once. Readers never lock.
+  held until `close`. A second writer, in this process or another, gets
+  [`JournalLocked`][steadyloop.JournalLocked] at once. Readers never lock.
 
 Durability: a returned ``append`` survives a process kill and power loss (the batch is
 written with one ``write`` and made durable with one ``fsync``).

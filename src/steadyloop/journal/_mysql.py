@@ -16,7 +16,7 @@ never silently truncated), without ``NO_BACKSLASH_ESCAPES``, and at ``READ COMMI
 
 Limits: a statement, and so a single record, must fit the server's
 ``max_allowed_packet`` (16 MiB by default in MariaDB, 64 MiB in MySQL 8); a larger
-record is refused with :class:`~steadyloop.InvalidBatch` before anything is written.
+record is refused with [`InvalidBatch`][steadyloop.InvalidBatch] before anything is written.
 Multi-row inserts are split into statements of about 1 MB.
 
 Durability: a returned ``append`` has been committed by InnoDB. With the default
@@ -24,14 +24,14 @@ Durability: a returned ``append`` has been committed by InnoDB. With the default
 returned, so the batch survives a crash of either process and power loss of the server
 machine; with ``2`` it survives a server process crash but not an OS crash or power
 loss; with ``0`` up to a second of acknowledged batches can be lost even when only the
-server process dies. :attr:`MySQLJournal.server_settings` shows what the server said.
+server process dies. `MySQLJournal.server_settings` shows what the server said.
 
 Concurrency and failure: as for PostgreSQL. A batch locks its stream head rows in byte
 order (``SELECT … FOR UPDATE``); deadlocks, lock wait timeouts and a racing insert of
 one idempotency key rerun the whole transaction, a bounded number of times. A lost or
 killed connection (``KILL CONNECTION``, a server restart) raises
-:class:`~steadyloop.BackendUnavailable`; InnoDB rolls back what was not committed, so the
-batch is all or nothing, and resubmitting with the same idempotency key is safe.
+[`BackendUnavailable`][steadyloop.BackendUnavailable]; InnoDB rolls back what was not committed,
+so the batch is all or nothing, and resubmitting with the same idempotency key is safe.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ server's configuration makes a commit survive. With PostgreSQL's defaults
 this process and of the machine (power loss), because the commit record was flushed
 to the write-ahead log before the server acknowledged it. A server configured with
 ``fsync=off`` or ``synchronous_commit=off`` loses recently acknowledged batches in a
-server crash; :attr:`PostgresJournal.server_settings` shows what the server said. With
+server crash; `PostgresJournal.server_settings` shows what the server said. With
 synchronous replication (``synchronous_standby_names``) an acknowledged batch also
 survives the loss of the primary.
 
@@ -25,7 +25,7 @@ start, a bounded number of times; the rerun of the losing submission finds the
 winner's key and returns its result with ``duplicate=True``.
 
 Failure: a lost connection (server restart, ``pg_terminate_backend``, network) raises
-:class:`~steadyloop.BackendUnavailable`. An uncommitted transaction is rolled back by
+[`BackendUnavailable`][steadyloop.BackendUnavailable]. An uncommitted transaction is rolled back by
 the server, so the batch is all or nothing; if the connection died during ``COMMIT``
 the caller cannot know which, and resubmitting with the same idempotency key is safe.
 """

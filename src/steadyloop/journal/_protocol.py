@@ -1,12 +1,13 @@
 """The journal protocol every backend implements.
 
 A journal holds *namespaces*; a namespace holds *streams*; a stream is an append-only
-sequence of records numbered from 1 without gaps. :meth:`Journal.append` writes a batch
-that may span several streams of one namespace, atomically.
+sequence of records numbered from 1 without gaps.
+[`Journal.append`][steadyloop.journal.Journal.append] writes a batch that may span several
+streams of one namespace, atomically.
 
-Backends subclass :class:`Journal` and implement the underscore methods. The public
-methods validate arguments once, here, so every backend refuses the same bad input with
-the same error before anything is written.
+Backends subclass [`Journal`][steadyloop.journal.Journal] and implement the underscore methods.
+The public methods validate arguments once, here, so every backend refuses the same bad input
+with the same error before anything is written.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class StreamWrite:
         records: The records, in order; at least one.
         expected_next: If set, the sequence number the caller expects the first record
             to get. On mismatch the whole batch is refused with
-            :class:`~steadyloop.ConflictError` and nothing is written.
+            [`ConflictError`][steadyloop.ConflictError] and nothing is written.
     """
 
     stream: str
@@ -77,7 +78,7 @@ class AppendResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object], *, duplicate: bool) -> AppendResult:
-        """Rebuild a result stored by :meth:`to_dict`."""
+        """Rebuild a result stored by [`to_dict`][steadyloop.journal.AppendResult.to_dict]."""
         raw = data["positions"]
         assert isinstance(raw, Mapping)
         positions = {str(s): (int(v[0]), int(v[1])) for s, v in raw.items()}
@@ -112,8 +113,9 @@ class PreparedBatch:
 
 
 _VALID_NAMES: dict[str, None] = {}
-"""Names that passed :func:`check_name` (a name's validity never changes, and a run
-checks the same few names on every append; the per-character scan is the cost)."""
+"""Names that passed [`check_name`][steadyloop.journal.check_name] (a name's validity never
+changes, and a run checks the same few names on every append; the per-character scan is the
+cost)."""
 
 _VALID_NAMES_MAX = 4096
 
@@ -125,8 +127,9 @@ def check_name(value: object, what: str) -> str:
     ``"x "``, are different names on every backend.
 
     Raises:
-        InvalidBatch: If it is not a non-empty string of at most :data:`MAX_NAME_BYTES`
-            UTF-8 bytes without control characters.
+        InvalidBatch: If it is not a non-empty string of at most
+            [`MAX_NAME_BYTES`][steadyloop.journal.MAX_NAME_BYTES] UTF-8 bytes without control
+            characters.
     """
     if type(value) is str and value in _VALID_NAMES:
         return value
@@ -221,7 +224,7 @@ class Journal(ABC):
     """An append-only journal of records, in streams grouped by namespace.
 
     Backends differ in durability; each states its level in its class docstring.
-    Every method may raise :class:`~steadyloop.BackendUnavailable` when the backend
+    Every method may raise [`BackendUnavailable`][steadyloop.BackendUnavailable] when the backend
     cannot be reached.
 
     A journal is an async context manager that closes itself on exit.
@@ -335,7 +338,7 @@ class Journal(ABC):
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
+        """Whether [`close`][steadyloop.journal.Journal.close] was called."""
         return self._closed
 
     async def __aenter__(self) -> Self:

@@ -22,16 +22,16 @@ settings make it survive:
 * ``wait_aof=1`` in the URL (Redis 7.2 or newer, with ``appendonly yes``): after each
   batch the backend runs ``WAITAOF 1 0``, so ``append`` returns only once the local AOF
   holds the batch on disk, whatever ``appendfsync`` says. Opening such a URL on a
-  server without AOF fails with :class:`~steadyloop.BackendUnavailable`.
+  server without AOF fails with [`BackendUnavailable`][steadyloop.BackendUnavailable].
 
-:attr:`RedisJournal.server_settings` shows what the server reported at open.
+`RedisJournal.server_settings` shows what the server reported at open.
 
 Atomicity: one ``EVALSHA`` (with a fallback to loading the script when the server has
 forgotten it) checks the idempotency key, checks every ``expected_next``, checks that
 no key has a foreign type, and only then writes — records, stream set, namespace set,
 key — so Redis, which runs a script to the end before serving anyone else, never shows
 or keeps half a batch. If the connection is lost the caller gets
-:class:`~steadyloop.BackendUnavailable` without knowing whether the script ran; the
+[`BackendUnavailable`][steadyloop.BackendUnavailable] without knowing whether the script ran; the
 client never resends a command on its own, and resubmitting with the same idempotency
 key is safe. Standalone Redis (or a primary with replicas) only: the namespace set is
 shared by all namespaces, so Redis Cluster is not supported.
@@ -207,7 +207,7 @@ class RedisJournal(Journal):
         wait_aof: Return from ``append`` only once the batch is fsynced to the local
             AOF (``WAITAOF 1 0``; Redis 7.2+ with ``appendonly yes``).
         wait_aof_timeout: Milliseconds to wait for that fsync before raising
-            :class:`~steadyloop.BackendUnavailable` (the batch is then written but not
+            [`BackendUnavailable`][steadyloop.BackendUnavailable] (the batch is then written but not
             known to be on disk).
         connect_timeout: Seconds to wait for the server when connecting.
     """

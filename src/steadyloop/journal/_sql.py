@@ -1,6 +1,6 @@
 """SQL logic shared by every SQL backend, written once.
 
-The operations are *plans*: generators that yield :class:`Query` objects and receive
+The operations are *plans*: generators that yield `Query` objects and receive
 their rows back. A plan holds the whole logic of an operation (the expected-sequence
 check, the idempotency check, the inserts) and knows nothing about drivers, so the
 same plan runs on SQLite's synchronous driver and on asynchronous server drivers.
@@ -173,7 +173,7 @@ class Dialect:
         )
 
     def create_statements(self) -> list[str]:
-        """The statements that create the schema at :data:`SCHEMA_VERSION`."""
+        """The statements that create the schema at `SCHEMA_VERSION`."""
         n, d, i = self.name_type, self.data_type, self.int_type
         return [
             self.sql(
@@ -193,7 +193,7 @@ class Dialect:
         ]
 
     def location(self, table: str, **key: object) -> str:
-        """Name a row for a :class:`~steadyloop.CorruptionError`."""
+        """Name a row for a [`CorruptionError`][steadyloop.CorruptionError]."""
         inner = ", ".join(f"{k}={v!r}" for k, v in key.items())
         return f"{self.location_name} table {self.prefix}{table}[{inner}]"
 
@@ -315,7 +315,7 @@ def read_plan(d: Dialect, namespace: str, stream: str, start: int, limit: int | 
 
     One statement reads the head with the records, so both come from one snapshot: a
     gap, a record missing at the end, or a record beyond the head is damage, raised as
-    :class:`~steadyloop.CorruptionError` naming the row, never read past in silence.
+    [`CorruptionError`][steadyloop.CorruptionError] naming the row, never read past in silence.
     """
     sql = (
         "SELECT s.head, r.seq, r.data FROM {p}streams s LEFT JOIN {p}records r "
@@ -360,7 +360,7 @@ def overrun_plan(d: Dialect, namespace: str, streams: Sequence[str]) -> Plan:
     """Find a stream holding records beyond its head (damage that blocks every append).
 
     Returns:
-        A :class:`~steadyloop.CorruptionError` naming the first such record, or ``None``.
+        A [`CorruptionError`][steadyloop.CorruptionError] naming the first such record, or ``None``.
     """
     for stream in sorted(set(streams)):
         rows = yield Query(
@@ -461,7 +461,7 @@ def run_sync(plan: Plan, execute: Callable[[Query], list[Row]]) -> Any:
 class PlanJournal(Journal):
     """A journal whose every operation is one of the shared plans above.
 
-    A SQL backend sets ``_dialect`` and implements :meth:`_run_plan`, which runs one
+    A SQL backend sets ``_dialect`` and implements `_run_plan`, which runs one
     plan in one transaction on its driver (retrying, if the driver needs to, by
     calling ``make_plan`` again for a fresh generator). Everything else is here once.
     """

@@ -1,9 +1,9 @@
-"""Drive the shared SQL plans of :mod:`steadyloop.journal._sql` with an async driver.
+"""Drive the shared SQL plans of `steadyloop.journal._sql` with an async driver.
 
-The plans are driver-free generators; :func:`run_sync` drives them on SQLite's
-synchronous driver, and :func:`run_async` here drives them on the server drivers
+The plans are driver-free generators; `run_sync` drives them on SQLite's
+synchronous driver, and `run_async` here drives them on the server drivers
 (psycopg, asyncmy). The transaction around a plan, and what to do when the database
-refuses it, is each backend's business; :func:`retry_transaction` holds the loop they
+refuses it, is each backend's business; `retry_transaction` holds the loop they
 share.
 """
 
@@ -68,7 +68,7 @@ async def run_async(plan: Plan, execute: Callable[[Query], Awaitable[list[Row]]]
     """Drive a plan with an asynchronous ``execute`` and return the plan's result.
 
     Args:
-        plan: A plan from :mod:`steadyloop.journal._sql`.
+        plan: A plan from `steadyloop.journal._sql`.
         execute: Runs one query and returns its rows (an empty list when the query
             does not fetch).
 

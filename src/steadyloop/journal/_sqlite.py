@@ -139,7 +139,7 @@ class SQLiteJournal(PlanJournal):
             only setting that survives power loss; ``"NORMAL"`` survives a process kill
             only. Weakening it is explicit, never silent.
         create: Whether a missing file is created; with ``False`` opening it raises
-            :class:`~steadyloop.BackendUnavailable` (for tools that only inspect).
+            [`BackendUnavailable`][steadyloop.BackendUnavailable] (for tools that only inspect).
     """
 
     def __init__(

@@ -4,9 +4,9 @@ A step is model call → decision → action → observation. Before each extern
 (a model call, a tool call) an intent record is durable; after it, its result. Resume
 folds the journal: completed effects are never repeated, a safe effect left without a
 result is done again, and a never-repeat one stops the run with
-``RESUME_STATE_UNKNOWN`` until the caller :func:`resolve` s it.
+``RESUME_STATE_UNKNOWN`` until the caller [`resolve`][steadyloop.loop.resolve]s it.
 
-Example:
+Examples:
     >>> import asyncio
     >>> from steadyloop.journal import open_journal
     >>> from steadyloop.loop import (

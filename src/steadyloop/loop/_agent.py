@@ -41,9 +41,9 @@ class ToolCallParser:
     """The default parser, for models with native tool calling.
 
     * tool calls present: each must name a registered tool and carry a JSON object as
-      arguments, or the whole reply is a :class:`ParseFailure`;
-    * otherwise non-blank text is the :class:`FinalAnswer`;
-    * otherwise (an empty reply) it is a :class:`ParseFailure`.
+      arguments, or the whole reply is a [`ParseFailure`][steadyloop.loop.ParseFailure];
+    * otherwise non-blank text is the [`FinalAnswer`][steadyloop.loop.FinalAnswer];
+    * otherwise (an empty reply) it is a [`ParseFailure`][steadyloop.loop.ParseFailure].
     """
 
     def parse(self, reply: ModelReply, tools: ToolRegistry) -> Decision:
@@ -124,8 +124,8 @@ class Agent:
 def load_agent(path: str) -> Agent:
     """Import an agent given as ``module:attribute``.
 
-    The attribute may be an :class:`Agent` or a function with no arguments returning
-    one (a factory, so importing the module has no side effects).
+    The attribute may be an [`Agent`][steadyloop.loop.Agent] or a function with no arguments
+    returning one (a factory, so importing the module has no side effects).
 
     Raises:
         AgentLoadError: The path is malformed, the module does not import, the

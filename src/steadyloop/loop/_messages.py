@@ -61,7 +61,7 @@ def decision_to_json(decision: Decision) -> dict[str, JSONValue]:
 
 
 def decision_from_json(data: Mapping[str, Any]) -> Decision:
-    """Rebuild a decision stored by :func:`decision_to_json`."""
+    """Rebuild a decision stored by `decision_to_json`."""
     kind = data.get("kind")
     if kind == "final":
         return FinalAnswer(str(data.get("text") or ""))
@@ -74,7 +74,7 @@ def reply_events_parts(reply: ModelReply, decision: Decision) -> tuple[list[Part
     """The parts of the session event that records a model reply, and loop feedback.
 
     A reply that parsed is stored as text and tool calls. A reply that did not is
-    stored as it came (broken argument text under :data:`UNPARSED`), each of its tool
+    stored as it came (broken argument text under `UNPARSED`), each of its tool
     calls answered with the parse error, so the conversation stays well formed; a reply
     without tool calls gets the error as feedback text instead (the second item).
     """

@@ -28,20 +28,21 @@ class ScriptedModel:
 
     The call index is the number of assistant turns already in the messages, so the
     same conversation always gets the same answer, also when resume repeats a call in
-    a new process with a new :class:`ScriptedModel`.
+    a new process with a new [`ScriptedModel`][steadyloop.loop.ScriptedModel].
 
     Args:
         script: A list of replies (a ``str`` is a final answer), or a function of
             ``(index, messages)`` returning one.
         name: The model's name, as stored in intents.
-        record: Keep every call's messages in :attr:`calls` (turn off for very long
-            runs: it keeps a reference per message per call).
+        record: Keep every call's messages in [`calls`][steadyloop.loop.ScriptedModel] (turn off
+            for very long runs: it keeps a reference per message per call).
 
     Attributes:
         calls: ``(index, messages)`` of every call, in order.
 
     Raises:
-        ModelError: From :meth:`complete`, when a list script has no reply at the index.
+        ModelError: From [`complete`][steadyloop.loop.ScriptedModel.complete], when a list
+            script has no reply at the index.
     """
 
     def __init__(self, script: Script, *, name: str = "scripted", record: bool = True) -> None:
@@ -72,8 +73,8 @@ class OpenAIChatModel:
 
     The API key is read from ``api_key`` or the environment variable ``api_key_env``
     and sent only in the ``Authorization`` header; it never appears in a
-    :class:`ModelReply` (a reply that echoes it gets ``***`` instead), in an error
-    message or in ``repr``, so it never reaches the journal. The same holds for user
+    [`ModelReply`][steadyloop.loop.ModelReply] (a reply that echoes it gets ``***`` instead), in
+    an error message or in ``repr``, so it never reaches the journal. The same holds for user
     info and query values in ``base_url``; its query is sent with every request.
 
     Args:

@@ -10,13 +10,13 @@ journal append, one sync)::
     result(model) + event(final answer) + run.ended → the result is returned
 
 Run records go to the run stream ``["run", run_id]``; events go to the session stream,
-in the same batch (:meth:`~steadyloop.sessions.SessionService.append_event` with
+in the same batch ([`append_event`][steadyloop.sessions.SessionService.append_event] with
 ``extra``). Records with no effect between them always share a batch, so a run of N
 external effects costs N + 1 syncs (one more to create a new session): the
 ``run.started``, ``run.claimed`` and the user's input event ride with the first intent,
 each result with the next intent, and the end record with the last result.
 
-**One driver per run** (:class:`~steadyloop.RunBusy`). Two mechanisms together:
+**One driver per run** ([`RunBusy`][steadyloop.RunBusy]). Two mechanisms together:
 
 * *Fencing.* Every write of a driver carries ``expected_next`` on the run stream. If
   anything else was written to the run since the driver last wrote, the journal
@@ -122,7 +122,7 @@ class Happened:
 
     Attributes:
         value: For a tool, its observation (any JSON value). For a model call, the reply
-            as :meth:`ModelReply.to_json` gives it.
+            as [`ModelReply.to_json`][steadyloop.loop.ModelReply.to_json] gives it.
         error: For a tool that failed: the error the model should see.
         note: Why the caller decided so (stored with the decision).
     """
@@ -184,7 +184,7 @@ def _check_owner(state: RunState, takeover: bool) -> None:
 
 
 class _Driver:
-    """Drives one run: folds every record it writes into :class:`RunState`."""
+    """Drives one run: folds every record it writes into [`RunState`][steadyloop.loop.RunState]."""
 
     def __init__(
         self,
@@ -613,9 +613,9 @@ class _Driver:
         Records queued for the batch that was cut off (an effect's known result and its
         events) are written with the closing record, fenced like every write, so no
         outcome is lost. An effect in flight keeps its intent open: a never-repeat one
-        suspends the run (``RESUME_STATE_UNKNOWN``) so a person can :func:`resolve` it;
-        otherwise the run ends ``CANCELLED``. A run with no durable ``run.started`` gets
-        nothing.
+        suspends the run (``RESUME_STATE_UNKNOWN``) so a person can
+        [`resolve`][steadyloop.loop.resolve] it; otherwise the run ends ``CANCELLED``. A run
+        with no durable ``run.started`` gets nothing.
         """
         try:
             durable = self.state.head - len(self.pending)
@@ -684,8 +684,8 @@ async def run(  # noqa: PLR0917 - the positional order is the documented API
     """Start a run: the user's ``input`` in a session, then steps until a stop reason.
 
     The session is created if it does not exist. Calling ``run`` again with the same
-    run id and the same arguments continues that run, as :func:`resume` does (so a
-    caller may simply retry after a crash).
+    run id and the same arguments continues that run, as [`resume`][steadyloop.loop.resume] does
+    (so a caller may simply retry after a crash).
 
     Args:
         agent: The agent.
@@ -770,7 +770,7 @@ async def resume(
     Effects with a result are not repeated: their recorded results are reused. An
     intent without a result is executed again if its policy is ``SAFE``; if it is
     ``NEVER``, the run stops with ``RESUME_STATE_UNKNOWN`` (that outcome is written)
-    and waits for :func:`resolve`.
+    and waits for [`resolve`][steadyloop.loop.resolve].
 
     Args:
         agent: The agent the run started with (same name); its budgets are ignored in
@@ -832,20 +832,22 @@ async def resolve(
     """Record a caller's decision about an intent that has no result.
 
     Use it after a run stopped with ``RESUME_STATE_UNKNOWN`` (its
-    :attr:`RunResult.open_intent`), once you know whether the effect happened: check
-    the payment provider, the outbox, the ticket system. Then :func:`resume` the run.
+    [`RunResult.open_intent`][steadyloop.loop.RunResult]), once you know whether the effect
+    happened: check the payment provider, the outbox, the ticket system. Then
+    [`resume`][steadyloop.loop.resume] the run.
 
-    * :class:`Happened` — the effect took place: its value (or error) becomes the
-      observation, and it is never executed again.
-    * :class:`NotHappened` — it did not: resume executes it again, under a new intent.
+    * [`Happened`][steadyloop.loop.Happened] — the effect took place: its value (or error)
+      becomes the observation, and it is never executed again.
+    * [`NotHappened`][steadyloop.loop.NotHappened] — it did not: resume executes it again, under
+      a new intent.
 
     Raises:
         RunNotFound: No such run.
         RunFinished: The run has ended.
         RunBusy: A live driver holds the run.
         LoopError: ``intent_id`` is not the open intent, a model reply given as
-            :class:`Happened` is malformed, or the outcome (value, error, reply or
-            note) has no JSON form.
+            [`Happened`][steadyloop.loop.Happened] is malformed, or the outcome (value, error,
+            reply or note) has no JSON form.
     """
     records = records or RecordFactory()
     state = await _read_state(journal, app, run_id, None)
@@ -933,8 +935,8 @@ class RunInfo:
         state: The fold of its stream.
         records: Its records, in order.
         status: ``"running"`` (a live driver holds it), ``"interrupted"`` (nobody does:
-            resume it), ``"resume_state_unknown"`` (waiting for :func:`resolve`), or the
-            stop reason it ended with.
+            resume it), ``"resume_state_unknown"`` (waiting for
+            [`resolve`][steadyloop.loop.resolve]), or the stop reason it ended with.
     """
 
     app: str

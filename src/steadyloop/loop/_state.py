@@ -10,10 +10,10 @@ A run lives in the journal namespace of its app, in the stream ``["run", run_id]
 ``effect.intent`` (``intent_id``, ``policy``, ``what``, ``step``, ``attempt``, and
     ``model``, ``message_count``, ``prompt_chars`` for a model call, or ``tool``,
     ``call_id``, ``arguments``, ``index`` for a tool call)
-    Durable before the effect it announces (:data:`~steadyloop.records.INTENT_KIND`).
+    Durable before the effect it announces ([`INTENT_KIND`][steadyloop.records.INTENT_KIND]).
 ``effect.result`` (``intent_id``, ``status``, and ``reply`` + ``decision`` for a model
     call, ``value`` or ``error`` for a tool call; ``resolved_by`` when a caller wrote it)
-    After the effect (:data:`~steadyloop.records.RESULT_KIND`). ``status`` is ``ok`` or
+    After the effect ([`RESULT_KIND`][steadyloop.records.RESULT_KIND]). ``status`` is ``ok`` or
     ``error`` when the effect happened; ``interrupted`` (resume re-executes a safe
     effect that may not have finished) or ``not_happened`` (a caller said so) when it
     must be done again, under a new intent.
@@ -158,7 +158,7 @@ class Owner:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Owner:
-        """Rebuild an owner from :meth:`to_json` output."""
+        """Rebuild an owner from [`to_json`][steadyloop.loop.Owner.to_json] output."""
         return cls(
             host=str(data.get("host")),
             boot=data.get("boot"),
@@ -195,8 +195,8 @@ class RunState:
     """The loop's state: a fold over a run stream.
 
     The live driver applies every record it queues, and resume applies every record it
-    reads, with the same :meth:`apply`; so a resumed driver continues from exactly the
-    state an uninterrupted one had.
+    reads, with the same [`apply`][steadyloop.loop.RunState.apply]; so a resumed driver
+    continues from exactly the state an uninterrupted one had.
 
     Attributes:
         run_id: The run.
@@ -287,7 +287,7 @@ class RunState:
     def result(
         self, reason: StopReason, detail: str, output: str | None, time: int = 0
     ) -> RunResult:
-        """A :class:`RunResult` with this state's counters."""
+        """A [`RunResult`][steadyloop.loop.RunResult] with this state's counters."""
         return RunResult(
             run_id=self.run_id,
             stop_reason=reason,

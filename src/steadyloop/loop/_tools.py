@@ -22,10 +22,11 @@ class ToolContext:
     """What a tool may learn about the call it serves.
 
     A tool whose function has a parameter named ``context`` receives one. A
-    never-repeat tool should pass :attr:`idempotency_key` to an external API that
-    accepts one, so that even a caller's wrong "it did not happen" decision cannot
-    double the effect there. Do not use :attr:`intent_id` for that: a re-execution
-    after :class:`~steadyloop.NotHappened` is a new intent with a new id.
+    never-repeat tool should pass
+    [`idempotency_key`][steadyloop.loop.ToolContext.idempotency_key] to an external API that
+    accepts one, so that even a caller's wrong "it did not happen" decision cannot double the
+    effect there. Do not use [`intent_id`][steadyloop.loop.ToolContext] for that: a re-execution
+    after [`NotHappened`][steadyloop.loop.NotHappened] is a new intent with a new id.
 
     Attributes:
         run_id: The run.
@@ -117,7 +118,7 @@ class Tool:
 class ToolRegistry:
     """The tools of an agent, each with its replay policy.
 
-    Example:
+    Examples:
         >>> tools = ToolRegistry()
         >>> @tools.tool(policy=ReplayPolicy.SAFE, description="Add two numbers.")
         ... def add(a: int, b: int) -> int:
@@ -152,7 +153,7 @@ class ToolRegistry:
         """Decorate a function to register it as a tool; the policy must be stated.
 
         ``thread=True`` calls a synchronous function in a worker thread (see
-        :class:`Tool`), so a tool that blocks does not stall the event loop.
+        [`Tool`][steadyloop.loop.Tool]), so a tool that blocks does not stall the event loop.
         """
 
         def register(fn: ToolFunction) -> ToolFunction:

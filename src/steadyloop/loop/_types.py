@@ -38,7 +38,8 @@ class ReplayPolicy(enum.StrEnum):
         SAFE: Repeating the effect is harmless (a read, a pure computation, a model
             call): resume executes it again.
         NEVER: The effect must never happen twice (a payment, an e-mail): resume stops
-            with :attr:`StopReason.RESUME_STATE_UNKNOWN` and the caller decides.
+            with [`StopReason.RESUME_STATE_UNKNOWN`][steadyloop.loop.StopReason] and the caller
+            decides.
     """
 
     SAFE = "safe"
@@ -48,15 +49,15 @@ class ReplayPolicy(enum.StrEnum):
 class StopReason(enum.StrEnum):
     """Why a run stopped.
 
-    Every reason but :attr:`RESUME_STATE_UNKNOWN` is final: the run's end record is
-    written and resuming it raises :class:`~steadyloop.RunFinished`.
+    Every reason but [`RESUME_STATE_UNKNOWN`][steadyloop.loop.StopReason] is final: the run's
+    end record is written and resuming it raises [`RunFinished`][steadyloop.RunFinished].
 
     Attributes:
         COMPLETED: The model gave a final answer.
         BUDGET_EXHAUSTED: A budget (steps, actions or prompt size) ran out.
         PARSE_FAILURES: Too many consecutive model replies did not parse.
         RESUME_STATE_UNKNOWN: A never-repeat effect may or may not have happened; the
-            run waits for :func:`~steadyloop.loop.resolve`.
+            run waits for [`resolve`][steadyloop.loop.resolve].
         CANCELLED: The caller cancelled the run.
         ERROR: The model call failed, or the run could not go on.
     """
@@ -94,7 +95,7 @@ class ToolCall:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ToolCall:
-        """Rebuild a call from :meth:`to_json` output."""
+        """Rebuild a call from [`to_json`][steadyloop.loop.ToolCall.to_json] output."""
         return cls(id=str(data["id"]), name=str(data["name"]), arguments=str(data["arguments"]))
 
 
@@ -177,7 +178,7 @@ class ModelReply:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ModelReply:
-        """Rebuild a reply from :meth:`to_json` output."""
+        """Rebuild a reply from [`to_json`][steadyloop.loop.ModelReply.to_json] output."""
         text = data.get("text")
         return cls(
             text=None if text is None else str(text),
@@ -214,10 +215,13 @@ class ToolSpec:
 
 @runtime_checkable
 class ModelClient(Protocol):
-    """A chat model. Implementations: :class:`ScriptedModel`, :class:`OpenAIChatModel`.
+    """A chat model.
+
+    Implementations: [`ScriptedModel`][steadyloop.loop.ScriptedModel],
+    [`OpenAIChatModel`][steadyloop.loop.OpenAIChatModel].
 
     A client must keep secrets (API keys, headers) to itself: nothing it returns in a
-    :class:`ModelReply` may contain them, since replies are journaled.
+    [`ModelReply`][steadyloop.loop.ModelReply] may contain them, since replies are journaled.
     """
 
     name: str
@@ -302,7 +306,7 @@ class Budgets:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Budgets:
-        """Rebuild budgets from :meth:`to_json` output."""
+        """Rebuild budgets from [`to_json`][steadyloop.loop.Budgets.to_json] output."""
         return cls(**{k: int(v) for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
@@ -319,7 +323,7 @@ class RunResult:
         actions: Tool calls made (with results).
         parse_failures: Model replies that did not parse, in total.
         open_intent: With ``RESUME_STATE_UNKNOWN``: the intent id the caller must
-            :func:`~steadyloop.loop.resolve`.
+            [`resolve`][steadyloop.loop.resolve].
         ended_at: When the end record was written (microseconds; the injected clock).
     """
 

@@ -1,11 +1,11 @@
 """Replay-diff: one trajectory, every backend, a canonical snapshot, a deterministic report.
 
-Cases are JSONL files in a small operation language (:mod:`steadyloop.replay._cases`
+Cases are JSONL files in a small operation language (`steadyloop.replay._cases`
 documents it; ``case.schema.json`` is its JSON Schema). The harness runs every case on
 every selected backend, reads back what was stored, normalises representation only,
 and compares each backend with the case's expectation and with a reference backend.
 
-Example:
+Examples:
     >>> import asyncio
     >>> from steadyloop.replay import bundled_cases, load_cases, replay
     >>> cases = load_cases([bundled_cases() / "single_turn.jsonl"])

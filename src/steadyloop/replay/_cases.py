@@ -48,7 +48,7 @@ and every later line is one operation, run in order:
 
 Every record may carry a ``note`` (free text, ignored). The loader checks everything
 before anything runs, and reports the file, the line and the field (a JSON Pointer into
-the record) of each problem as a :class:`~steadyloop.CaseError`.
+the record) of each problem as a [`CaseError`][steadyloop.replay.CaseError].
 """
 
 from __future__ import annotations
@@ -264,7 +264,9 @@ class RepeatEvent(_Model):
 
     op: Literal["repeat_event"]
     session: Handle
-    event_id: NonEmpty
+    event_id: NonEmpty = Field(
+        description="The event to append again: one appended earlier with this event_id."
+    )
 
 
 class EditEvent(_Model):
@@ -275,17 +277,23 @@ class EditEvent(_Model):
 
     op: Literal["edit_event"]
     session: Handle
-    event_id: NonEmpty
+    event_id: NonEmpty = Field(
+        description="The event whose object to edit: one appended earlier with this event_id."
+    )
     text: str | None = Field(default=None, description="New text of its first text part.")
-    state_delta: dict[str, Any] = Field(default_factory=dict)
+    state_delta: dict[str, Any] = Field(
+        default_factory=dict, description="Keys to set in the object's state delta."
+    )
 
 
 class ListSessions(_Model):
     """List a user's sessions; the ids go to ``/lists/<list_id>``."""
 
     op: Literal["list_sessions"]
-    list_id: Handle
-    user: NonEmpty
+    list_id: Handle = Field(
+        description="Name of the listing: the ids go to /lists/<list_id>; unique in the case."
+    )
+    user: NonEmpty = Field(description="Whose sessions to list (any user, with sessions or not).")
 
 
 class DeleteSession(_Model):
@@ -814,7 +822,7 @@ def _find_repeated(value: Any, loc: list[object]) -> str | None:
 
 
 def _decode_line(line: str) -> Any:
-    """Decode one case line, refusing what :func:`decode` refuses and repeated keys.
+    """Decode one case line, refusing what `decode` refuses and repeated keys.
 
     A repeated key is refused because JSON decoders disagree on which copy counts
     (Python keeps the last, silently dropping the first — an ``expected`` could vanish).

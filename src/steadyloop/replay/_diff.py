@@ -2,22 +2,22 @@
 
 Two modes:
 
-* :func:`diff` compares two whole snapshots: every key of either side, every element
-  of every array.
-* :func:`diff_subset` compares an expectation with a snapshot, with subset semantics:
-  an object in the expectation may leave keys out (only the keys it names are
-  compared) — but an empty object `{}` as the value of a key matches only an empty
-  object, so `"temp": {}` says that nothing is there (as an array element, `{}` stands
-  for any object) — while an array must match element by element and in length.
+* [`diff`][steadyloop.replay.diff] compares two whole snapshots: every key of either side, every
+  element of every array.
+* [`diff_subset`][steadyloop.replay.diff_subset] compares an expectation with a snapshot, with
+  subset semantics: an object in the expectation may leave keys out (only the keys it names are
+  compared) — but an empty object `{}` as the value of a key matches only an empty object, so
+  `"temp": {}` says that nothing is there (as an array element, `{}` stands for any object) —
+  while an array must match element by element and in length.
 
 Both take a fast path on equal sub-documents (one C-level comparison), so the cost is
 proportional to what differs, not to the size of the snapshot. Compare *normalised*
 documents: the normaliser wraps booleans and floats so that ``true`` never equals
 ``1`` and ``1.0`` never equals ``1``, as in JSON.
 
-Memory hits whose scores tie may come back in any order: :func:`align_ties` puts one
-side's tied hits in the other side's order, and says whether it had to. That is the
-only built-in allowance.
+Memory hits whose scores tie may come back in any order:
+[`align_ties`][steadyloop.replay.align_ties] puts one side's tied hits in the other side's
+order, and says whether it had to. That is the only built-in allowance.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class _Missing:
 
 
 MISSING: Any = _Missing()
-"""Stands for a value absent on one side of a :class:`Difference`."""
+"""Stands for a value absent on one side of a [`Difference`][steadyloop.replay.Difference]."""
 
 
 def escape(token: str) -> str:
@@ -60,8 +60,8 @@ class Difference:
 
     Attributes:
         pointer: The JSON Pointer of the place.
-        left: The reference side's value there (:data:`MISSING` if absent).
-        right: The compared side's value there (:data:`MISSING` if absent).
+        left: The reference side's value there ([`MISSING`][steadyloop.replay.MISSING] if absent).
+        right: The compared side's value there ([`MISSING`][steadyloop.replay.MISSING] if absent).
     """
 
     pointer: str

@@ -1,9 +1,9 @@
 """A planted faulty store: any store under test, with one known fault, to test the harness.
 
 An adapter that mistranslates could hide a framework's divergence, and a harness that
-misses a kind of difference would never notice. [FaultyStore][steadyloop.replay.FaultyStore]
-wraps any [SessionStore][steadyloop.replay.SessionStore] and plants one fault of
-[FAULTS][steadyloop.replay.FAULTS] in what passes through it; replaying the hostile pack
+misses a kind of difference would never notice. [`FaultyStore`][steadyloop.replay.FaultyStore]
+wraps any [`SessionStore`][steadyloop.replay.SessionStore] and plants one fault of
+[`FAULTS`][steadyloop.replay.FAULTS] in what passes through it; replaying the hostile pack
 on the wrapped store next to an honest one must report a difference for every fault.
 
 Examples:
@@ -50,7 +50,7 @@ FAULTS: dict[str, str] = {
     "cut_at_nul": "strings are cut at the first NUL (a C string)",
     "trim_ids": "trailing spaces are trimmed from session ids, merging 's1 ' into 's1'",
 }
-"""Every fault [FaultyStore][steadyloop.replay.FaultyStore] can plant, with what it does."""
+"""Every fault [`FaultyStore`][steadyloop.replay.FaultyStore] can plant, with what it does."""
 
 _ONLY_THROUGH_JOURNAL = frozenset(
     {
@@ -90,7 +90,7 @@ class FaultyStore:
 
     Args:
         inner: The honest store.
-        fault: One of [FAULTS][steadyloop.replay.FAULTS].
+        fault: One of [`FAULTS`][steadyloop.replay.FAULTS].
         name: Its name in reports (`<inner name>+<fault>` by default).
 
     Attributes:
@@ -102,7 +102,7 @@ class FaultyStore:
             Steadyloop's journal rather than the protocol.
 
     Raises:
-        ValueError: The fault is not one of [FAULTS][steadyloop.replay.FAULTS].
+        ValueError: The fault is not one of [`FAULTS`][steadyloop.replay.FAULTS].
     """
 
     def __init__(self, inner: SessionStore, fault: str, name: str | None = None) -> None:

@@ -173,7 +173,7 @@ class Backend:
         A nameless ``memory://`` opens a new private store each time, which a case
         that crashes and reopens could never reach again: it stands for a fresh named
         in-memory store instead, the same one for every case run with this backend,
-        removed with :attr:`dispose`.
+        removed with [`dispose`][steadyloop.replay.Backend].
         """
         scheme = url.split(":", 1)[0].lower()
         label = name or _SCHEME_NAMES.get(scheme, scheme)
@@ -253,12 +253,13 @@ def resolve_backends(
     workdir: str | Path,
     environ: Mapping[str, str] | None = None,
 ) -> list[Backend]:
-    """Turn backend names and URLs into :class:`Backend` objects.
+    """Turn backend names and URLs into [`Backend`][steadyloop.replay.Backend] objects.
 
     Args:
         specs: Names (``memory``, ``sqlite``, ``jsonl`` — fresh stores under
             ``workdir``; ``postgres``, ``redis``, ``mysql`` — the server their
-            environment variable names), journal URLs, or ready :class:`Backend` objects.
+            environment variable names), journal URLs, or ready
+            [`Backend`][steadyloop.replay.Backend] objects.
         workdir: Where temporary stores go.
         environ: The environment to read server URLs from (``os.environ`` by default).
 
@@ -384,7 +385,8 @@ class CaseRun:
     Attributes:
         case_id: The case.
         backend: The store's name.
-        snapshot: The raw snapshot (see the snapshot module); empty when not applicable.
+        snapshot: The raw snapshot (see `steadyloop.replay._snapshot`); empty when not
+            applicable.
         normaliser: The normaliser for this run's generated ids and clock readings.
         injections: ``{"line", "kind", "effect"}`` for every ``inject_failure``.
         seconds: Wall time of the run.
@@ -393,7 +395,7 @@ class CaseRun:
             first line needing it (`{"capability", "line"}`); non-empty means the case
             did not run there: it is `not_applicable`.
         unseen: Snapshot domains the store cannot show (`memory`, the stored memory
-            entries, without [MEMORY_ENTRIES][steadyloop.replay.Capability]); they are
+            entries, without [`MEMORY_ENTRIES`][steadyloop.replay.Capability]); they are
             left out of its comparisons with other stores.
     """
 
@@ -836,10 +838,10 @@ class _Runner:
     ) -> Callable[[int, Sequence[Message]], ModelReply | str]:
         """The run's script, counted from its own first model call.
 
-        [ScriptedModel][steadyloop.ScriptedModel] passes the number of assistant turns
-        in the prompt; in a session that earlier runs (or events) already answered,
-        those come first. The count at the run's first call is remembered, so a resumed
-        run (a new model, in the "new process") keeps counting where it was.
+        [`ScriptedModel`][steadyloop.loop.ScriptedModel] passes the number of assistant turns in
+        the prompt; in a session that earlier runs (or events) already answered, those come
+        first. The count at the run's first call is remembered, so a resumed run (a new model,
+        in the "new process") keeps counting where it was.
         """
         offsets = self.offsets
 
@@ -863,7 +865,7 @@ def _scripted_tool(effects: dict[str, int], name: str, returns: Any) -> Callable
 
 
 def as_store(spec: Backend | SessionStore) -> SessionStore:
-    """A [SessionStore][steadyloop.replay.SessionStore] for a backend or a store."""
+    """A [`SessionStore`][steadyloop.replay.SessionStore] for a backend or a store."""
     if isinstance(spec, Backend):
         return JournalStore(spec)
     return spec
@@ -880,8 +882,8 @@ async def run_case(
 
     Args:
         case: The case.
-        backend: The store: a [SessionStore][steadyloop.replay.SessionStore], or a
-            [Backend][steadyloop.replay.Backend] (Steadyloop's sessions on its journal).
+        backend: The store: a [`SessionStore`][steadyloop.replay.SessionStore], or a
+            [`Backend`][steadyloop.replay.Backend] (Steadyloop's sessions on its journal).
         keep: Leave the case's data in the store instead of removing it.
         ids: ``"sequential"`` ids and a step clock (the default), or ``"random"`` ids
             and the wall clock (normalisation makes both compare the same).
@@ -911,17 +913,17 @@ def resolve_stores(
     """Turn backend names, journal URLs and store URLs into stores under test.
 
     Args:
-        specs: What [resolve_backends][steadyloop.replay.resolve_backends] takes, plus
+        specs: What [`resolve_backends`][steadyloop.replay.resolve_backends] takes, plus
             `FRAMEWORK+BACKEND[://…]` store URLs (resolved through the
             `steadyloop.replay_stores` entry points) and ready
-            [SessionStore][steadyloop.replay.SessionStore] objects.
+            [`SessionStore`][steadyloop.replay.SessionStore] objects.
         workdir: Where temporary stores go.
         environ: The environment to read server URLs from (``os.environ`` by default).
 
     Raises:
         UnknownBackend: A name or framework is unknown, a server's variable is not set,
             two stores would have the same name, or a framework's extra is missing
-            ([MissingExtra][steadyloop.replay.MissingExtra]).
+            ([`MissingExtra`][steadyloop.replay.MissingExtra]).
     """
     out: list[SessionStore] = []
     directory = Path(workdir)

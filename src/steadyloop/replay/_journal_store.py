@@ -1,9 +1,9 @@
 """Steadyloop's own session service on a journal, as a store under test.
 
-[JournalStore][steadyloop.replay.JournalStore] implements
-[SessionStore][steadyloop.replay.SessionStore] on
-[SessionService][steadyloop.SessionService] over any journal a
-[Backend][steadyloop.replay.Backend] opens, and offers what only Steadyloop has: the
+[`JournalStore`][steadyloop.replay.JournalStore] implements
+[`SessionStore`][steadyloop.replay.SessionStore] on
+[`SessionService`][steadyloop.SessionService] over any journal a
+[`Backend`][steadyloop.replay.Backend] opens, and offers what only Steadyloop has: the
 agent loop, summaries, memory entries as stored, and injected crashes, torn writes and
 dropped connections (through the journal it wraps).
 
@@ -273,7 +273,7 @@ class JournalStore:
         )
 
     async def edit_appended(self, ref: SessionRef, event_id: str, edit: EventEdit) -> None:
-        """Edit the [Event][steadyloop.Event] object last appended, as a caller could.
+        """Edit the [`Event`][steadyloop.Event] object last appended, as a caller could.
 
         Its state delta is a plain dict, so new keys land in the object (and never
         in the journal, which encoded the event when it was appended); its parts are

@@ -49,7 +49,7 @@ the caller's frames on top."""
 def stack_room() -> Iterator[None]:
     """Let a recursive walk reach the deepest value a case may hold, then restore.
 
-    Values nest up to [MAX_DEPTH][steadyloop.records.MAX_DEPTH] levels; the walks over
+    Values nest up to [`MAX_DEPTH`][steadyloop.records.MAX_DEPTH] levels; the walks over
     snapshots (normalise, diff, `plain`) recurse once or twice per level, which the
     default recursion limit of 1000 does not cover. Python 3.11 runs Python-to-Python
     calls without growing the C stack, so the raised limit is safe.
@@ -89,7 +89,7 @@ class JSONBool:
     """A JSON boolean that, unlike Python's ``bool``, never equals a number.
 
     Normalised documents hold these instead of ``True`` and ``False``, so that plain
-    ``==`` on two documents is JSON equality. :func:`plain` turns them back.
+    ``==`` on two documents is JSON equality. [`plain`][steadyloop.replay.plain] turns them back.
 
     Attributes:
         value: The boolean.
@@ -167,7 +167,7 @@ def normalise_text(text: str) -> str:
     the information separators U+001C..U+001F are kept, so a backend that turns one
     into a space still differs.
 
-    Example:
+    Examples:
         >>> normalise_text("  Ｃａｆé\n\tau  lait ")
         'Café au lait'
     """
@@ -271,7 +271,7 @@ class Normaliser:
         return _scalar(value)
 
     def _doc_dict(self, value: Mapping[str, Any]) -> dict[str, Any]:
-        """:meth:`_doc` of an object, called directly for the many objects of lists."""
+        """`_doc` of an object, called directly for the many objects of lists."""
         aliases, tokens = self.aliases, self.tokens
         out: dict[str, Any] = {}
         for k, v in value.items():
@@ -296,7 +296,7 @@ class Normaliser:
         return out
 
     def _doc_list(self, value: Sequence[Any], key: str) -> list[Any]:
-        """:meth:`_doc` of an array; ordered lists get their times checked."""
+        """`_doc` of an array; ordered lists get their times checked."""
         doc_dict = self._doc_dict
         items = [doc_dict(v) if type(v) is dict else self._doc(v, key) for v in value]
         if key in _ORDERED_LISTS:

@@ -116,7 +116,8 @@ class DifferenceEntry:
         backend: The backend whose snapshot differs.
         reference: ``"expected"`` (the case's expectation) or the reference backend.
         pointer: The JSON Pointer of the difference in the normalised snapshot.
-        domain: Which part of the snapshot (one of :data:`REPORT_DOMAINS`).
+        domain: Which part of the snapshot (one of
+            [`REPORT_DOMAINS`][steadyloop.replay.REPORT_DOMAINS]).
         session: The session handle, when the difference is inside a session.
         event_index: The event's index in its list, when inside an event.
         query_id: The memory query, when inside one.
@@ -250,7 +251,7 @@ class CaseReport:
             `reference` (the store is the reference itself).
         known_backends: Store names that may appear in an `allowed_diffs` entry
             without being selected (see
-            [unused_allowed_diffs][steadyloop.replay.CaseReport.to_dict]).
+            `unused_allowed_diffs` in `to_dict`).
     """
 
     case: Case
@@ -488,7 +489,7 @@ class Report:
         reference: The reference of Steadyloop's stores (or, with none selected, of
             the first store's framework).
         backends: The stores, in selection order.
-        cases: One [CaseReport][steadyloop.replay.CaseReport] per case, in order.
+        cases: One [`CaseReport`][steadyloop.replay.CaseReport] per case, in order.
         timings: Seconds: ``total``, ``compare``, and per run.
         workdir: Where temporary stores were kept (only with ``keep``).
         references: Each framework's reference store, by framework.
@@ -617,7 +618,7 @@ def build_report(
         runs: Each run, by ``(case_id, store)``.
         backends: The store names, in order.
         reference: The reference store, or each framework's (see
-            [compare_case][steadyloop.replay.compare_case]).
+            [`compare_case`][steadyloop.replay.compare_case]).
         known_backends: Names an `allowed_diffs` entry may use without being selected.
     """
     started = time.perf_counter()
@@ -670,8 +671,8 @@ def known_store_names() -> frozenset[str]:
 async def check_steadyloop_limits(cases: Sequence[Case]) -> None:
     """Refuse cases holding what Steadyloop's own stores refuse, before anything runs.
 
-    [replay][steadyloop.replay.replay] calls this whenever a Steadyloop store is
-    selected (see [steadyloop_limits][steadyloop.replay.steadyloop_limits]).
+    `replay()` calls this whenever a Steadyloop store is
+    selected (see [`steadyloop_limits`][steadyloop.replay.steadyloop_limits]).
 
     Raises:
         CaseError: With every problem of every case in `problems`.
@@ -708,13 +709,13 @@ async def replay(
     """Run every case on every store, compare, and report.
 
     Args:
-        cases: Loaded cases (see [load_cases][steadyloop.replay.load_cases]).
+        cases: Loaded cases (see [`load_cases`][steadyloop.replay.load_cases]).
         backends: Steadyloop backend names and journal URLs, store URLs
-            (`FRAMEWORK+BACKEND[://…]`), [Backend][steadyloop.replay.Backend] or
-            [SessionStore][steadyloop.replay.SessionStore] objects; by default
+            (`FRAMEWORK+BACKEND[://…]`), [`Backend`][steadyloop.replay.Backend] or
+            [`SessionStore`][steadyloop.replay.SessionStore] objects; by default
             ``memory``, ``sqlite``, ``jsonl`` and each server whose variable is set.
         reference: Overrides the reference of its framework (see
-            [choose_references][steadyloop.replay.choose_references]).
+            [`choose_references`][steadyloop.replay.choose_references]).
         keep: Keep each case's data (and temporary stores) instead of deleting.
         ids: ``"sequential"`` ids and a step clock, or ``"random"`` ids and the wall
             clock.
@@ -724,7 +725,7 @@ async def replay(
 
     Raises:
         UnknownBackend: A store is unknown, its extra is missing
-            ([MissingExtra][steadyloop.replay.MissingExtra]), or the reference is not
+            ([`MissingExtra`][steadyloop.replay.MissingExtra]), or the reference is not
             selected.
         CaseError: A case holds what Steadyloop's own stores refuse, and one of them
             is selected; nothing ran.

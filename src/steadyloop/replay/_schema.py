@@ -1,7 +1,7 @@
 """The JSON Schemas shipped with the package, and the bundled case suite.
 
 ``schemas/case.schema.json`` describes one case record (header or operation); it is
-generated from the loader's models (:func:`generate_case_schema`) and a test keeps the
+generated from the loader's models (`generate_case_schema`) and a test keeps the
 shipped file in step. ``schemas/report.schema.json`` describes a replay report.
 """
 

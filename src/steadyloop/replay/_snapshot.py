@@ -5,7 +5,7 @@ A snapshot is plain JSON with these domains (the keys a case's ``expected`` may 
 ``sessions``
     ``{handle: {"user_id", "session_id", "events", "historical_events", "state":
     {"session", "user", "app", "temp"}, "summaries"}}``: every session of the case,
-    reloaded with :meth:`~steadyloop.sessions.SessionService.get_session`; state merged
+    reloaded with [`get_session`][steadyloop.sessions.SessionService.get_session]; state merged
     and split per scope. A session that cannot be read holds ``{"user_id",
     "session_id", "read_error": <error class>}`` instead.
 ``memory``

@@ -1,7 +1,7 @@
 """The store under test: the protocol every session store the harness drives implements.
 
-The replay harness ([replay][steadyloop.replay.replay]) runs a case's operations on a
-*store under test* through the [SessionStore][steadyloop.replay.SessionStore] protocol
+The replay harness (`replay()`) runs a case's operations on a
+*store under test* through the [`SessionStore`][steadyloop.replay.SessionStore] protocol
 below, reads back what the store kept, and leaves ids, the clock, normalisation,
 comparison and the report to itself. Steadyloop's own session service on each journal
 is one implementation; adapters to other frameworks' session stores are others. An
@@ -11,15 +11,15 @@ repairs, sorts, de-duplicates or retries: whatever the framework does is the fin
 
 # Selecting a store by URL
 
-`--backends` (and [replay][steadyloop.replay.replay]'s `backends`) takes, besides
+`--backends` (and `replay()`'s `backends`) takes, besides
 Steadyloop's journal names and URLs (`sqlite`, `postgres`, `memory://`, …), store URLs
 of the form `FRAMEWORK+BACKEND://…` — `adk+memory://`, `adk+sqlite:///FILE`,
 `adk+postgresql://…`, `trpc+redis://…`, `openai-agents+sqlite://…` — or just
 `FRAMEWORK+BACKEND` (`adk+sqlite`), which asks the adapter for a fresh store of its
 own under the harness's temporary directory. `FRAMEWORK` names an entry point in the
-[STORE_ENTRY_POINT_GROUP][steadyloop.replay.STORE_ENTRY_POINT_GROUP] group; its object
+[`STORE_ENTRY_POINT_GROUP`][steadyloop.replay.STORE_ENTRY_POINT_GROUP] group; its object
 is an *opener*, `open_store(spec: StoreSpec) -> SessionStore`, called once per selected
-store ([StoreSpec][steadyloop.replay.StoreSpec] says what it gets). A package adds its
+store ([`StoreSpec`][steadyloop.replay.StoreSpec] says what it gets). A package adds its
 own store the same way:
 
 ```toml
@@ -28,11 +28,11 @@ mystore = "mypackage.replay:open_store"
 ```
 
 An opener whose framework is not installed raises
-[MissingExtra][steadyloop.replay.MissingExtra] (use
-[missing_extra][steadyloop.replay.missing_extra]); the CLI prints its one line and exits
+[`MissingExtra`][steadyloop.replay.MissingExtra] (use
+[`missing_extra`][steadyloop.replay.missing_extra]); the CLI prints its one line and exits
 2. A store that cannot be reached raises
-[BackendUnavailable][steadyloop.BackendUnavailable] from `open()`, naming the URL
-through [redact_url][steadyloop.journal.redact_url] (never its password); exit 2 too.
+[`BackendUnavailable`][steadyloop.BackendUnavailable] from `open()`, naming the URL
+through [`redact_url`][steadyloop.journal.redact_url] (never its password); exit 2 too.
 
 # The life of a store in one case run
 
@@ -61,7 +61,7 @@ removes exactly that app's data.
 
 # What an adapter receives and returns
 
-Events come as a [StoreEvent][steadyloop.replay.StoreEvent]; parts are plain dicts:
+Events come as a [`StoreEvent`][steadyloop.replay.StoreEvent]; parts are plain dicts:
 
 ```python
 {"type": "text", "text": str}
@@ -70,13 +70,13 @@ Events come as a [StoreEvent][steadyloop.replay.StoreEvent]; parts are plain dic
 ```
 
 State keys carry their scope prefix (`"k"`, `"user:k"`, `"app:k"`, `"temp:k"`; see
-[scope_of][steadyloop.replay.scope_of]). Times are integer microseconds since the epoch;
+[`scope_of`][steadyloop.replay.scope_of]). Times are integer microseconds since the epoch;
 an adapter whose framework counts float seconds converts with
-[us_to_seconds][steadyloop.replay.us_to_seconds] and back with
-[seconds_to_us][steadyloop.replay.seconds_to_us] — the one rule, which round-trips
+[`us_to_seconds`][steadyloop.replay.us_to_seconds] and back with
+[`seconds_to_us`][steadyloop.replay.seconds_to_us] — the one rule, which round-trips
 every time a case can hold — so a store that loses precision shows as a difference.
 
-`get_session` returns a [StoredSession][steadyloop.replay.StoredSession] (or `None`
+`get_session` returns a [`StoredSession`][steadyloop.replay.StoredSession] (or `None`
 when the store says there is no such session):
 
 ```python
@@ -97,12 +97,12 @@ keys (with prefixes) the store reports for that scope after a reload.
 `event_id`, `author`, `time` where the store reports them, in the store's order.
 
 An operation the store refuses raises: any exception but
-[BackendUnavailable][steadyloop.BackendUnavailable] (and ``BaseException``s such as
+[`BackendUnavailable`][steadyloop.BackendUnavailable] (and ``BaseException``s such as
 cancellation) is the store's *result* — the harness records its type and message and
-goes on. [BackendUnavailable][steadyloop.BackendUnavailable] means the store went away;
+goes on. [`BackendUnavailable`][steadyloop.BackendUnavailable] means the store went away;
 the run stops. Where a case expects a store may refuse (a second `create_session` on an
 existing id, the same event twice, the caller editing its event after appending it),
-the harness records the [Outcome][steadyloop.replay.Outcome]: `refused` (it raised),
+the harness records the [`Outcome`][steadyloop.replay.Outcome]: `refused` (it raised),
 `accepted` (the operation took effect as a new thing) or `merged` (it was folded into
 what the store already had: the existing session kept, one copy of the event kept).
 
@@ -184,26 +184,26 @@ STORE_ENTRY_POINT_GROUP = "steadyloop.replay_stores"
 """Entry-point group naming each framework's store opener, by framework name.
 
 The name is the `FRAMEWORK` of a `FRAMEWORK+BACKEND://…` URL; the object is a
-[StoreOpener][steadyloop.replay.StoreOpener]. The shipped adapters register `adk`,
+[`StoreOpener`][steadyloop.replay.StoreOpener]. The shipped adapters register `adk`,
 `openai-agents` and `trpc` here, exactly as a user's own package would."""
 
 MAX_CASE_TIME_US = 2**51
 """Times a case may hold are integer microseconds in `[0, MAX_CASE_TIME_US)`.
 
 2^51 µs is about 71 years after 1970 (mid-2041). Below it the float-seconds rule of
-[us_to_seconds][steadyloop.replay.us_to_seconds] round-trips exactly: the division is
+[`us_to_seconds`][steadyloop.replay.us_to_seconds] round-trips exactly: the division is
 off by at most half a float step of the seconds (under 0.24 µs below 2^32 s) and the
 multiplication back by at most a quarter microsecond (the float step below 2^51 is
 0.5), together under the half microsecond that rounding forgives."""
 
 SCOPE_NAMES: tuple[str, ...] = ("session", "user", "app", "temp")
-"""The state scopes of a [StoredSession][steadyloop.replay.StoredSession], in order."""
+"""The state scopes of a [`StoredSession`][steadyloop.replay.StoredSession], in order."""
 
 
 def us_to_seconds(us: int) -> float:
     """Convert a case time in integer microseconds to float seconds: `us / 1_000_000`.
 
-    The one rule every adapter shares; [seconds_to_us][steadyloop.replay.seconds_to_us]
+    The one rule every adapter shares; [`seconds_to_us`][steadyloop.replay.seconds_to_us]
     inverts it exactly for every `0 <= us < MAX_CASE_TIME_US`.
 
     Examples:

@@ -2,10 +2,10 @@
 
 A session is a journal stream of events; its state is a fold over that stream and over
 its user's and its app's state streams. All of an app's streams live in the journal
-namespace named after the app; see :mod:`steadyloop.sessions._streams` for the stream
+namespace named after the app; see `steadyloop.sessions._streams` for the stream
 names and every record kind.
 
-Example:
+Examples:
     >>> import asyncio
     >>> from steadyloop.journal import open_journal
     >>> from steadyloop.records import RecordFactory, SequentialIds, StepClock

@@ -1,9 +1,9 @@
-"""The fold: a :class:`Session` from the records of its streams.
+"""The fold: a [`Session`][steadyloop.sessions.Session] from the records of its streams.
 
 The fold is a pure function of what was read, so any backend that stores the same
 records yields the same session. It refuses loudly what it cannot explain (an unknown
 record kind, a summary commit without its begin, a broken version chain, a duplicate
-event id) with :class:`~steadyloop.CorruptionError` naming the stream and sequence
+event id) with [`CorruptionError`][steadyloop.CorruptionError] naming the stream and sequence
 number, rather than showing a session that was never written.
 """
 
@@ -76,8 +76,8 @@ def fold_session(
 
     Returns:
         The session: events not covered by the latest summary, covered ones as
-        historical events, committed summaries only, merged state, and the session
-        stream's head as its version.
+            historical events, committed summaries only, merged state, and the session
+            stream's head as its version.
 
     Raises:
         SessionNotFound: If the session stream is empty.

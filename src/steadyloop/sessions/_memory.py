@@ -62,7 +62,7 @@ def normalize(text: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Split text into search tokens, in order, repeats kept.
 
-    Example:
+    Examples:
         >>> tokenize("Hello, WORLD_2 天气")
         ['hello', 'world', '2', '天', '气']
     """

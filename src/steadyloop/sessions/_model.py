@@ -2,10 +2,10 @@
 
 Every class here is an immutable value that converts to and from plain JSON
 (``to_dict`` / ``from_dict``), and validates itself when built: a bad value raises
-:class:`~steadyloop.SessionError` naming the field, before anything reaches the journal.
-JSON values are copied through their canonical encoding when an object is built, so a
-tuple becomes a list and a caller mutating its own dict afterwards changes nothing; an
-object read back from any backend therefore equals the one that was written.
+[`SessionError`][steadyloop.sessions.SessionError] naming the field, before anything reaches the
+journal. JSON values are copied through their canonical encoding when an object is built, so a
+tuple becomes a list and a caller mutating its own dict afterwards changes nothing; an object
+read back from any backend therefore equals the one that was written.
 
 State keys are scoped by prefix:
 
@@ -331,7 +331,7 @@ class Event:
 
     @classmethod
     def from_dict(cls, data: object) -> Event:
-        """Rebuild an event from :meth:`to_dict` output.
+        """Rebuild an event from [`to_dict`][steadyloop.sessions.Event.to_dict] output.
 
         Only ``id`` and ``author`` are required; ``parts`` defaults to none,
         ``state_delta`` to ``{}``, ``time`` to 0 and ``invocation_id`` to ``null``.
@@ -403,7 +403,7 @@ class Summary:
 
     @classmethod
     def from_dict(cls, data: object) -> Summary:
-        """Rebuild a summary from :meth:`to_dict` output.
+        """Rebuild a summary from [`to_dict`][steadyloop.sessions.Summary.to_dict] output.
 
         Raises:
             SessionError: If a field is missing, unknown or bad.
@@ -562,7 +562,7 @@ class Session:
 
     @classmethod
     def from_dict(cls, data: object) -> Session:
-        """Rebuild a session from :meth:`to_dict` output.
+        """Rebuild a session from [`to_dict`][steadyloop.sessions.Session.to_dict] output.
 
         Raises:
             SessionError: If a field is missing, unknown or bad.

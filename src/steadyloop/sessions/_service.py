@@ -32,7 +32,8 @@ __all__ = ["SessionService"]
 
 
 _CONSISTENT_READS = 20
-"""Attempts of :meth:`SessionService.get_session` to read its streams consistently."""
+"""Attempts of [`SessionService.get_session`][steadyloop.sessions.SessionService.get_session] to
+read its streams consistently."""
 
 
 class SessionService:
@@ -44,7 +45,7 @@ class SessionService:
         records: Makes records (and generated session and event ids) with an injected
             clock and id source; wall clock and random ids by default.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from steadyloop.journal import open_journal
         >>> from steadyloop.sessions import SessionService, TextPart
@@ -78,7 +79,7 @@ class SessionService:
         """Make an event stamped with a new id (unless given) and the current time.
 
         Raises:
-            SessionError: If the event is invalid (see :class:`Event`).
+            SessionError: If the event is invalid (see [`Event`][steadyloop.sessions.Event]).
         """
         return Event(
             id=self.records.ids.new_id() if event_id is None else event_id,
@@ -284,8 +285,8 @@ class SessionService:
 
         Raises:
             SessionError: If the session is not one of this app's or was not read from
-                the journal, there are no events, an item is not an :class:`Event`, or an
-                event id is already used.
+                the journal, there are no events, an item is not an
+                [`Event`][steadyloop.sessions.Event], or an event id is already used.
         """
         session = self._check_session(session)
         events = self._events(session, event)
@@ -340,9 +341,10 @@ class SessionService:
 
         Returns:
             The session with the events appended: ``version`` is the new head, and
-            ``state`` is the given session's state updated with each delta in turn
-            (``temp:`` keys included). ``user:`` and ``app:`` keys written meanwhile by
-            other sessions show only after :meth:`get_session`.
+                ``state`` is the given session's state updated with each delta in turn
+                (``temp:`` keys included). ``user:`` and ``app:`` keys written meanwhile by
+                other sessions show only after
+                [`get_session`][steadyloop.sessions.SessionService.get_session].
 
         Raises:
             ConflictError: Another writer appended to the session (or to a stream of
@@ -405,7 +407,7 @@ class SessionService:
         return len(records)
 
     async def search_memory(self, user_id: str, query: str, limit: int = 10) -> list[MemoryHit]:
-        """Search a user's memory (semantics in :mod:`steadyloop.sessions._memory`).
+        """Search a user's memory (semantics in `steadyloop.sessions._memory`).
 
         Tokens are NFKC-case-folded letter/digit runs, with each Han or kana character
         a token of its own; score is the number of distinct query tokens an entry
@@ -515,10 +517,12 @@ class SessionService:
     ) -> Session:
         """Make a summary attempt that fails after its first part was written.
 
-        Writes the ``summary.begin`` record exactly as :meth:`summarize` would, then
-        stops, as a crash or a lost connection between the two batches would leave it.
-        The arguments are checked as in :meth:`summarize`. The attempt stays invisible
-        to every read; the version chain goes on from the last committed summary.
+        Writes the ``summary.begin`` record exactly as
+        [`summarize`][steadyloop.sessions.SessionService.summarize] would, then stops, as a
+        crash or a lost connection between the two batches would leave it. The arguments are
+        checked as in [`summarize`][steadyloop.sessions.SessionService.summarize]. The attempt
+        stays invisible to every read; the version chain goes on from the last committed
+        summary.
 
         Returns:
             The session unchanged but for ``version``, which counts the begin record.

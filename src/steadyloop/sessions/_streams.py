@@ -20,14 +20,15 @@ Record kinds (payload fields in brackets):
     (no prefix); initial ``user:`` and ``app:`` keys go to their streams in the same
     batch.
 ``session.event`` (``event``)
-    One event, as :meth:`Event.to_dict` gives it, with every ``temp:`` key removed from
-    its state delta. Its ``user:`` and ``app:`` keys are kept (the event is complete),
-    and are also written to their own streams in the same batch.
+    One event, as [`Event.to_dict`][steadyloop.sessions.Event.to_dict] gives it, with every
+    ``temp:`` key removed from its state delta. Its ``user:`` and ``app:`` keys are kept (the
+    event is complete), and are also written to their own streams in the same batch.
 ``state.delta`` (``delta``, ``user_id``, ``session_id``, ``event_id``)
     A change to ``user:`` state (user stream) or ``app:`` state (app stream), keys with
     their prefix. ``event_id`` is ``null`` for the initial state of ``create_session``.
     Later records win, key by key.
-``summary.begin`` (``summary``, the summary as :meth:`Summary.to_dict` gives it)
+``summary.begin`` (``summary``, the summary as
+[`Summary.to_dict`][steadyloop.sessions.Summary.to_dict] gives it)
     First half of a summary attempt. Invisible on its own.
 ``summary.commit`` (``summary_id``, ``version``, ``begin``, the record id of its begin)
     Second half, written in a later batch. Only a begin with its commit is a summary.

@@ -1,10 +1,11 @@
 """Public test kits: use them on your own backends and agents.
 
-* :class:`JournalConformance` — the journal contract as pytest tests; subclass it and
-  supply a :class:`JournalFactory`.
-* :class:`FaultyFiles` — a file layer that cuts writes at any byte and simulates power
-  loss, for file-based backends.
-* :func:`crash_matrix` — crash an agent run at every write boundary, resume, compare.
+* [`JournalConformance`][steadyloop.testing.JournalConformance] — the journal contract as pytest
+  tests; subclass it and supply a [`JournalFactory`][steadyloop.testing.JournalFactory].
+* [`FaultyFiles`][steadyloop.testing.FaultyFiles] — a file layer that cuts writes at any byte
+  and simulates power loss, for file-based backends.
+* [`crash_matrix`][steadyloop.testing.crash_matrix] — crash an agent run at every write
+  boundary, resume, compare.
 
 The conformance suite needs ``pytest`` and ``pytest-asyncio`` (the
 ``steadyloop[testing]`` extra); it is imported only when first used, so the other kits

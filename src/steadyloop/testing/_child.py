@@ -3,7 +3,7 @@
 Usage: ``python -m steadyloop.testing._child URL NAMESPACE STREAM WRITER BATCHES``.
 Each batch is three records appended in one call by a freshly opened journal, which
 is closed again, so file locks change hands between processes. A writer that finds
-the stream held by another (:class:`~steadyloop.JournalLocked`) waits and retries.
+the stream held by another ([`JournalLocked`][steadyloop.JournalLocked]) waits and retries.
 Prints ``acked N`` at the end.
 """
 

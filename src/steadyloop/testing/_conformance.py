@@ -11,9 +11,10 @@ Use it on any backend, including your own, by subclassing and supplying a factor
             return JournalFactory(open=lambda: MyJournal.open(tmp_path), url=None)
 
 ``open`` must return a journal on the *same* store each time it is called (the suite
-closes and reopens). ``url``, when given, must be a URL that :func:`open_journal`
-in another process opens onto that store; the multi-process tests need it and are
-skipped, with a reason, without it. The suite needs ``pytest`` and ``pytest-asyncio``.
+closes and reopens). ``url``, when given, must be a URL that
+[`open_journal`][steadyloop.journal.open_journal] in another process opens onto that store; the
+multi-process tests need it and are skipped, with a reason, without it. The suite needs
+``pytest`` and ``pytest-asyncio``.
 """
 
 from __future__ import annotations

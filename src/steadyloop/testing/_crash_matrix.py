@@ -6,7 +6,7 @@ append *k*:
 
 * crashes the run just **before** append *k* (the effect before it happened, its result
   never became durable) and just **after** it (the batch is durable, the code after it
-  never ran) — a :class:`SimulatedCrash` raised by a journal wrapper;
+  never ran) — a [`SimulatedCrash`][steadyloop.testing.SimulatedCrash] raised by a journal wrapper;
 * reopens the journal (closing the crashed one first, as the kernel would release its
   files and locks) and resumes the run, resolving any ``RESUME_STATE_UNKNOWN`` with
   the truth (the kit wraps every never-repeat tool and knows whether it ran);
@@ -28,7 +28,7 @@ Use it on your own agent and backend::
         )
         report.assert_ok()
 
-The agent must be deterministic (a :class:`~steadyloop.loop.ScriptedModel`, tools that
+The agent must be deterministic (a [`ScriptedModel`][steadyloop.loop.ScriptedModel], tools that
 return the same value for the same arguments), or the comparison means nothing.
 """
 
@@ -239,7 +239,7 @@ class CrashMatrixReport:
         ]
 
     def assert_ok(self) -> None:
-        """Raise :class:`AssertionError` listing every case that did not match."""
+        """Raise `AssertionError` listing every case that did not match."""
         if self.failures:
             lines = [
                 f"boundary {c.boundary} {c.side}"
@@ -424,7 +424,9 @@ async def crash_matrix(
         boundaries: Only these appends (1-based); all by default.
 
     Returns:
-        The report; call :meth:`CrashMatrixReport.assert_ok` in a test.
+        The report; call
+            [`CrashMatrixReport.assert_ok`][steadyloop.testing.CrashMatrixReport.assert_ok] in a
+            test.
     """
     matrix = _Matrix(agent_factory, journal_factory, input, app, user_id, records)
     clean, appends, clean_view, clean_prompts = await matrix.baseline()

@@ -1,13 +1,13 @@
 """A fault-injecting file layer: cut a write at any byte, or lose power.
 
-:class:`FaultyFiles` wraps the real file layer of the JSONL backend. It keeps, for
-every file it touches, the bytes that were last made durable (by ``fsync``) and
-whether the file's directory entry was made durable (by syncing the directory). From
-that it can:
+[`FaultyFiles`][steadyloop.testing.FaultyFiles] wraps the real file layer of the JSONL backend.
+It keeps, for every file it touches, the bytes that were last made durable (by ``fsync``) and
+whether the file's directory entry was made durable (by syncing the directory). From that it
+can:
 
 * **cut** the stream of written bytes at any offset: the write that crosses the offset
-  writes only its head, then the "process" dies (:class:`SimulatedCrash`), and every
-  later operation dies too;
+  writes only its head, then the "process" dies
+  ([`SimulatedCrash`][steadyloop.testing.SimulatedCrash]), and every later operation dies too;
 * **crash before an operation**: the N-th mutating operation (write, sync, truncate,
   directory sync) dies before it does anything;
 * **fail an fsync** as Linux does after a disk error: the call raises ``EIO`` and the
@@ -18,7 +18,7 @@ that it can:
   random head of what was written after, as a disk that flushed part of its cache
   would), and files whose directory entry was never synced disappear.
 
-Example:
+Examples:
     >>> layer = FaultyFiles()
     >>> layer.cut_after(100)  # the 101st byte written never reaches the file
 """
@@ -38,13 +38,13 @@ __all__ = ["FaultyFiles", "SimulatedCrash"]
 class SimulatedCrash(BaseException):
     """The simulated process died here.
 
-    It derives from :class:`BaseException`, like :class:`KeyboardInterrupt`, so code
-    under test that catches :class:`Exception` cannot swallow a crash.
+    It derives from `BaseException`, like `KeyboardInterrupt`, so code
+    under test that catches `Exception` cannot swallow a crash.
     """
 
 
 class FaultyFiles(Files):
-    """A :class:`~steadyloop.journal.Files` that can crash and lose power on command.
+    """A [`Files`][steadyloop.journal.Files] that can crash and lose power on command.
 
     Attributes:
         bytes_written: Bytes written through this layer so far.
@@ -124,7 +124,8 @@ class FaultyFiles(Files):
         """Sync, and remember the file's bytes as durable (but for dropped ones).
 
         Raises:
-            OSError: ``EIO``, when armed by :meth:`fail_syncs`.
+            OSError: ``EIO``, when armed by
+                [`fail_syncs`][steadyloop.testing.FaultyFiles.fail_syncs].
         """
         self._tick()
         path = self._paths[fd]
