@@ -10,7 +10,8 @@ Selected by URL on `--backends`:
 | `adk+postgresql://USER@HOST/DB` | `DatabaseSessionService`, `postgresql+psycopg` | — |
 | `adk+mysql://USER@HOST/DB` | `DatabaseSessionService`, `mysql+asyncmy` | — |
 
-(`adk+mariadb://…` is `adk+mysql://…`.)
+(`adk+mariadb://…` is `adk+mysql://…`.) ADK's Vertex AI session and memory services
+need Google Cloud and are not offered.
 
 Without a location (`adk+memory`, `adk+sqlite`, `adk+database+sqlite`) the store lives
 under the harness's temporary directory. A SQLAlchemy driver may be named

@@ -13,7 +13,9 @@ Selected by URL on `--backends`:
 
 Without a location (`openai-agents+memory`, `…+sqlite`, `…+sqlalchemy+sqlite`) the
 store lives under the harness's temporary directory; `mariadb` is `mysql`, and a
-SQLAlchemy driver may be named (`openai-agents+postgresql+asyncpg://…`).
+SQLAlchemy driver may be named (`openai-agents+postgresql+asyncpg://…`). The SDK's
+other sessions (the OpenAI Conversations API, Dapr, MongoDB, the encrypting and
+advanced-SQLite wrappers) are not offered.
 
 SQLAlchemy stores are opened with `create_tables=True`, the SDK's own way to make its
 tables. On MySQL/MariaDB that fails (`VARCHAR requires a length`: the SDK declares
