@@ -150,3 +150,25 @@ async def test_redis_session_ids_collide_with_another_sessions_keys() -> None:
         finally:
             for s in sessions:
                 await s.close()
+
+
+async def test_postgresql_orders_items_by_the_clients_local_time() -> None:
+    """SQLAlchemySession on PostgreSQL orders items by `created_at`, a `TIMESTAMP WITHOUT TIME ZONE` filled with the connection's local time: two clients in different time zones (e.g. `PGTZ`) reorder one conversation."""
+    from agents.extensions.memory import SQLAlchemySession
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    async with postgres_schema() as (url, schema):
+        base = sqlalchemy_postgres_url(url, schema)
+        utc = create_async_engine(base + "%20-ctimezone%3DUTC")
+        kathmandu = create_async_engine(base + "%20-ctimezone%3DAsia/Kathmandu")
+        try:
+            a = SQLAlchemySession("s", engine=utc, create_tables=True)
+            b = SQLAlchemySession("s", engine=kathmandu, create_tables=True)
+            await a.add_items([msg("1 from UTC")])
+            await b.add_items([msg("2 from Kathmandu")])
+            await a.add_items([msg("3 from UTC")])
+            order = [m["content"] for m in await a.get_items()]
+            assert order == ["1 from UTC", "3 from UTC", "2 from Kathmandu"]
+        finally:
+            await utc.dispose()
+            await kathmandu.dispose()
