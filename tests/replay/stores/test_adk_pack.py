@@ -79,6 +79,14 @@ async def test_pack_on_adk_embedded_stores(tmp_path: Path) -> None:
         "s1 ",
         "trailing",
     )
+    # ... and deleting 's1 ' deletes 's1' there (DatabaseSessionService keeps 's1').
+    assert_found(
+        found,
+        ("adk+database+sqlite", "events_delete_padded", "/sessions/plain/read_error"),
+        "SessionNotFound",
+        ABSENT,
+        "plain",
+    )
     moved = found[("adk+database+sqlite", "events_id_spaces", "/sessions/plain/events/1")]
     assert (moved["reference_value"]["id"], moved["backend_present"]) == ("e2", False)
     # FTS5 SqliteMemoryService cannot find a Chinese word inside a sentence; InMemory can.

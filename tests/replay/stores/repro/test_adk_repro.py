@@ -354,3 +354,25 @@ async def test_mariadb_refuses_event_ids_differing_by_case_or_trailing_space(
         await svc.append_event(s, event("second", other, T0 + 1))
     got = await (await adk_factory("mysql")).get_session(app_name=APP, user_id="u", session_id="s")
     assert texts(got) == ["first"]
+
+
+@pytest.mark.parametrize(
+    ("backend", "deleted"),
+    [
+        ("memory", True),
+        ("sqlite", True),
+        ("database+sqlite", False),
+        pytest.param("postgresql", False, marks=pytest.mark.server),
+        pytest.param("mysql", True, marks=pytest.mark.server),
+    ],
+)
+async def test_deleting_a_padded_id_deletes_the_unpadded_session(
+    adk_factory: Any, backend: str, deleted: bool
+) -> None:
+    """`delete_session("s1 ")` deletes the session `s1` and its events on InMemory and SqliteSessionService (they strip the id) and on MariaDB (PAD SPACE), not on DatabaseSessionService over SQLite or PostgreSQL."""
+    svc = await adk_factory(backend)
+    s = await svc.create_session(app_name=APP, user_id="u", session_id="s1")
+    await svc.append_event(s, event("keep me", "e1", T0))
+    await svc.delete_session(app_name=APP, user_id="u", session_id="s1 ")
+    got = await (await adk_factory(backend)).get_session(app_name=APP, user_id="u", session_id="s1")
+    assert (got is None) is deleted
