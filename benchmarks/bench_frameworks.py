@@ -67,27 +67,49 @@ def _with_schema(url: str, schema: str) -> str:
     return parts._replace(query=query).geturl()
 
 
-def stores(framework: str, schema: str, database: str, servers: bool) -> list[str]:
-    """The store URLs of one framework: embedded ones, then (with servers) the server ones."""
-    pg, my = _rest(_with_schema(PG, schema)), _rest(_with_db(MY, database))
+FRAMEWORKS = ("steadyloop", "trpc", "adk", "openai-agents")
+
+
+def stores(framework: str, space: str, servers: bool) -> list[str]:
+    """The store URLs of one framework: embedded ones, then (with servers) the server ones.
+
+    ``space`` names the framework's own PostgreSQL schema and MariaDB database (trpc and
+    ADK both write tables named ``sessions`` and ``events``), and its Redis key prefix.
+    """
+    pg, my = _rest(_with_schema(PG, space)), _rest(_with_db(MY, space))
+    redis = _rest(REDIS)
+    sep = {url: "&" if "?" in url else "?" for url in (PG, MY, REDIS)}
     embedded = {
         "steadyloop": ["sqlite", "memory", "jsonl"],
         "trpc": ["trpc+memory", "trpc+sqlite"],
+        "adk": ["adk+memory", "adk+sqlite", "adk+database+sqlite"],
+        "openai-agents": [
+            "openai-agents+memory",
+            "openai-agents+sqlite",
+            "openai-agents+sqlalchemy+sqlite",
+        ],
     }[framework]
     server = {
         "steadyloop": [
-            f"postgresql:{_rest(PG)}{'&' if '?' in PG else '?'}prefix={schema}_",
-            f"redis:{_rest(REDIS)}{'&' if '?' in REDIS else '?'}prefix={schema}:",
-            f"mysql:{_rest(MY)}{'&' if '?' in MY else '?'}prefix={schema}_",
+            f"postgresql:{_rest(PG)}{sep[PG]}prefix={space}_",
+            f"redis:{redis}{sep[REDIS]}prefix={space}:",
+            f"mysql:{_rest(MY)}{sep[MY]}prefix={space}_",
         ],
-        "trpc": [f"trpc+postgresql:{pg}", f"trpc+mysql:{my}", f"trpc+redis:{_rest(REDIS)}"],
+        "trpc": [f"trpc+postgresql:{pg}", f"trpc+mysql:{my}", f"trpc+redis:{redis}"],
+        "adk": [f"adk+postgresql:{pg}", f"adk+mysql:{my}"],
+        "openai-agents": [
+            f"openai-agents+postgresql:{pg}",
+            f"openai-agents+mysql:{my}",
+            f"openai-agents+mysql:{my}{'&' if '?' in my else '?'}tables=adapter",
+            f"openai-agents+redis:{redis}{sep[REDIS]}key_prefix={space}:",
+        ],
     }[framework]
     return embedded + (server if servers else [])
 
 
 @contextlib.contextmanager
-def server_space(schema: str, database: str, servers: bool) -> Iterator[None]:
-    """Create the PostgreSQL schema and the MariaDB database the stores use; drop them after."""
+def server_space(spaces: list[str], servers: bool) -> Iterator[None]:
+    """Create a PostgreSQL schema and a MariaDB database per name; drop them afterwards."""
     if not servers:
         yield
         return
@@ -109,15 +131,17 @@ def server_space(schema: str, database: str, servers: bool) -> Iterator[None]:
         finally:
             conn.close()
 
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    mysql(f"CREATE DATABASE `{database}`")
     try:
+        for space in spaces:
+            with psycopg.connect(PG, autocommit=True) as conn:
+                conn.execute(f'CREATE SCHEMA "{space}"')
+            mysql(f"CREATE DATABASE `{space}`")
         yield
     finally:
-        with psycopg.connect(PG, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        mysql(f"DROP DATABASE IF EXISTS `{database}`")
+        for space in spaces:
+            with psycopg.connect(PG, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{space}" CASCADE')
+            mysql(f"DROP DATABASE IF EXISTS `{space}`")
 
 
 async def run_framework(framework: str, urls: list[str], repeat: int) -> dict[str, dict[str, Any]]:
@@ -170,13 +194,13 @@ async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
     quiet.propagate = False
     warnings.simplefilter("ignore")  # frameworks' own deprecation and SQLAlchemy warnings
     token = uuid.uuid4().hex[:8]
-    schema, database = f"bench_frameworks_{token}", f"bench_frameworks_{token}"
+    spaces = {f: f"bench_{f.replace('-', '_')}_{token}" for f in FRAMEWORKS}
     rows: dict[str, dict[str, Any]] = {}
     walls: dict[str, float] = {}
     cases = len(load_cases([pack_cases("hostile")]))
-    with server_space(schema, database, servers):
-        for framework in ("steadyloop", "trpc"):
-            urls = stores(framework, schema, database, servers)
+    with server_space(list(spaces.values()), servers):
+        for framework in FRAMEWORKS:
+            urls = stores(framework, spaces[framework], servers)
             started = time.perf_counter()
             rows.update(await run_framework(framework, urls, repeat))
             walls[framework] = round(time.perf_counter() - started, 3)
