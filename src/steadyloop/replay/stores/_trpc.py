@@ -194,7 +194,7 @@ class TrpcStore:
         name: The store's name in reports (`trpc+sqlite`, …).
         framework: `"trpc"`.
         backend: The backend as selected (`memory`, `sqlite`, `postgresql`, …).
-        capabilities: [TRPC_CAPABILITIES][steadyloop.replay.stores._trpc.TRPC_CAPABILITIES].
+        capabilities: `TRPC_CAPABILITIES`, the same for every backend.
         url: The URL the framework's services get (`""` for the in-memory store).
     """
 
