@@ -257,3 +257,44 @@ def test_directories_load_every_jsonl_whatever_its_case_but_no_hidden_file(tmp_p
     (tmp_path / "._a.jsonl").write_bytes(b"\x00\x05\x16\x07 AppleDouble junk")
     (tmp_path / "notes.txt").write_text("not a case")
     assert [c.case_id for c in load_cases([tmp_path])] == ["upper", "lower"]
+
+
+async def test_appending_does_not_reread_the_session(tmp_path: Path) -> None:
+    """The journal reads of a case do not grow with its events: appends never reload and refold the session."""
+    from steadyloop.journal import ForwardingJournal, Journal, MemoryJournal, open_journal
+    from steadyloop.replay import Backend, run_case
+
+    def case(events: int) -> Any:
+        lines = [HEADER, {"op": "create_session", "session": "s", "user": "u"}]
+        lines += [
+            {
+                "op": "append_event",
+                "session": "s",
+                "author": "a",
+                "text": f"m{i}",
+                "state_delta": {"i": i},
+            }
+            for i in range(events)
+        ]
+        return parse_case("".join(json.dumps(r) + "\n" for r in lines))
+
+    reads = {"n": 0}
+
+    class Counting(ForwardingJournal):
+        def on_read(self, namespace: str, stream: str, records: list[Any]) -> list[Any]:
+            reads["n"] += 1
+            return records
+
+    counts = []
+    for events in (10, 200):
+        name = f"linear-{events}"
+
+        async def opener(name: str = name) -> Journal:
+            return Counting(await open_journal(f"memory://{name}"))
+
+        reads["n"] = 0
+        run = await run_case(case(events), Backend("counting", opener))
+        MemoryJournal.forget(name)
+        assert len(run.snapshot["sessions"]["s"]["events"]) == events
+        counts.append(reads["n"])
+    assert counts[1] == counts[0], counts

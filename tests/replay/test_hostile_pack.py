@@ -27,6 +27,15 @@ PROBES = {
     "hostile_append_twice",
     "hostile_old_memory",
     "hostile_list_delete",
+    # events-only variants, for stores that keep no state and list nothing
+    "hostile_events_id_case",
+    "hostile_events_id_trailing_space",
+    "hostile_events_id_unicode_forms",
+    "hostile_events_id_separators",
+    "hostile_events_nul",
+    "hostile_events_big_text",
+    "hostile_events_append_twice",
+    "hostile_events_caller_edit",
 }
 
 
@@ -39,6 +48,29 @@ def test_the_pack_is_shipped_with_every_probe_and_a_description_of_it() -> None:
         assert case.reference_only, case.case_id
         assert case.description.startswith("Probes "), case.case_id
     assert next(c for c in cases if c.case_id == "hostile_non_utc_tz").tz == "Asia/Kathmandu"
+
+
+async def test_the_events_only_probes_need_nothing_but_events() -> None:
+    """The hostile_events_* cases run on a store that keeps events only (no state, no listing, no memory)."""
+    from dict_store import DictStore
+
+    from steadyloop.replay import Capability
+
+    events_only = frozenset(
+        {
+            Capability.EVENTS,
+            Capability.EXPLICIT_SESSION_ID,
+            Capability.EXPLICIT_EVENT_ID,
+            Capability.TOOL_PARTS,
+            Capability.CALLER_EDIT,
+        }
+    )
+    cases = [
+        c for c in load_cases([pack_cases("hostile")]) if c.case_id.startswith("hostile_events_")
+    ]
+    assert len(cases) == 8
+    report = await replay(cases, [DictStore("dict+memory", events_only)])
+    assert report.counts()["not_applicable"] == 0
 
 
 async def test_steadyloop_agrees_on_the_whole_pack(
@@ -65,7 +97,7 @@ def test_the_pack_runs_by_name_from_the_cli(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     out = replay_cli("run", "--pack", "hostile", "-b", "memory,sqlite", "--report", str(report))
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "17/17 cases agree" in out.stdout
+    assert f"{len(PROBES)}/{len(PROBES)} cases agree" in out.stdout
 
 
 def test_an_unknown_pack_is_refused_naming_the_packs() -> None:

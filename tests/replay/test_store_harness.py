@@ -167,3 +167,48 @@ def test_an_unknown_framework_exits_2_naming_it() -> None:
     out = replay_cli("run", "-b", "nosuchfw+memory")
     assert out.returncode == 2, out.stdout + out.stderr
     assert "'nosuchfw'" in out.stderr
+
+
+async def test_a_failed_generated_create_leaves_later_operations_an_error_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """When a create_session with a generated id fails, later operations on its handle are errors, and the run goes on."""
+
+    class Refusing(DictStore):
+        async def create_session(self, app: str, user: str, session_id: Any, state: Any) -> str:
+            if session_id is None:
+                raise RuntimeError("no generated ids here")
+            return await super().create_session(app, user, session_id, state)
+
+    case = _case(
+        '{"op": "create_session", "session": "g", "user": "u", "session_id": null}',
+        '{"op": "append_event", "session": "g", "event_id": "e", "author": "a", "text": "x"}',
+        '{"op": "create_session", "session": "s", "user": "u"}',
+    )
+    run = await HARNESS.run_case(case, Refusing())
+    assert run.snapshot["errors"] == {
+        "2": {"op": "create_session", "error": "RuntimeError"},
+        "3": {"op": "append_event", "error": "NotCreated"},
+    }
+    assert list(run.snapshot["sessions"]) == ["s"]
+
+
+async def test_memory_hits_are_blanked_like_events_for_a_store_without_explicit_time(
+    tmp_path: Path,
+) -> None:
+    """A store that keeps no caller time has the times of its memory hits blanked too."""
+
+    class Stamping(DictStore):
+        async def search_memory(self, app: str, user: str, query: str, limit: int) -> Any:
+            return [
+                {**h, "time": 123} for h in await super().search_memory(app, user, query, limit)
+            ]
+
+    case = _case(
+        '{"op": "create_session", "session": "s", "user": "u"}',
+        '{"op": "append_event", "session": "s", "event_id": "e", "author": "a", "text": "zebra"}',
+        '{"op": "store_memory", "session": "s"}',
+        '{"op": "search_memory", "query_id": "q", "user": "u", "query": "zebra"}',
+    )
+    run = await HARNESS.run_case(case, Stamping("dict+memory", ALL - {Capability.EXPLICIT_TIME}))
+    assert [h["time"] for h in run.snapshot["queries"]["q"]["hits"]] == [None]

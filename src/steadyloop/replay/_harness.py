@@ -110,6 +110,7 @@ __all__ = [
     "SERVER_BACKENDS",
     "Backend",
     "CaseRun",
+    "NotCreated",
     "as_store",
     "default_backends",
     "required_capabilities",
@@ -443,6 +444,10 @@ def _time_zone(tz: str | None) -> Any:
         time.tzset()
 
 
+class NotCreated(SessionError):
+    """An operation on a session whose create_session failed before the store named it."""
+
+
 def _may_refuse(op: Operation) -> bool:
     """Whether the case expects the store may refuse the operation."""
     return isinstance(op, RepeatEvent | EditEvent) or (
@@ -639,9 +644,23 @@ class _Runner:
                             for name in blank:
                                 if name in event:
                                     event[name] = None
+        # Memory hits name the event and its time as the store has them, too.
+        hit_fields = {"id": "event_id", "time": "time", "invocation_id": "invocation_id"}
+        for query in self.snapshot["queries"].values():
+            for hit in query.get("hits", ()):
+                if isinstance(hit, dict):
+                    for name in blank:
+                        if hit_fields[name] in hit:
+                            hit[hit_fields[name]] = None
 
     def _ref(self, handle: str) -> SessionRef:
-        return self.sessions[handle]
+        ref = self.sessions.get(handle)
+        if ref is None:
+            raise NotCreated(
+                f"session {handle!r} has no id: its create_session (with a generated id) "
+                "failed, so the store never named it"
+            )
+        return ref
 
     async def _do(self, line: int, op: Operation, plan: InjectFailure | None) -> None:
         store = self.store
@@ -707,6 +726,7 @@ class _Runner:
             await store.add_session_to_memory(self._ref(op.session))
         elif isinstance(op, SearchMemory):
             hits = await store.search_memory(self.app, op.user, op.query, op.limit)
+            check_canonical(hits, "/hits")  # an adapter returns plain JSON, or it is an error
             self.snapshot["queries"][op.query_id] = {
                 "user": op.user,
                 "query": op.query,

@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from steadyloop._errors import BackendUnavailable, SessionNotFound, UnknownBackend
+from steadyloop._errors import BackendUnavailable, SessionError, SessionNotFound, UnknownBackend
 from steadyloop.journal import (
     AppendResult,
     Files,
@@ -279,7 +279,12 @@ class JournalStore:
         in the journal, which encoded the event when it was appended); its parts are
         frozen, so a new text raises `FrozenInstanceError`, as it would for a caller.
         """
-        native = self._handed[(ref, event_id)]
+        native = self._handed.get((ref, event_id))
+        if native is None:
+            raise SessionError(
+                f"no event object {event_id!r} to edit: this client did not append it "
+                "(the store restarted since, or never had it)"
+            )
         native.state_delta.update(edit.state_delta)  # type: ignore[attr-defined]
         if edit.text is not None:
             for part in native.parts:

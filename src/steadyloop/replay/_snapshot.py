@@ -29,9 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from steadyloop._errors import BackendUnavailable, SteadyloopError
+from steadyloop._errors import BackendUnavailable, EncodingError, SteadyloopError
 from steadyloop.journal import Journal
 from steadyloop.loop import load_run
+from steadyloop.records import check_canonical
 from steadyloop.replay._journal_store import JournalStore
 from steadyloop.replay._store import SessionRef, SessionStore
 from steadyloop.sessions import KIND_MEMORY_ENTRY, memory_stream
@@ -65,7 +66,18 @@ async def read_session(store: SessionStore, ref: SessionRef) -> dict[str, Any]:
         return {"user_id": ref.user, "session_id": ref.session_id, "read_error": type(exc).__name__}
     if stored is None:
         return {"user_id": ref.user, "session_id": ref.session_id, "read_error": "SessionNotFound"}
-    return stored.to_dict()
+    body = stored.to_dict()
+    try:
+        check_canonical(body)
+    except EncodingError as exc:
+        # The adapter broke its contract (plain JSON only): show it, never crash on it.
+        return {
+            "user_id": ref.user,
+            "session_id": ref.session_id,
+            "read_error": "NotJSON",
+            "detail": str(exc),
+        }
+    return body
 
 
 async def read_sessions(store: SessionStore, sessions: Mapping[str, SessionRef]) -> dict[str, Any]:
