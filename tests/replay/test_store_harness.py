@@ -212,3 +212,44 @@ async def test_memory_hits_are_blanked_like_events_for_a_store_without_explicit_
     )
     run = await HARNESS.run_case(case, Stamping("dict+memory", ALL - {Capability.EXPLICIT_TIME}))
     assert [h["time"] for h in run.snapshot["queries"]["q"]["hits"]] == [None]
+
+
+def test_the_cli_shows_not_applicable_runs_and_which_comparisons_ran(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`replay run` marks a case a store cannot run as n/a and says how many comparisons ran, exiting 0."""
+    from steadyloop.cli import app
+
+    def opener(framework: str) -> Any:
+        def open_store(spec: StoreSpec) -> Any:
+            caps = ALL if spec.backend == "memory" else ALL - {Capability.USER_STATE}
+            return DictStore(spec.name, caps, backend=spec.backend)
+
+        return open_store
+
+    monkeypatch.setattr(HARNESS, "store_opener", opener)
+    out = CliRunner().invoke(
+        app,
+        ["replay", "run", "--pack", "hostile", "-b", "dict+memory,dict+partial"],
+        env={"COLUMNS": "200"},
+    )
+    assert out.exit_code == 0, out.output
+    assert "n/a" in out.output
+    assert "reference dict: dict+memory" in out.output
+    assert "run(s) not applicable" in out.output
+    assert "hostile_shared_scopes dict+partial: needs user_state (line 2)" in out.output
+
+
+async def test_a_store_failing_to_open_is_reported_without_a_password(tmp_path: Path) -> None:
+    """A store whose open() fails with the driver's message has any URL password in it replaced."""
+    from steadyloop import BackendUnavailable
+
+    class Failing(DictStore):
+        async def open(self) -> None:
+            raise OSError("cannot reach postgresql://app:s3cret@db.example:5432/x")
+
+    case = _case('{"op": "create_session", "session": "s", "user": "u"}')
+    with pytest.raises(BackendUnavailable) as caught:
+        await replay([case], [Failing()], workdir=tmp_path)
+    assert "s3cret" not in str(caught.value)
+    assert "postgresql://app:***@db.example:5432/x" in str(caught.value)

@@ -233,6 +233,19 @@ def run_command(
         )
     if len(report.unexpected) > 20:
         console.print(Text(f"… and {len(report.unexpected) - 20} more (see the report)"))
+    skipped = [
+        (case.case.case_id, name, run.missing)
+        for case in report.cases
+        for name, run in case.runs.items()
+        if not run.applicable
+    ]
+    for case_id, name, missing in skipped[:10]:
+        needs = ", ".join(f"{m['capability']} (line {m['line']})" for m in missing)
+        console.print(
+            Text.assemble(("◦", "dim"), f" {case_id} ", (name, "bold"), f": needs {needs}")
+        )
+    if len(skipped) > 10:
+        console.print(Text(f"… and {len(skipped) - 10} more not applicable (see the report)"))
     counts = report.counts()
     refs = ", ".join(f"{fw}: {name}" for fw, name in sorted(report.references.items()))
     console.print(

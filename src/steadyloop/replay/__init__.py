@@ -86,6 +86,7 @@ from steadyloop.replay._store import (
     seconds_to_us,
     store_opener,
     us_to_seconds,
+    without_passwords,
 )
 
 __all__ = [
@@ -163,4 +164,5 @@ __all__ = [
     "store_opener",
     "temporary_backend",
     "us_to_seconds",
+    "without_passwords",
 ]

@@ -45,6 +45,22 @@ and every later line is one operation, run in order:
     session may hold several runs, one after another, each with its own script.
 ``resume_loop`` (``run``)
     Resume a run, typically after ``crash_after_write`` stopped it.
+``list_sessions`` (``list_id``, ``user``)
+    List a user's sessions; the ids, sorted, are kept under ``/lists/<list_id>``.
+``delete_session`` (``session``)
+    Delete a session.
+``repeat_event`` (``session``, ``event_id``)
+    Append an event of the session again, exactly as before (same id, same time).
+``edit_event`` (``session``, ``event_id``, ``text`` and/or ``state_delta``)
+    Edit the event object the caller appended, after appending it.
+
+``append_event`` may also give ``time`` (integer microseconds; the harness's clock by
+default), and ``create_session`` ``"may_refuse": true`` to create a session again on
+an existing id. That, ``repeat_event`` and ``edit_event`` are operations a store may
+refuse: their outcome (``refused`` with the store's error and message, ``accepted`` or
+``merged``) goes to ``/outcomes/<line>``. The header may also give ``tz`` (an IANA time
+zone the case runs under), ``reference_only`` (compare only with reference stores: no
+``expected``) and ``absent`` (JSON Pointers where the snapshot must hold nothing).
 
 Every record may carry a ``note`` (free text, ignored). The loader checks everything
 before anything runs, and reports the file, the line and the field (a JSON Pointer into

@@ -1,10 +1,12 @@
-"""The harness: run every case on every backend, each in its own namespace.
+"""The harness: run every case on every store under test, each in an app of its own.
 
-For each case and backend the harness opens the backend's store, gives the case a
-namespace of its own (``replay.<case_id>.<random>``), runs the operations through the
-real session service and agent loop, reads back what was stored (the snapshot), and
-deletes that namespace — and nothing else — unless asked to keep it. Stores it made
-itself (a temporary directory, a named in-memory store) are removed as well.
+For each case and store the harness opens the store, gives the case an app of its own
+(``replay.<case_id>.<random>``), runs the operations through the store's protocol (and,
+on Steadyloop's own stores, the real agent loop, summaries and injected failures),
+restarts the store and reads back what was stored (the snapshot), and removes that app
+— and nothing else — unless asked to keep it. Stores it made itself (a temporary
+directory, a named in-memory store) are removed as well. A case needing a capability
+the store lacks does not run there: the run is `not_applicable`, naming it.
 
 Ids and times come from a recording id source and clock (sequential ids and a step
 clock by default, random ids and the wall clock on request), so the normaliser knows
@@ -61,6 +63,7 @@ from steadyloop.records import (
     SequentialIds,
     StepClock,
     SystemClock,
+    canonical_json,
     check_canonical,
     decode,
 )
@@ -102,6 +105,7 @@ from steadyloop.replay._store import (
     parse_store_url,
     scope_of,
     store_opener,
+    without_passwords,
 )
 from steadyloop.sessions import memory_stream, session_stream, user_stream
 
@@ -726,7 +730,8 @@ class _Runner:
             await store.add_session_to_memory(self._ref(op.session))
         elif isinstance(op, SearchMemory):
             hits = await store.search_memory(self.app, op.user, op.query, op.limit)
-            check_canonical(hits, "/hits")  # an adapter returns plain JSON, or it is an error
+            # A plain-JSON copy: an adapter returns plain JSON, or it is an error.
+            hits = decode(canonical_json(hits))
             self.snapshot["queries"][op.query_id] = {
                 "user": op.user,
                 "query": op.query,
@@ -921,7 +926,8 @@ async def run_case(
         return await _Runner(case, store, ids).execute(keep)
     except BackendUnavailable as exc:
         raise BackendUnavailable(
-            f"backend {store.name!r} became unreachable during case {case.case_id!r}: {exc}"
+            f"backend {store.name!r} became unreachable during case {case.case_id!r}: "
+            + without_passwords(str(exc))
         ) from exc
 
 

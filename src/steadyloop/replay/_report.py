@@ -49,7 +49,7 @@ from steadyloop.replay._harness import (
 )
 from steadyloop.replay._journal_store import JournalStore
 from steadyloop.replay._normalise import plain
-from steadyloop.replay._store import STORE_ENTRY_POINT_GROUP, SessionStore
+from steadyloop.replay._store import STORE_ENTRY_POINT_GROUP, SessionStore, without_passwords
 
 __all__ = [
     "REPORT_DOMAINS",
@@ -689,9 +689,11 @@ async def _probe(store: SessionStore) -> None:
     except SteadyloopError:
         raise
     except Exception as exc:
+        # A driver's message may quote the URL it was given: never with its password.
+        detail = without_passwords(str(exc))
         raise BackendUnavailable(
-            f"backend {store.name!r} cannot be opened: {type(exc).__name__}: {exc}"
-        ) from exc
+            f"backend {store.name!r} cannot be opened: {type(exc).__name__}: {detail}"
+        ) from None
     await store.close()
 
 

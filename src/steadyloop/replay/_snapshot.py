@@ -1,24 +1,33 @@
-"""The canonical snapshot: what a backend holds after a case, read back through the API.
+"""The canonical snapshot: what a store holds after a case, read back through its API.
 
 A snapshot is plain JSON with these domains (the keys a case's ``expected`` may use):
 
 ``sessions``
     ``{handle: {"user_id", "session_id", "events", "historical_events", "state":
     {"session", "user", "app", "temp"}, "summaries"}}``: every session of the case,
-    reloaded with [`get_session`][steadyloop.sessions.SessionService.get_session]; state merged
-    and split per scope. A session that cannot be read holds ``{"user_id",
-    "session_id", "read_error": <error class>}`` instead.
+    reloaded through the store's `get_session` after a restart; state merged and split
+    per scope. A session that cannot be read holds ``{"user_id", "session_id",
+    "read_error": <error class>}`` instead (`SessionNotFound` when the store says it
+    does not exist, `NotJSON` when an adapter hands back something else).
 ``memory``
     ``{user: {"entries": [...]}}``: every ``memory.entry`` record of the user's memory
     stream, in stored order (its payload; a record of another kind also shows its
-    ``kind``).
+    ``kind``). Only Steadyloop's stores can show it (`memory_entries`); for others it is
+    empty and left out of their comparisons.
 ``queries``
     ``{query_id: {"user", "query", "limit", "hits": [...]}}``: the hits each
     ``search_memory`` got.
+``lists``
+    ``{list_id: {"user", "sessions": [...]}}``: the ids each ``list_sessions`` got,
+    sorted (a listing's order is no promise).
 ``checkpoints``
     ``{name: {"sessions": …, "memory": …}}`` as they were at each ``checkpoint``.
 ``errors``
     ``{line: {"op", "error"}}``: operations that ended with an error (its class name).
+``outcomes``
+    ``{line: {"op", "outcome", "error", "message"}}``: for each operation the case
+    expects a store may refuse, whether it was ``refused`` (with the store's error and
+    message, the app's name replaced by ``<app>``), ``accepted`` or ``merged``.
 ``loops``
     ``{run: {"status", "result", "effects"}}``: how each run stands, its end result
     (without times), and how often each scripted tool really ran.
@@ -32,7 +41,7 @@ from typing import Any
 from steadyloop._errors import BackendUnavailable, EncodingError, SteadyloopError
 from steadyloop.journal import Journal
 from steadyloop.loop import load_run
-from steadyloop.records import check_canonical
+from steadyloop.records import canonical_json, decode
 from steadyloop.replay._journal_store import JournalStore
 from steadyloop.replay._store import SessionRef, SessionStore
 from steadyloop.sessions import KIND_MEMORY_ENTRY, memory_stream
@@ -66,9 +75,10 @@ async def read_session(store: SessionStore, ref: SessionRef) -> dict[str, Any]:
         return {"user_id": ref.user, "session_id": ref.session_id, "read_error": type(exc).__name__}
     if stored is None:
         return {"user_id": ref.user, "session_id": ref.session_id, "read_error": "SessionNotFound"}
-    body = stored.to_dict()
     try:
-        check_canonical(body)
+        # A copy in plain JSON: the harness never touches the store's own objects, and
+        # an adapter that hands back something else breaks its contract, visibly.
+        body: dict[str, Any] = decode(canonical_json(stored.to_dict()))
     except EncodingError as exc:
         # The adapter broke its contract (plain JSON only): show it, never crash on it.
         return {

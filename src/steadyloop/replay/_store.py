@@ -114,8 +114,11 @@ from steadyloop.replay import Capability, StoredSession, StoreSpec
 class DictStore:
     name = "dict+memory"
     framework, backend = "dict", "memory"
-    capabilities = frozenset({Capability.EVENTS, Capability.STATE,
-                              Capability.EXPLICIT_EVENT_ID, Capability.EXPLICIT_TIME})
+    # Session-scope state only: a case with user:, app: or temp: keys is not_applicable.
+    capabilities = frozenset({
+        Capability.EVENTS, Capability.STATE, Capability.EXPLICIT_SESSION_ID,
+        Capability.GENERATED_SESSION_ID, Capability.EXPLICIT_EVENT_ID, Capability.EXPLICIT_TIME,
+    })
 
     def __init__(self) -> None:
         self.data: dict[tuple[str, str, str], StoredSession] = {}
@@ -134,7 +137,16 @@ class DictStore:
         stored = self.data[(ref.app, ref.user, ref.session_id)]
         stored.events.append(event.to_dict())
         stored.state["session"].update(event.state_delta)
-    ...
+
+    async def get_session(self, ref):
+        return self.data.get((ref.app, ref.user, ref.session_id))
+
+    async def cleanup(self, app):
+        for key in [k for k in self.data if k[0] == app]:
+            del self.data[key]
+
+    # list_sessions, delete_session, memory, edit_appended: outside its capabilities,
+    # so never called; they may raise NotImplementedError.
 
 def open_store(spec: StoreSpec) -> DictStore:
     return DictStore()
@@ -178,6 +190,7 @@ __all__ = [
     "seconds_to_us",
     "store_opener",
     "us_to_seconds",
+    "without_passwords",
 ]
 
 STORE_ENTRY_POINT_GROUP = "steadyloop.replay_stores"
@@ -537,6 +550,23 @@ def parse_store_url(url: str, workdir: Path) -> StoreSpec | None:
         workdir=workdir,
         name=f"{framework}+{backend}",
     )
+
+
+_PASSWORD_IN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@")
+
+
+def without_passwords(text: str) -> str:
+    """Return `text` with the password of every URL in it replaced by `***`.
+
+    For messages that quote URLs the harness did not build itself (a driver's error).
+
+    Examples:
+        ```python
+        >>> without_passwords("cannot reach postgresql://app:s3cret@db/x")
+        'cannot reach postgresql://app:***@db/x'
+        ```
+    """
+    return _PASSWORD_IN_URL.sub(r"\1***@", text)
 
 
 def missing_extra(spec: StoreSpec, extra: str, package: str) -> MissingExtra:
