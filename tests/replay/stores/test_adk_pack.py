@@ -74,7 +74,11 @@ async def test_pack_on_adk_embedded_stores(tmp_path: Path) -> None:
     # ... and so InMemory files the events written to 's1 ' under 's1'.
     assert_found(
         found,
-        ("adk+database+sqlite", "events_id_spaces", "/sessions/trailing/session_id"),
+        (
+            "adk+database+sqlite",
+            "hostile_events_id_trailing_space",
+            "/sessions/trailing/session_id",
+        ),
         "s1",
         "s1 ",
         "trailing",
@@ -87,8 +91,13 @@ async def test_pack_on_adk_embedded_stores(tmp_path: Path) -> None:
         ABSENT,
         "plain",
     )
-    moved = found[("adk+database+sqlite", "events_id_spaces", "/sessions/plain/events/1")]
-    assert (moved["reference_value"]["id"], moved["backend_present"]) == ("e2", False)
+    moved = found[
+        ("adk+database+sqlite", "hostile_events_id_trailing_space", "/sessions/plain/events/1")
+    ]
+    assert (moved["reference_value"]["parts"][0]["text"], moved["backend_present"]) == (
+        "trailing",
+        False,
+    )
     # FTS5 SqliteMemoryService cannot find a Chinese word inside a sentence; InMemory can.
     weather = found[("adk+sqlite", "events_memory_words", "/queries/weather/hits/0")]
     assert (weather["reference_value"]["event_id"], weather["backend_present"]) == ("m1", False)
@@ -127,7 +136,7 @@ async def test_pack_on_adk_database_servers(tmp_path: Path) -> None:
     # MariaDB: 'S1' after 's1' is refused as existing, and 'ADA' is listed Ada's session.
     assert_found(
         found,
-        ("adk+mysql", "events_id_case", "/errors/3"),
+        ("adk+mysql", "hostile_events_id_case", "/errors/3"),
         ABSENT,
         {"error": "AlreadyExistsError", "op": "create_session"},
     )

@@ -91,41 +91,46 @@ async def test_pack_on_openai_agents_servers(tmp_path: Path) -> None:
         "nul_id",
     )
     # MariaDB as shipped: the SDK cannot create its tables, so every operation fails.
-    for case in ("events_id_case", "events_big_text", "hostile_empty_parts"):
+    for case, session in [
+        ("hostile_events_id_case", "lower"),
+        ("hostile_events_big_text", "s1"),
+        ("hostile_empty_parts", "s1"),
+    ]:
         assert_found(
             found,
-            (
-                "openai-agents+mysql",
-                case,
-                "/sessions/s1/read_error"
-                if case != "events_id_case"
-                else "/sessions/lower/read_error",
-            ),
+            ("openai-agents+mysql", case, f"/sessions/{session}/read_error"),
             ABSENT,
             "CompileError",
+            session,
         )
     # MariaDB with the SDK's tables: 's1' and 'S1' (and 's1 ') are one conversation ...
-    merged = found[("openai-agents+mysql+tables", "events_id_case", "/sessions/lower/events/1")]
-    assert (merged["reference_present"], merged["backend_value"]["id"]) == (False, "e2")
+    merged = found[
+        ("openai-agents+mysql+tables", "hostile_events_id_case", "/sessions/upper/events/2")
+    ]
+    assert (merged["reference_present"], merged["backend_present"]) == (False, True)
     assert_found(
         found,
-        ("openai-agents+mysql+tables", "events_id_spaces", "/sessions/trailing/events/0/id"),
-        "e2",
-        "e1",
+        (
+            "openai-agents+mysql+tables",
+            "hostile_events_id_trailing_space",
+            "/sessions/trailing/events/0/parts/0/text",
+        ),
+        "trailing",
+        "plain",
         "trailing",
     )
-    # ... and a 100 KiB item is refused with every item of its batch.
+    # ... and a 100 KiB item is refused, so the conversation loses it.
     assert_found(
         found,
-        ("openai-agents+mysql+tables", "events_big_text", "/errors/4"),
+        ("openai-agents+mysql+tables", "hostile_events_big_text", "/errors/3"),
         ABSENT,
         {"error": "DataError", "op": "append_event"},
     )
     assert_found(
         found,
-        ("openai-agents+mysql+tables", "events_big_text", "/sessions/s1/events/1/id"),
+        ("openai-agents+mysql+tables", "hostile_events_big_text", "/sessions/s1/events/0/id"),
+        "e1",
         "e2",
-        "e4",
         "s1",
     )
     # Redis: 'a:messages' collides with session 'a''s keys, 'b' with 'b:messages''s, 'd' with 'd:counter''s.
