@@ -1,0 +1,245 @@
+"""Framework stores: the hostile pack's time on every store, and what each store agrees on.
+
+Run: ``uv run python benchmarks/bench_frameworks.py [--repeat 1] [--no-servers]``
+
+Measured in one run and written to ``benchmarks/results/frameworks.json``: for every
+store of every framework the package ships an adapter for (and Steadyloop's own six
+journals), the seconds the hostile-values pack takes on it (the sum of its case runs:
+operations, restarts and read-backs; the median of ``--repeat`` runs), and how its cases
+came out against its framework's reference — agreed, diverged, not applicable. Each
+framework's stores run in one ``replay`` call, so each is compared with that framework's
+in-memory store (Steadyloop's with ``sqlite``), at the versions pinned in
+``pyproject.toml``. Server stores run on the PostgreSQL, MariaDB and Redis named by
+``STEADYLOOP_POSTGRES_URL``, ``STEADYLOOP_MYSQL_URL`` and ``STEADYLOOP_REDIS_URL`` (the
+local servers by default), each framework in a schema or database of its own that is
+dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from steadyloop.replay import load_cases, pack_cases, replay
+
+RESULTS = Path(__file__).parent / "results" / "frameworks.json"
+PG = os.environ.get("STEADYLOOP_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/test"
+MY = os.environ.get("STEADYLOOP_MYSQL_URL") or "mysql://root@127.0.0.1:3306/test"
+REDIS = os.environ.get("STEADYLOOP_REDIS_URL") or "redis://127.0.0.1:6379/0"
+PACKAGES = {
+    "trpc": "trpc-agent-py",
+    "adk": "google-adk",
+    "openai-agents": "openai-agents",
+    "steadyloop": "steadyloop",
+}
+
+
+def _rest(url: str) -> str:
+    """A URL without its scheme: ``//user@host:port/db?…``."""
+    return url[url.index(":") + 1 :]
+
+
+def _with_db(url: str, database: str) -> str:
+    return urlsplit(url)._replace(path=f"/{database}").geturl()
+
+
+def _with_schema(url: str, schema: str) -> str:
+    parts = urlsplit(url)
+    query = "&".join(
+        q for q in (parts.query, urlencode({"options": f"-csearch_path={schema}"})) if q
+    )
+    return parts._replace(query=query).geturl()
+
+
+FRAMEWORKS = ("steadyloop", "trpc", "adk", "openai-agents")
+
+
+def stores(framework: str, space: str, servers: bool) -> list[str]:
+    """The store URLs of one framework: embedded ones, then (with servers) the server ones.
+
+    ``space`` names the framework's own PostgreSQL schema and MariaDB database (trpc and
+    ADK both write tables named ``sessions`` and ``events``), and its Redis key prefix.
+    """
+    pg, my = _rest(_with_schema(PG, space)), _rest(_with_db(MY, space))
+    redis = _rest(REDIS)
+    sep = {url: "&" if "?" in url else "?" for url in (PG, MY, REDIS)}
+    embedded = {
+        "steadyloop": ["sqlite", "memory", "jsonl"],
+        "trpc": ["trpc+memory", "trpc+sqlite"],
+        "adk": ["adk+memory", "adk+sqlite", "adk+database+sqlite"],
+        "openai-agents": [
+            "openai-agents+memory",
+            "openai-agents+sqlite",
+            "openai-agents+sqlalchemy+sqlite",
+        ],
+    }[framework]
+    server = {
+        "steadyloop": [
+            f"postgresql:{_rest(PG)}{sep[PG]}prefix={space}_",
+            f"redis:{redis}{sep[REDIS]}prefix={space}:",
+            f"mysql:{_rest(MY)}{sep[MY]}prefix={space}_",
+        ],
+        "trpc": [f"trpc+postgresql:{pg}", f"trpc+mysql:{my}", f"trpc+redis:{redis}"],
+        "adk": [f"adk+postgresql:{pg}", f"adk+mysql:{my}"],
+        "openai-agents": [
+            f"openai-agents+postgresql:{pg}",
+            f"openai-agents+mysql:{my}",
+            f"openai-agents+mysql:{my}{'&' if '?' in my else '?'}tables=adapter",
+            f"openai-agents+redis:{redis}{sep[REDIS]}key_prefix={space}:",
+        ],
+    }[framework]
+    return embedded + (server if servers else [])
+
+
+@contextlib.contextmanager
+def server_space(spaces: list[str], servers: bool) -> Iterator[None]:
+    """Create a PostgreSQL schema and a MariaDB database per name; drop them afterwards."""
+    if not servers:
+        yield
+        return
+    import psycopg
+    import pymysql
+
+    parts = urlsplit(MY)
+
+    def mysql(statement: str) -> None:
+        conn = pymysql.connect(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 3306,
+            user=parts.username or "root",
+            password=parts.password or "",
+        )
+        try:
+            with conn.cursor() as cur:
+                cur.execute(statement)
+        finally:
+            conn.close()
+
+    try:
+        for space in spaces:
+            with psycopg.connect(PG, autocommit=True) as conn:
+                conn.execute(f'CREATE SCHEMA "{space}"')
+            mysql(f"CREATE DATABASE `{space}`")
+        yield
+    finally:
+        for space in spaces:
+            with psycopg.connect(PG, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{space}" CASCADE')
+            mysql(f"DROP DATABASE IF EXISTS `{space}`")
+
+
+async def run_framework(framework: str, urls: list[str], repeat: int) -> dict[str, dict[str, Any]]:
+    """Run the pack on one framework's stores ``repeat`` times; the rows of its stores."""
+    cases = load_cases([pack_cases("hostile")])
+    seconds: dict[str, list[float]] = {}
+    outcome: dict[str, dict[str, int]] = {}
+    reference = ""
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory(prefix="bench-frameworks-") as workdir:
+            report = await replay(cases, urls, workdir=workdir)
+        data = report.to_dict()
+        reference = data["references"][framework]
+        per: dict[str, float] = {}
+        for run in data["timings"]["runs"]:
+            per[run["backend"]] = per.get(run["backend"], 0.0) + run["seconds"]
+        for store, total in per.items():
+            seconds.setdefault(store, []).append(total)
+        for case in data["cases"]:
+            diverged = {d["backend"] for d in case["differences"]}
+            for run in case["runs"]:
+                store = run["backend"]
+                if store == reference:
+                    continue
+                key = (
+                    "not_applicable"
+                    if run["status"] == "not_applicable"
+                    else ("diverged" if store in diverged else "agreed")
+                )
+                counts = outcome.setdefault(
+                    store, {"agreed": 0, "diverged": 0, "not_applicable": 0}
+                )
+                counts[key] += 1
+    rows: dict[str, dict[str, Any]] = {}
+    for store, values in seconds.items():
+        row: dict[str, Any] = {"pack_median_s": round(statistics.median(values), 3)}
+        if store in outcome:
+            row.update({k: v // repeat for k, v in outcome[store].items()})
+        else:
+            row["reference"] = True
+        row["framework"] = framework
+        rows[store if "+" in store else f"{framework}+{store}"] = row
+    return rows
+
+
+async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
+    # trpc-agent-py prints a warning to stdout for every append dated in the past.
+    quiet = logging.getLogger("trpc_agent_sdk")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    warnings.simplefilter("ignore")  # frameworks' own deprecation and SQLAlchemy warnings
+    token = uuid.uuid4().hex[:8]
+    spaces = {f: f"bench_{f.replace('-', '_')}_{token}" for f in FRAMEWORKS}
+    rows: dict[str, dict[str, Any]] = {}
+    walls: dict[str, float] = {}
+    cases = len(load_cases([pack_cases("hostile")]))
+    with server_space(list(spaces.values()), servers):
+        for framework in FRAMEWORKS:
+            urls = stores(framework, spaces[framework], servers)
+            started = time.perf_counter()
+            rows.update(await run_framework(framework, urls, repeat))
+            walls[framework] = round(time.perf_counter() - started, 3)
+    versions = {}
+    for framework, package in PACKAGES.items():
+        with contextlib.suppress(PackageNotFoundError):
+            versions[framework] = version(package)
+    return {
+        "benchmark": "frameworks",
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "pack": "hostile",
+        "cases": cases,
+        "repeat": repeat,
+        "versions": versions,
+        "wall_seconds": walls,
+        "rows": rows,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--no-servers", dest="servers", action="store_false")
+    args = parser.parse_args()
+    result = asyncio.run(main_async(args.repeat, args.servers))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    for store, row in result["rows"].items():
+        counts = (
+            "reference"
+            if row.get("reference")
+            else f"{row['agreed']} agreed, {row['diverged']} diverged, "
+            f"{row['not_applicable']} not applicable"
+        )
+        print(f"{store:<32} {row['pack_median_s']:>8.3f} s   {counts}")
+    print(f"versions {result['versions']}; written to {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
