@@ -253,3 +253,19 @@ async def test_a_store_failing_to_open_is_reported_without_a_password(tmp_path: 
         await replay([case], [Failing()], workdir=tmp_path)
     assert "s3cret" not in str(caught.value)
     assert "postgresql://app:***@db.example:5432/x" in str(caught.value)
+
+
+async def test_the_bundled_suite_runs_beside_another_framework_without_crossing_over(
+    tmp_path: Path,
+) -> None:
+    """Steadyloop-only cases are not_applicable on another framework's store; both frameworks agree with their own references."""
+    from steadyloop.replay import bundled_cases
+
+    cases = load_cases([bundled_cases()])
+    report = await replay(cases, ["memory", "sqlite", DictStore("dict+memory")], workdir=tmp_path)
+    assert report.ok, [(d.case_id, d.backend, d.pointer) for d in report.unexpected][:5]
+    by_case = {c.case.case_id: c.runs["dict+memory"] for c in report.cases}
+    assert not by_case["loop_crash_resume"].applicable
+    assert {m["capability"] for m in by_case["summary_chain"].missing} == {"summaries"}
+    assert by_case["single_turn"].applicable
+    jsonschema.validate(report.to_dict(), report_schema())
