@@ -49,6 +49,9 @@ async def test_pack_on_adk_embedded_stores(tmp_path: Path) -> None:
         assert_found(
             found, (store, "hostile_non_utc_tz", "/sessions/s1/events/0/id"), "e1", "e4", "s1"
         )
+        # Tied times: only DatabaseSessionService sorts them by event id.
+        tied = found.get((store, "events_tied_times", "/sessions/s1/events/0/id"))
+        assert (tied is not None) == (store == "adk+database+sqlite"), tied
         # The same event again: InMemory merges it, the databases raise IntegrityError.
         assert_found(
             found, (store, "hostile_append_twice", "/outcomes/4/outcome"), "merged", "refused"
@@ -152,6 +155,9 @@ async def test_pack_on_adk_database_servers(tmp_path: Path) -> None:
         found, ("adk+mysql", "events_event_ids", "/sessions/s1/events/1/id"), "E1", "\u00e9", "s1"
     )
     for store in ("adk+postgresql", "adk+mysql"):
+        assert_found(
+            found, (store, "events_tied_times", "/sessions/s1/events/0/id"), "e3", "e1", "s1"
+        )
         assert_found(
             found, (store, "hostile_equal_times", "/sessions/s1/events/0/id"), "e1", "e4", "s1"
         )

@@ -33,10 +33,11 @@ async def run(stores: list[str], names: list[str], tmp_path: Path) -> dict[str, 
     nul = runs[("hostile_nul", "openai-agents+memory")]
     assert nul["status"] == "not_applicable"
     assert {m["capability"] for m in nul["missing"]} >= {"state"}
-    # Every events-only probe ran on every store, but the one that needs memory.
+    # Every events-only probe ran on every store, but those needing memory or explicit times.
     for path in EVENTS_ONLY.glob("*.jsonl"):
         for store in names:
-            status = "not_applicable" if path.stem == "events_memory_words" else "ran"
+            needs_more = path.stem in {"events_memory_words", "events_tied_times"}
+            status = "not_applicable" if needs_more else "ran"
             assert runs[(path.stem, store)]["status"] == status, (path.stem, store)
     return body
 
