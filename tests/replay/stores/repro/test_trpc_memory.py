@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from trpc_stores import SQL_BACKENDS, event, redis_app, sql_url, time_zone
 
 pytest.importorskip("trpc_agent_sdk", reason="the trpc extra is not installed")
