@@ -220,10 +220,8 @@ def us_to_seconds(us: int) -> float:
     inverts it exactly for every `0 <= us < MAX_CASE_TIME_US`.
 
     Examples:
-        ```python
         >>> us_to_seconds(1_700_000_000_123_457)
         1700000000.123457
-        ```
     """
     return us / 1_000_000
 
@@ -235,10 +233,8 @@ def seconds_to_us(seconds: float) -> int:
     different integer, so the harness sees the change.
 
     Examples:
-        ```python
         >>> seconds_to_us(us_to_seconds(1_700_000_000_123_457))
         1700000000123457
-        ```
     """
     return round(seconds * 1_000_000)
 
@@ -561,10 +557,8 @@ def without_passwords(text: str) -> str:
     For messages that quote URLs the harness did not build itself (a driver's error).
 
     Examples:
-        ```python
         >>> without_passwords("cannot reach postgresql://app:s3cret@db/x")
         'cannot reach postgresql://app:***@db/x'
-        ```
     """
     return _PASSWORD_IN_URL.sub(r"\1***@", text)
 
