@@ -59,3 +59,10 @@ def test_every_export_is_documented(module_name: str) -> None:
         and not inspect.getdoc(getattr(module, name))
     ]
     assert not undocumented, f"{module_name}: no docstring on {undocumented}"
+
+
+def test_every_error_is_exported_at_the_top() -> None:
+    """Every class of the one error hierarchy can be imported from steadyloop itself."""
+    from steadyloop import _errors
+
+    assert sorted(set(_errors.__all__) - set(steadyloop.__all__)) == []
