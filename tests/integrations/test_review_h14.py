@@ -1,0 +1,106 @@
+"""Review of issue 14: failing cases found in the guards and crash kits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any, TypedDict
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+
+from steadyloop import open_journal
+from steadyloop.integrations import Begun, EffectRecords
+from steadyloop.integrations.langgraph import LangGraphGuard
+from steadyloop.loop import ReplayPolicy
+
+
+class S(TypedDict, total=False):
+    n: int
+    out: list[str]
+
+
+def _graph(node: Any, tmp_path: Path) -> Any:
+    builder: StateGraph[S] = StateGraph(S)
+    builder.add_node("act", node)
+    builder.add_edge(START, "act")
+    builder.add_edge("act", END)
+    return builder.compile(checkpointer=SqliteSaver(sqlite3.connect(tmp_path / "cp.db", check_same_thread=False)))
+
+
+def _plant(url: str, step: int, *effects: tuple[str, dict[str, Any]]) -> None:
+    """Open intents without results for the act node's effects (a crash after each intent)."""
+
+    async def plant() -> None:
+        journal = await open_journal(url)
+        records = EffectRecords(journal, "langgraph")
+        path = json.dumps(["__pregel_pull", "act"], separators=(",", ":"))
+        for tool, arguments in effects:
+            key = ("t", "act", step, path, tool, 0)
+            assert isinstance(await records.begin(key, tool, ReplayPolicy.NEVER, arguments), Begun)
+        await journal.close()
+
+    asyncio.run(plant())
+
+
+def _pending(graph: Any, config: Any) -> list[Any]:
+    return [i.value for t in graph.get_state(config).tasks for i in t.interrupts]
+
+
+def test_each_unknown_effect_gets_its_own_decision(tmp_path: Path) -> None:
+    """Two unknown NEVER effects in one node, decided one resume after the other, each get the decision given for them."""
+    url = f"sqlite:///{tmp_path / 'guard.db'}"
+    calls: list[str] = []
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with LangGraphGuard(url) as g:
+
+        @g.effect(ReplayPolicy.NEVER)
+        def charge() -> str:
+            calls.append("charge")
+            return "charged"
+
+        @g.effect(ReplayPolicy.NEVER)
+        def mail() -> str:
+            calls.append("mail")
+            return "mailed"
+
+        graph = _graph(lambda s: {"out": [charge(), mail()]}, tmp_path)
+        graph.invoke({"n": 0}, config, interrupt_before=["act"])
+        step = graph.get_state(config).metadata["step"] + 1
+        _plant(url, step, ("charge", {}), ("mail", {}))
+        graph.invoke(None, config)
+        assert _pending(graph, config)[0]["tool"] == "charge"
+        graph.invoke(Command(resume={"happened": False}), config)  # charge did not happen
+        assert _pending(graph, config)[0]["tool"] == "mail"
+        result = graph.invoke(Command(resume={"happened": True, "value": "mailed"}), config)
+    assert result["out"] == ["charged", "mailed"]
+    assert calls == ["charge"]  # the mail was sent before the crash: never again
+
+
+def test_users_interrupt_after_a_decided_effect_gets_its_own_answer(tmp_path: Path) -> None:
+    """A node's own interrupt() after a decided unknown effect receives the caller's answer, not the decision."""
+    url = f"sqlite:///{tmp_path / 'guard.db'}"
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with LangGraphGuard(url) as g:
+
+        @g.effect(ReplayPolicy.NEVER)
+        def charge() -> str:
+            return "charged"
+
+        def node(state: S) -> S:
+            receipt = charge()
+            answer = interrupt("ship it?")
+            return {"out": [receipt, str(answer)]}
+
+        graph = _graph(node, tmp_path)
+        graph.invoke({"n": 0}, config, interrupt_before=["act"])
+        step = graph.get_state(config).metadata["step"] + 1
+        _plant(url, step, ("charge", {}))
+        graph.invoke(None, config)
+        graph.invoke(Command(resume={"happened": True, "value": "charged"}), config)
+        assert _pending(graph, config) == ["ship it?"]
+        result = graph.invoke(Command(resume="yes"), config)
+    assert result["out"] == ["charged", "yes"]
