@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, TypedDict
 
+import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
@@ -28,7 +29,9 @@ def _graph(node: Any, tmp_path: Path) -> Any:
     builder.add_node("act", node)
     builder.add_edge(START, "act")
     builder.add_edge("act", END)
-    return builder.compile(checkpointer=SqliteSaver(sqlite3.connect(tmp_path / "cp.db", check_same_thread=False)))
+    return builder.compile(
+        checkpointer=SqliteSaver(sqlite3.connect(tmp_path / "cp.db", check_same_thread=False))
+    )
 
 
 def _plant(url: str, step: int, *effects: tuple[str, dict[str, Any]]) -> None:
@@ -104,3 +107,33 @@ def test_users_interrupt_after_a_decided_effect_gets_its_own_answer(tmp_path: Pa
         assert _pending(graph, config) == ["ship it?"]
         result = graph.invoke(Command(resume="yes"), config)
     assert result["out"] == ["charged", "yes"]
+
+
+def test_a_decision_is_not_applied_to_a_later_intent(tmp_path: Path) -> None:
+    """A 'did not happen' decision given for one intent is not reused for the intent the rerun wrote after a crash."""
+    url = f"sqlite:///{tmp_path / 'guard.db'}"
+    calls: list[str] = []
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with LangGraphGuard(url) as g:
+
+        @g.effect(ReplayPolicy.NEVER)
+        def charge() -> str:
+            calls.append("charge")
+            if len(calls) == 1:
+                raise KeyboardInterrupt  # the process dies after the charge, before its result
+            return "charged"
+
+        graph = _graph(lambda s: {"out": [charge()]}, tmp_path)
+        graph.invoke({"n": 0}, config, interrupt_before=["act"])
+        step = graph.get_state(config).metadata["step"] + 1
+        _plant(url, step, ("charge", {}))
+        graph.invoke(None, config)
+        with pytest.raises(KeyboardInterrupt):
+            graph.invoke(Command(resume={"happened": False}), config)
+        graph.invoke(None, config)  # the run continued after the restart
+        assert len(calls) == 1, "the charge ran again under the first intent's decision"
+        pending = _pending(graph, config)
+        assert [(p["tool"], p["reason"]) for p in pending] == [("charge", "no_result")]
+        result = graph.invoke(Command(resume={"happened": True, "value": "charged"}), config)
+    assert result["out"] == ["charged"]
+    assert len(calls) == 1
