@@ -5,17 +5,21 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
+from agents import Agent, SQLiteSession
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from steadyloop import open_journal
-from steadyloop.integrations import Begun, EffectRecords
+from steadyloop.integrations import Begun, EffectRecords, current_intent
 from steadyloop.integrations.langgraph import LangGraphGuard
+from steadyloop.integrations.openai_agents import AgentsGuard
 from steadyloop.loop import ReplayPolicy
 
 
@@ -137,3 +141,39 @@ def test_a_decision_is_not_applied_to_a_later_intent(tmp_path: Path) -> None:
         result = graph.invoke(Command(resume={"happened": True, "value": "charged"}), config)
     assert result["out"] == ["charged"]
     assert len(calls) == 1
+
+
+class _SlowFirstRead(SQLiteSession):
+    """A session whose first read of all items is slow, as a busy database's can be."""
+
+    reads = 0
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        self.reads += limit == sys.maxsize  # the guard's reads
+        if self.reads == 1 and limit == sys.maxsize:
+            await asyncio.sleep(0.5)
+        return await super().get_items(limit)
+
+
+async def test_parallel_calls_are_keyed_in_response_order(tmp_path: Path) -> None:
+    """Parallel calls of one tool in a response get occurrences in the response's order, however fast the session reads."""
+    seen: dict[str, int] = {}
+    with AgentsGuard(f"sqlite:///{tmp_path / 'guard.db'}") as g:
+
+        @g.function_tool(ReplayPolicy.NEVER)
+        def charge(order: str) -> str:
+            intent = current_intent()
+            assert intent is not None
+            seen[order] = json.loads(intent.rsplit("#", 1)[0])[-1]
+            return f"charged {order}"
+
+        calls = [function_call("charge", {"order": f"o{k}"}, call_id=f"c{k}") for k in range(2)]
+        model = ScriptedModel(
+            [
+                ModelStep.respond(lambda _: calls),
+                ModelStep.respond(lambda _: [assistant_message("ok")]),
+            ]
+        )
+        session = _SlowFirstRead("s", str(tmp_path / "conversation.db"))
+        await g.run(Agent(name="shop", tools=[charge], model=model), "go", session=session)
+    assert seen == {"o0": 0, "o1": 1}
