@@ -177,3 +177,36 @@ async def test_parallel_calls_are_keyed_in_response_order(tmp_path: Path) -> Non
         session = _SlowFirstRead("s", str(tmp_path / "conversation.db"))
         await g.run(Agent(name="shop", tools=[charge], model=model), "go", session=session)
     assert seen == {"o0": 0, "o1": 1}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open bug: the key strips the parent's task id from the subgraph's namespace and "
+    "uses the subgraph's own step, which starts again on every run of the subgraph",
+)
+def test_a_subgraph_run_twice_charges_twice(tmp_path: Path) -> None:
+    """A subgraph node that runs on two steps of the parent is two executions: its effect runs on each."""
+    calls: list[int] = []
+    with LangGraphGuard(f"sqlite:///{tmp_path / 'guard.db'}") as g:
+
+        @g.effect(ReplayPolicy.NEVER)
+        def charge(n: int) -> str:
+            calls.append(n)
+            return f"charged {n}"
+
+        inner: StateGraph[S] = StateGraph(S)
+        inner.add_node("pay", lambda s: {"out": [charge(s["n"])]})
+        inner.add_edge(START, "pay")
+        inner.add_edge("pay", END)
+        outer: StateGraph[S] = StateGraph(S)
+        outer.add_node("sub", inner.compile())
+        outer.add_node("next", lambda s: {"n": s["n"] + 1})
+        outer.add_edge(START, "sub")
+        outer.add_edge("sub", "next")
+        outer.add_conditional_edges("next", lambda s: END if s["n"] > 2 else "sub")
+        saver = SqliteSaver(sqlite3.connect(tmp_path / "cp.db", check_same_thread=False))
+        result = outer.compile(checkpointer=saver).invoke(
+            {"n": 1, "out": []}, {"configurable": {"thread_id": "t"}}
+        )
+    assert calls == [1, 2]
+    assert result["n"] == 3
