@@ -21,6 +21,8 @@ from steadyloop.integrations import Begun, EffectRecords, current_intent
 from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.integrations.openai_agents import AgentsGuard
 from steadyloop.loop import ReplayPolicy
+from steadyloop.testing import EffectSink, ProcessDeath
+from steadyloop.testing._death import Life, crash_every_boundary
 
 
 class S(TypedDict, total=False):
@@ -210,3 +212,34 @@ def test_a_subgraph_run_twice_charges_twice(tmp_path: Path) -> None:
         )
     assert calls == [1, 2]
     assert result["n"] == 3
+
+
+def test_a_crash_point_never_reached_is_not_reported_clean(tmp_path: Path) -> None:
+    """A crash run that finishes without reaching its crash point is reported as not crashed, never as a clean point."""
+
+    def start(folder: Path, death: ProcessDeath) -> tuple[Path, ProcessDeath, EffectSink]:
+        return folder, death, EffectSink(folder / "effects.log")
+
+    def finish(p: tuple[Path, ProcessDeath, EffectSink], new: bool) -> int:
+        folder, death, sink = p
+        done = folder / "done"
+        if not done.exists():  # the reference run writes twice, the others once
+            for _ in range(2 if folder.name == "reference" else 1):
+                death.write("put", lambda: None)
+            death.effect(sink, "charge", "never", "charge/o-1")
+            done.write_text("ok")
+        return 0
+
+    life: Life[tuple[Path, ProcessDeath, EffectSink]] = Life(
+        start=start,
+        finish=finish,
+        state=lambda p: (p[0] / "done").read_text(),
+        sink=lambda p: p[2],
+        end=lambda p, dead: None,
+    )
+    report = crash_every_boundary(
+        life, framework="fake", mode="sync", guarded=False, workdir=tmp_path, sides=("after",)
+    )
+    second = report.points[1]
+    assert second.boundary == 2
+    assert second.error is not None
