@@ -205,10 +205,38 @@ class EffectRecords:
 
     async def _fold(self, stream: str) -> tuple[int, dict[str, Any] | None, dict[str, Any] | None]:
         """Return the head, the last intent and its result (None if it has none)."""
+        head, intent, result, _ = await self._fold_all(stream)
+        return head, intent, result
+
+    async def decisions(self, key: Sequence[str | int]) -> int:
+        """Return how many times a caller decided this effect.
+
+        Each decision answered one question the runtime asked (a LangGraph
+        ``interrupt``), so a re-executed call asks as many again, in order, before
+        its own: the runtime's answers are matched by position.
+        """
+        return (await self._fold_all(self.stream(key)))[3]
+
+    async def _fold_all(
+        self, stream: str
+    ) -> tuple[int, dict[str, Any] | None, dict[str, Any] | None, int]:
+        """Return the head, the last intent, its result and the number of decisions."""
         stored = await self.journal.read(self.namespace, stream)
         intent: dict[str, Any] | None = None
         result: dict[str, Any] | None = None
+        decided = 0
+        after_not_happened = False  # its decision is counted already
         for rec in stored:
+            payload = rec.record.payload
+            if rec.record.kind == RESULT_KIND and payload.get("resolved_by") == "caller":
+                decided += 1
+            elif rec.record.kind == INTENT_KIND and payload.get("decided") is True:
+                decided += 0 if after_not_happened else 1
+            after_not_happened = (
+                rec.record.kind == RESULT_KIND
+                and payload.get("resolved_by") == "caller"
+                and payload.get("status") == "not_happened"
+            )
             if rec.record.kind == INTENT_KIND:
                 intent, result = dict(rec.record.payload), None
             elif (
@@ -217,7 +245,7 @@ class EffectRecords:
                 and rec.record.payload.get("intent_id") == intent["intent_id"]
             ):
                 result = dict(rec.record.payload)
-        return (stored[-1].seq if stored else 0), intent, result
+        return (stored[-1].seq if stored else 0), intent, result, decided
 
     @staticmethod
     def _judge(
@@ -305,6 +333,8 @@ class EffectRecords:
             "attempt": attempt,
             "key": list(key),
         }
+        if again:
+            payload["decided"] = True
         batch.append(self.records(INTENT_KIND, payload))
         try:
             await self.journal.append(self.namespace, [StreamWrite(stream, batch, head + 1)])

@@ -199,6 +199,19 @@ class LangGraphGuard(Guard):
         An unknown `NEVER` effect stops the graph here (``interrupt``) until a decision.
         """
         key = self._key(tool)
+        # LangGraph matches resume values to interrupt() calls by position in the
+        # task: ask again every question this effect already had answered (the
+        # answers are recorded; what comes back is dropped), so that the node's
+        # later questions, ours or its own, get their own answers.
+        for _ in range(int((yield self.records.decisions(key)))):
+            interrupt(
+                {
+                    "steadyloop": "effect_already_decided",
+                    "tool": tool,
+                    "key": list(key),
+                    "note": "this effect's decision is recorded; resume with any value",
+                }
+            )
         found = yield self.records.begin(key, tool, policy, arguments)
         while not isinstance(found, Begun):
             if isinstance(found, Recorded):

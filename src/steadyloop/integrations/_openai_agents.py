@@ -27,6 +27,7 @@ process.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import dataclasses
 import inspect
@@ -75,6 +76,8 @@ class _Scope:
     session: Session
     calls: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
     counts: Counter[tuple[int, str]] = field(default_factory=Counter)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Keys are given one call at a time, in the order the SDK asks (the response's)."""
 
 
 _SCOPE: contextvars.ContextVar[_Scope | None] = contextvars.ContextVar(
@@ -284,18 +287,22 @@ class AgentsGuard(Guard):
                 f"guarded tool {tool!r} was called outside AgentsGuard.run: run the agent "
                 "with guard.run(agent, input, session=...)"
             )
-        if call_id in scope.calls:
-            return scope.calls[call_id]
-        pending = await self._bridge.run_async(self._pending(call_id))
-        if pending is not None:
-            scope.calls[call_id] = pending
-            return pending
-        held = len(await scope.session.get_items(limit=sys.maxsize))
-        occurrence = scope.counts[(held, tool)]
-        scope.counts[(held, tool)] += 1
-        key: tuple[str | int, ...] = (str(scope.session.session_id), held, tool, occurrence)
-        scope.calls[call_id] = key
-        return key
+        # The SDK runs a response's calls as concurrent tasks: without the lock, the
+        # reads below finish in any order and the occurrences with them, so a call
+        # run again could find another call's record.
+        async with scope.lock:
+            if call_id in scope.calls:
+                return scope.calls[call_id]
+            pending = await self._bridge.run_async(self._pending(call_id))
+            if pending is not None:
+                scope.calls[call_id] = pending
+                return pending
+            held = len(await scope.session.get_items(limit=sys.maxsize))
+            occurrence = scope.counts[(held, tool)]
+            scope.counts[(held, tool)] += 1
+            key: tuple[str | int, ...] = (str(scope.session.session_id), held, tool, occurrence)
+            scope.calls[call_id] = key
+            return key
 
     def _pending_stream(self, call_id: str) -> str:
         return canonical_json(["pending", call_id])
