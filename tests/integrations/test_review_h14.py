@@ -214,10 +214,6 @@ def test_a_subgraph_run_twice_charges_twice(tmp_path: Path) -> None:
     assert result["n"] == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open bug: crash_every_boundary does not check that the crash run died",
-)
 def test_a_crash_point_never_reached_is_not_reported_clean(tmp_path: Path) -> None:
     """A crash run that finishes without reaching its crash point is reported as not crashed, never as a clean point."""
 

@@ -148,7 +148,8 @@ class CrashPoint:
         final_equal: Whether the final state equals the uninterrupted run's.
         interrupts: Unknown effects surfaced through the runtime and decided.
         restarts: Processes started after the crash until the run finished.
-        error: Why the run did not finish, if it did not.
+        error: Why the run did not finish, if it did not; or that the crashing run
+            ended before it reached its write, so nothing was tested at this point.
     """
 
     boundary: int
@@ -302,9 +303,12 @@ def crash_every_boundary(
             process = life.start(folder, death)
             with contextlib.suppress(SimulatedCrash, Exception):
                 life.finish(process, True)
+            reached = death.dead
             life.end(process, death.dead)
             interrupts = restarts = 0
-            error: str | None = None
+            # A run that ended without reaching write k tested nothing at this point:
+            # say so, rather than report it clean.
+            error: str | None = None if reached else f"the run ended before write {k}"
             final: Any = None
             while final is None and error is None:
                 restarts += 1
