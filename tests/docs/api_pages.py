@@ -655,6 +655,7 @@ PACKAGES: dict[str, Package] = {
                     "AgentProcess",
                     "langgraph_crash_matrix",
                     "GraphProcess",
+                    "KitProcess",
                     "ProcessCheckpointer",
                     "ProcessDeath",
                     "ProcessJournal",

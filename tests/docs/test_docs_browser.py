@@ -92,7 +92,7 @@ _LOOK = r"""
   out.text = text(content);
   // The same without code: a page may show the syntax of a cross-reference in code.
   const bare = content.cloneNode(true);
-  bare.querySelectorAll("code, pre, kbd, style, script").forEach(e => e.remove());
+  bare.querySelectorAll("code, pre, kbd, style, script, .jp-InputArea, .jp-OutputArea").forEach(e => e.remove());
   out.prose = (bare.textContent || "").trim();
   out.blockquotes_in_docstrings = [...document.querySelectorAll(".doc-contents blockquote:not(blockquote blockquote)")]
     .map(e => text(e).slice(0, 80));

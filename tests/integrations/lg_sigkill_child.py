@@ -69,6 +69,8 @@ def graph(guard: LangGraphGuard, sink: EffectSink, pause: float) -> StateGraph[O
 
 def truth(value: Any, sink: EffectSink) -> dict[str, Any]:
     """What really happened to an unknown charge: the sink knows (an effect per order)."""
+    if value.get("steadyloop") == "effect_already_decided":
+        return {}  # its decision is recorded; the guard drops this answer
     action = f"charge/{value['arguments']['order']}"
     if any(e["action"] == action for e in sink.effects()):
         return {"happened": True, "value": f"done:{action}", "note": "found in the sink"}

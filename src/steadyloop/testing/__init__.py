@@ -29,7 +29,13 @@ from steadyloop.testing._crash_matrix import (
     CrashMatrixReport,
     crash_matrix,
 )
-from steadyloop.testing._death import CrashPoint, FrameworkCrashReport, ProcessDeath, ProcessJournal
+from steadyloop.testing._death import (
+    CrashPoint,
+    FrameworkCrashReport,
+    KitProcess,
+    ProcessDeath,
+    ProcessJournal,
+)
 from steadyloop.testing._effects import EffectSink, Repeat, abandon
 from steadyloop.testing._faults import FaultyFiles, SimulatedCrash
 
@@ -60,6 +66,7 @@ __all__ = [
     "GraphProcess",
     "JournalConformance",
     "JournalFactory",
+    "KitProcess",
     "ProcessCheckpointer",
     "ProcessDeath",
     "ProcessJournal",

@@ -37,10 +37,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from steadyloop.integrations._guard import current_intent
 from steadyloop.loop import Happened, NotHappened, ReplayPolicy
 from steadyloop.testing._death import (
     FrameworkCrashReport,
+    KitProcess,
     Life,
     ProcessDeath,
     ProcessJournal,
@@ -65,29 +65,8 @@ QUIET = RunConfig(tracing_disabled=True)
 """The kit's runs export no traces (they would need an API key, and say so on stderr)."""
 
 
-class AgentProcess:
-    """What an agent built for the crash kit may touch: its effects, and its tools.
-
-    Attributes:
-        death: The simulated process.
-        guard: The guard of this process, or None in an unguarded run.
-        sink: Where effects are counted.
-    """
-
-    def __init__(self, death: ProcessDeath, sink: EffectSink, guard: AgentsGuard | None) -> None:
-        self.death = death
-        self.sink = sink
-        self.guard = guard
-
-    def effect(self, tool: str, policy: str, action: str) -> str:
-        """Make one counted effect happen (unless the process has died) and return its value.
-
-        Returns:
-            ``"done:" + action``: a deterministic value the tool can return.
-        """
-        value = f"done:{action}"
-        self.death.effect(self.sink, tool, policy, action, value=value, intent_id=current_intent())
-        return value
+class AgentProcess(KitProcess[AgentsGuard]):
+    """What an agent built for the crash kit may touch: its effects, and its tools."""
 
     def tool(self, policy: ReplayPolicy) -> Callable[[Callable[..., Any]], FunctionTool]:
         """Make a function tool, guarded with this process's guard (plain in an unguarded run)."""

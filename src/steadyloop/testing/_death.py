@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
+from steadyloop.integrations._guard import current_intent
 from steadyloop.journal import AppendResult, ForwardingJournal, Journal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.testing._effects import EffectSink, Repeat
@@ -32,6 +33,7 @@ from steadyloop.testing._faults import SimulatedCrash
 __all__ = [
     "CrashPoint",
     "FrameworkCrashReport",
+    "KitProcess",
     "Life",
     "ProcessDeath",
     "ProcessJournal",
@@ -40,6 +42,7 @@ __all__ = [
 
 T = TypeVar("T")
 P = TypeVar("P")
+G = TypeVar("G")
 Side = Literal["before", "after"]
 
 
@@ -103,6 +106,34 @@ class ProcessDeath:
         with self._lock:
             self.check()
             sink.record(tool, policy, action, **details)
+
+
+class KitProcess(Generic[G]):
+    """What an agent built for a crash kit may touch: its effects, and its guard.
+
+    Attributes:
+        death: The simulated process.
+        guard: The guard of this process, or None in an unguarded run.
+        sink: Where effects are counted.
+    """
+
+    def __init__(self, death: ProcessDeath, sink: EffectSink, guard: G | None) -> None:
+        self.death = death
+        self.sink = sink
+        self.guard = guard
+
+    def effect(self, tool: str, policy: str, action: str) -> str:
+        """Make one counted effect happen (unless the process has died) and return its value.
+
+        The effect is recorded with the intent of the guarded effect making it, if any,
+        so a crash kit can answer an unknown effect with the truth.
+
+        Returns:
+            ``"done:" + action``: a deterministic value the tool can return.
+        """
+        value = f"done:{action}"
+        self.death.effect(self.sink, tool, policy, action, value=value, intent_id=current_intent())
+        return value
 
 
 class ProcessJournal(ForwardingJournal):

@@ -45,10 +45,11 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from steadyloop.integrations._guard import current_intent, decision_from
+from steadyloop.integrations._guard import decision_from
 from steadyloop.loop import ReplayPolicy
 from steadyloop.testing._death import (
     FrameworkCrashReport,
+    KitProcess,
     Life,
     ProcessDeath,
     ProcessJournal,
@@ -74,29 +75,8 @@ Durability = Literal["sync", "async", "exit"]
 MAX_DECISIONS = 20
 
 
-class GraphProcess:
-    """What a graph built for the crash kit may touch: its effects, and its guard.
-
-    Attributes:
-        death: The simulated process.
-        guard: The guard of this process, or None in an unguarded run.
-        sink: Where effects are counted.
-    """
-
-    def __init__(self, death: ProcessDeath, sink: EffectSink, guard: LangGraphGuard | None) -> None:
-        self.death = death
-        self.sink = sink
-        self.guard = guard
-
-    def effect(self, tool: str, policy: str, action: str) -> str:
-        """Make one counted effect happen (unless the process has died) and return its value.
-
-        Returns:
-            ``"done:" + action``: a deterministic value the tool can return.
-        """
-        value = f"done:{action}"
-        self.death.effect(self.sink, tool, policy, action, value=value, intent_id=current_intent())
-        return value
+class GraphProcess(KitProcess[LangGraphGuard]):
+    """What a graph built for the crash kit may touch: its effects, and its guard."""
 
     def guarded(self, policy: ReplayPolicy) -> Callable[[F], F]:
         """Guard a function with this process's guard (no guard in an unguarded run)."""
@@ -269,6 +249,8 @@ def langgraph_crash_matrix(
 
 def _truth(value: Any, sink: EffectSink) -> Any:
     """Answer an unknown effect with what the sink says really happened."""
+    if isinstance(value, dict) and value.get("steadyloop") == "effect_already_decided":
+        return None  # asked again only to keep LangGraph's answers in order; any value does
     if not isinstance(value, dict) or value.get("steadyloop") != "effect_state_unknown":
         raise RuntimeError(f"the graph stopped at an interrupt the kit cannot answer: {value!r}")
     for effect in sink.effects():
