@@ -13,17 +13,14 @@ Commands (JSON): ``{"store": "sqlite:PATH" | "postgresql://...", "guard": URL,
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import sys
 import time
-import traceback
 from typing import Any, TypedDict
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command
+from sigkill_helpers import serve
 
 from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.loop import ReplayPolicy
@@ -105,24 +102,5 @@ def attempt(
     return 4
 
 
-def main() -> None:
-    for line in sys.stdin:
-        cmd = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = attempt(**cmd)
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        print(json.dumps({"pid": pid}), flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"status": status}), flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    serve(attempt)

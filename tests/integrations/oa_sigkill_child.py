@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import time
-import traceback
 from typing import Any
 
 from agents import Agent, SQLiteSession
 from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from sigkill_helpers import serve
 
 from steadyloop.integrations import current_intent
 from steadyloop.integrations.openai_agents import AgentsGuard
@@ -92,24 +91,5 @@ async def attempt(
     return 0 if f"{thread} charged and notified" in last else 3
 
 
-def main() -> None:
-    for line in sys.stdin:
-        cmd = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                code = asyncio.run(attempt(**cmd))
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        print(json.dumps({"pid": pid}), flush=True)
-        _, status = os.waitpid(pid, 0)
-        print(json.dumps({"status": status}), flush=True)
-
-
 if __name__ == "__main__":
-    main()
+    serve(lambda **cmd: asyncio.run(attempt(**cmd)))

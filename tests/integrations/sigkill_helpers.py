@@ -16,12 +16,36 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from steadyloop.testing import EffectSink
+
+
+def serve(attempt: Callable[..., int]) -> None:
+    """A zygote's loop: for each JSON command on stdin, fork a child that runs one attempt.
+
+    Prints the child's pid, waits for it, then prints its wait status.
+    """
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = attempt(**cmd)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        print(json.dumps({"pid": pid}), flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"status": status}), flush=True)
 
 
 @contextmanager

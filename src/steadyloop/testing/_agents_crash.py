@@ -202,20 +202,12 @@ def agents_crash_matrix(
         items = asyncio.run(running[1].inner.get_items())
         return {"output": running[3][-1] if running[3] else None, "session": _conversation(items)}
 
-    def end(running: Running, dead: bool) -> None:
-        guard = running[2].guard
-        if guard is not None:
-            if dead:  # the kernel ends its threads; nothing is closed
-                guard.abandon()
-            else:
-                guard.close()
-
     life: Life[Running] = Life(
         start=start,
         finish=lambda running, first: asyncio.run(drive(running, first)),
         state=state,
         sink=lambda running: running[2].sink,
-        end=end,
+        end=lambda running, dead: running[2].end(dead),
     )
     return crash_every_boundary(
         life,

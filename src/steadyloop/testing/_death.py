@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from steadyloop.integrations._guard import current_intent
+from steadyloop.integrations._guard import Guard, current_intent
 from steadyloop.journal import AppendResult, ForwardingJournal, Journal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.testing._effects import EffectSink, Repeat
@@ -42,7 +42,7 @@ __all__ = [
 
 T = TypeVar("T")
 P = TypeVar("P")
-G = TypeVar("G")
+G = TypeVar("G", bound=Guard)
 Side = Literal["before", "after"]
 
 
@@ -134,6 +134,15 @@ class KitProcess(Generic[G]):
         value = f"done:{action}"
         self.death.effect(self.sink, tool, policy, action, value=value, intent_id=current_intent())
         return value
+
+    def end(self, dead: bool) -> None:
+        """End the process's guard: closed if it lived, only its thread stopped if it died."""
+        if self.guard is None:
+            return
+        if dead:  # the kernel ends its threads; nothing is closed
+            self.guard.abandon()
+        else:
+            self.guard.close()
 
 
 class ProcessJournal(ForwardingJournal):

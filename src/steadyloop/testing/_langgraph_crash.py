@@ -222,20 +222,12 @@ def langgraph_crash_matrix(
             )
         raise RuntimeError(f"the graph was still interrupted after {MAX_DECISIONS} decisions")
 
-    def end(running: tuple[Any, GraphProcess], dead: bool) -> None:
-        guard = running[1].guard
-        if guard is not None:
-            if dead:  # the kernel ends its threads; nothing is closed
-                guard.abandon()
-            else:
-                guard.close()
-
     life: Life[tuple[Any, GraphProcess]] = Life(
         start=start,
         finish=finish,
         state=lambda running: _plain(running[0].get_state(config).values),
         sink=lambda running: running[1].sink,
-        end=end,
+        end=lambda running, dead: running[1].end(dead),
     )
     return crash_every_boundary(
         life,
