@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from steadyloop import _names
-from steadyloop._errors import CorruptionError, EncodingError, IllegalTransition, TaskSpecError
-from steadyloop.records import JSONValue, StoredRecord, canonical_json, check_canonical
+from steadyloop._errors import CorruptionError, IllegalTransition, TaskSpecError
+from steadyloop.records import JSONValue, StoredRecord, canonical_json
 
 __all__ = [
     "DEFAULT_AUDIT_ROUNDS",
@@ -170,12 +169,14 @@ def task_stream(task_id: str) -> str:
     return _names.task_stream(task_id)
 
 
-def _positive_int(value: object, name: str, field_name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise TaskSpecError(
-            f"{name} must be a positive integer (at least 1), got {value!r}", field=field_name
-        )
-    return value
+def _model() -> Any:
+    """The declarative spec model (`steadyloop.audit._spec_model`), imported on first use.
+
+    It imports pydantic, which `import steadyloop.audit` does not need.
+    """
+    from steadyloop.audit import _spec_model
+
+    return _spec_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,70 +201,7 @@ class VerifySpec:
     allow_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        command: object = self.command
-        if isinstance(command, str):
-            try:
-                command = tuple(shlex.split(command))
-            except ValueError as exc:  # an unbalanced quote, a trailing backslash
-                raise TaskSpecError(
-                    f"the verify command line {command!r} cannot be split into words: {exc}",
-                    field="goal.verify.command",
-                ) from None
-        if not isinstance(command, Sequence) or not command:
-            raise TaskSpecError(
-                "the verify command must be a non-empty argv list or command line",
-                field="goal.verify.command",
-            )
-        if not all(isinstance(a, str) for a in command) or not str(command[0]).strip():
-            raise TaskSpecError(
-                f"the verify command must be a list of strings with a program first, got "
-                f"{command!r}",
-                field="goal.verify.command",
-            )
-        if any("\0" in a for a in command):
-            raise TaskSpecError(
-                f"the verify command must hold no NUL character, got {command!r}",
-                field="goal.verify.command",
-            )
-        object.__setattr__(self, "command", tuple(command))
-        if (
-            isinstance(self.timeout, bool)
-            or not isinstance(self.timeout, int | float)
-            or not math.isfinite(self.timeout)
-            or not self.timeout > 0
-        ):
-            raise TaskSpecError(
-                "the verify timeout must be a positive, finite number of seconds, got "
-                f"{self.timeout!r}",
-                field="goal.verify.timeout",
-            )
-        env: object = self.env
-        if not isinstance(env, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-        ):
-            raise TaskSpecError(
-                f"the verify env must map names to strings, got {env!r}", field="goal.verify.env"
-            )
-        for name, value in env.items():
-            # What the OS refuses in an environment: the command could not even start.
-            if not name or "=" in name or "\0" in name or "\0" in value:
-                raise TaskSpecError(
-                    f"the verify env cannot set {name!r} to {value!r}: a name must be "
-                    "non-empty and hold no '=' or NUL, a value no NUL",
-                    field="goal.verify.env",
-                )
-        allow: object = self.allow_env
-        if (
-            isinstance(allow, str)
-            or not isinstance(allow, Sequence)
-            or not all(isinstance(a, str) and a for a in allow)
-        ):
-            raise TaskSpecError(
-                f"allow_env must be a list of variable names, got {allow!r}",
-                field="goal.verify.allow_env",
-            )
-        object.__setattr__(self, "env", dict(env))
-        object.__setattr__(self, "allow_env", tuple(allow))
+        _model().check(self)
 
     @property
     def display(self) -> str:
@@ -286,31 +224,7 @@ class VerifySpec:
         Raises:
             TaskSpecError: A field is missing or malformed.
         """
-        if isinstance(data, str) or (isinstance(data, Sequence) and not isinstance(data, Mapping)):
-            return cls(command=data)  # type: ignore[arg-type]
-        if not isinstance(data, Mapping) or "command" not in data:
-            raise TaskSpecError("the verify spec needs a command", field="goal.verify.command")
-        _known(data, {"command", "timeout", "env", "allow_env"}, "goal.verify")
-        return cls(
-            command=data["command"],
-            timeout=data.get("timeout", 60.0),
-            env=_json_field(
-                data,
-                "env",
-                Mapping,
-                "an object of strings",
-                field_name="goal.verify.env",
-                default={},
-            ),
-            allow_env=_json_field(
-                data,
-                "allow_env",
-                list,
-                "a list of names",
-                field_name="goal.verify.allow_env",
-                default=(),
-            ),
-        )
+        return _model().load(cls, data)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,11 +244,7 @@ class GoalSpec:
     round_budget: int = DEFAULT_ROUND_BUDGET
 
     def __post_init__(self) -> None:
-        if not isinstance(self.goal, str) or not self.goal.strip():
-            raise TaskSpecError("a goal-mode task needs a non-blank goal", field="goal.goal")
-        if not isinstance(self.verify, VerifySpec):
-            raise TaskSpecError("a goal-mode task needs a verify command", field="goal.verify")
-        _positive_int(self.round_budget, "the round budget", "goal.round_budget")
+        _model().check(self)
 
     def to_json(self) -> dict[str, JSONValue]:
         """Return the spec as a JSON object."""
@@ -351,71 +261,7 @@ class GoalSpec:
         Raises:
             TaskSpecError: A field is missing or malformed.
         """
-        if not isinstance(data, Mapping):
-            raise TaskSpecError("goal must be an object", field="goal")
-        _known(data, {"goal", "verify", "round_budget"}, "goal")
-        if "verify" not in data:
-            raise TaskSpecError("a goal-mode task needs a verify command", field="goal.verify")
-        return cls(
-            goal=data.get("goal", ""),
-            verify=VerifySpec.from_json(data["verify"]),
-            round_budget=data.get("round_budget", DEFAULT_ROUND_BUDGET),
-        )
-
-
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-# The fields of a spec's JSON form, by the field they are in ("" for the spec itself).
-_SPEC_FIELDS: dict[str, frozenset[str]] = {
-    "": frozenset(
-        {
-            "task_id",
-            "prompt",
-            "priority",
-            "depends_on",
-            "idempotency_key",
-            "goal",
-            "max_audit_rounds",
-            "workdir",
-            "user_id",
-            "metadata",
-        }
-    ),
-    "goal": frozenset({"goal", "verify", "round_budget"}),
-    "goal.verify": frozenset({"command", "timeout", "env", "allow_env"}),
-}
-
-
-def _spec_field(pointer: str) -> str:
-    """The spec field a JSON Pointer into the spec's JSON form is in (``goal.verify.env``)."""
-    name = ""
-    for part in pointer.split("/")[1:]:
-        if part not in _SPEC_FIELDS.get(name, frozenset()):
-            break
-        name = f"{name}.{part}" if name else part
-    return name
-
-
-def _json_field(
-    data: Mapping[str, Any], key: str, kind: type[Any], what: str, *, field_name: str, default: Any
-) -> Any:
-    """``data[key]`` checked to be a ``kind`` (``None`` or absent: ``default``)."""
-    value: Any = data.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, kind):
-        raise TaskSpecError(f"{field_name} must be {what}, got {value!r}", field=field_name)
-    return tuple(value) if kind is list else dict(value)
-
-
-def _known(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted((str(k) for k in set(data) - allowed), key=str)
-    if unknown:
-        raise TaskSpecError(
-            f"unknown field {unknown[0]!r} in {where or 'the task spec'}; known fields: "
-            + ", ".join(sorted(allowed)),
-            field=f"{where}.{unknown[0]}" if where else unknown[0],
-        )
+        return _model().load(cls, data)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,7 +269,10 @@ class TaskSpec:
     """What is submitted: the work, its order, and how it is checked.
 
     The prompt and goal are stored exactly as given and never change; findings from
-    audits reach the agent through packets added in memory only.
+    audits reach the agent through packets added in memory only. Built in Python or
+    read from JSON, a spec is checked by one declarative model
+    (`steadyloop.audit._spec_model`); a broken rule raises
+    [`TaskSpecError`][steadyloop.audit.TaskSpecError] naming the field.
 
     Attributes:
         prompt: What the agent is asked to do. Required, not blank.
@@ -452,66 +301,7 @@ class TaskSpec:
     metadata: Mapping[str, JSONValue] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.prompt, str) or not self.prompt.strip():
-            raise TaskSpecError("a task needs a prompt: it is missing or blank", field="prompt")
-        if self.task_id is not None:
-            _name(self.task_id, "task_id")
-        if isinstance(self.priority, bool) or not isinstance(self.priority, int):
-            raise TaskSpecError(
-                f"priority must be an integer, got {self.priority!r}", field="priority"
-            )
-        if not _INT64_MIN <= self.priority <= _INT64_MAX:
-            # The queue keeps it in a signed 64-bit column (SQLite INTEGER, BIGINT).
-            raise TaskSpecError(
-                f"priority must be between {_INT64_MIN} and {_INT64_MAX}, got {self.priority}",
-                field="priority",
-            )
-        deps: object = self.depends_on
-        if isinstance(deps, str) or not isinstance(deps, Sequence):
-            raise TaskSpecError(
-                f"depends_on must be a list of task ids, got {deps!r}", field="depends_on"
-            )
-        for dep in deps:
-            _name(dep, "depends_on")
-        if len(set(deps)) != len(deps):
-            raise TaskSpecError("depends_on names a task twice", field="depends_on")
-        object.__setattr__(self, "depends_on", tuple(deps))
-        if self.task_id is not None and self.task_id in deps:
-            raise TaskSpecError(
-                f"dependency cycle: {self.task_id} → {self.task_id} (a task cannot depend on "
-                "itself)",
-                field="depends_on",
-            )
-        if self.idempotency_key is not None:
-            _name(self.idempotency_key, "idempotency_key")
-        if self.goal is not None and not isinstance(self.goal, GoalSpec):
-            raise TaskSpecError("goal must be a GoalSpec", field="goal")
-        _positive_int(self.max_audit_rounds, "max_audit_rounds", "max_audit_rounds")
-        if self.workdir is not None and (
-            not isinstance(self.workdir, str) or not self.workdir or "\0" in self.workdir
-        ):
-            raise TaskSpecError(
-                f"workdir must be a non-empty path without NUL, got {self.workdir!r}",
-                field="workdir",
-            )
-        _name(self.user_id, "user_id")
-        if not isinstance(self.metadata, Mapping):
-            raise TaskSpecError(
-                f"metadata must be an object, got {self.metadata!r}", field="metadata"
-            )
-        try:
-            canonical_json(dict(self.metadata))
-        except Exception as exc:
-            raise TaskSpecError(f"metadata has no JSON form: {exc}", field="metadata") from None
-        object.__setattr__(self, "metadata", dict(self.metadata))
-        try:
-            # The stored form must exist: a lone surrogate in the prompt, the goal or the
-            # command is refused here, not when the queue or the trail writes the spec.
-            check_canonical(self.to_json())
-        except EncodingError as exc:
-            raise TaskSpecError(
-                f"the task spec has no JSON form: {exc}", field=_spec_field(exc.path)
-            ) from None
+        _model().check(self)
 
     @property
     def round_budget(self) -> int | None:
@@ -560,28 +350,7 @@ class TaskSpec:
         Raises:
             TaskSpecError: A field is missing, unknown or malformed; the error names it.
         """
-        if not isinstance(data, Mapping):
-            raise TaskSpecError("a task spec must be a JSON object")
-        _known(data, set(cls.__dataclass_fields__), "")
-        if "prompt" not in data:
-            raise TaskSpecError("a task needs a prompt: it is missing or blank", field="prompt")
-        goal = data.get("goal")
-        return cls(
-            prompt=data["prompt"],
-            task_id=data.get("task_id"),
-            priority=data.get("priority", 0),
-            depends_on=_json_field(
-                data, "depends_on", list, "a list of task ids", field_name="depends_on", default=()
-            ),
-            idempotency_key=data.get("idempotency_key"),
-            goal=None if goal is None else GoalSpec.from_json(goal),
-            max_audit_rounds=data.get("max_audit_rounds", DEFAULT_AUDIT_ROUNDS),
-            workdir=data.get("workdir"),
-            user_id=data.get("user_id", "audit"),
-            metadata=_json_field(
-                data, "metadata", Mapping, "an object", field_name="metadata", default={}
-            ),
-        )
+        return _model().load(cls, data)  # type: ignore[no-any-return]
 
 
 def _audit_passed(audit: Mapping[str, Any]) -> bool:
@@ -591,19 +360,6 @@ def _audit_passed(audit: Mapping[str, Any]) -> bool:
     """
     findings = audit.get("findings") or ()
     return not any(not isinstance(f, Mapping) or f.get("severity") != "info" for f in findings)
-
-
-def _name(value: object, field_name: str) -> str:
-    # One id rule for every layer (steadyloop._names): what a task id may hold, its
-    # trail stream and its queue row can both store.
-    if field_name == "user_id":
-        problem = _names.id_problem(value, field_name)
-    else:
-        problem = _names.task_id_problem(value, field_name)
-    if problem is not None:
-        raise TaskSpecError(problem, field=field_name)
-    assert isinstance(value, str)
-    return value
 
 
 def check_dependencies(specs: Sequence[TaskSpec], known: set[str]) -> None:
