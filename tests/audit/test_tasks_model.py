@@ -486,22 +486,22 @@ def test_every_refusal_names_its_place_in_plain_words(name: str) -> None:
         (
             {"goal": {"goal": "g", "verify": ["true", 1]}},
             "goal.verify.command",
-            "goal.verify.command[1] must be a string, got 1",
+            "goal.verify.command[1] must be a string without NUL, got 1",
         ),
         (
             {"goal": {"goal": "g", "verify": {"command": "t", "env": {"A": "1", "B": 2}}}},
             "goal.verify.env",
-            "goal.verify.env['B'] must be a string, got 2",
+            "goal.verify.env['B'] must be a string without NUL, got 2",
         ),
         (
             {"goal": {"goal": "g", "verify": {"command": "t", "env": {"A=B": "x"}}}},
             "goal.verify.env",
-            "the key 'A=B' of goal.verify.env must hold no '=' or NUL, got 'A=B'",
+            "the key 'A=B' of goal.verify.env must be a name without '=' or NUL, got 'A=B'",
         ),
         (
             {"goal": {"goal": "g", "verify": {"command": "t", "allow_env": ["HOME", ""]}}},
             "goal.verify.allow_env",
-            "goal.verify.allow_env[1] must be a non-empty variable name, got ''",
+            "goal.verify.allow_env[1] must be a non-empty name, got ''",
         ),
         (
             {"goal": {"goal": "g", "verify": {"command": "t", "timeout": 0}}},
@@ -526,15 +526,23 @@ def test_every_refusal_names_its_place_in_plain_words(name: str) -> None:
             "metadata",
             "metadata has no JSON form: nan is not a finite number (at /a/1)",
         ),
-        ({"priority": 2**63}, "priority", "priority must be at most 9223372036854775807, got"),
-        ({"priority": "1"}, "priority", "priority must be an integer, got '1'"),
-        ({"workdir": "w\0"}, "workdir", "workdir must hold no NUL, got 'w\\x00'"),
+        (
+            {"priority": 2**63},
+            "priority",
+            "priority must be an integer from -2**63 to 2**63 - 1, got 9223372036854775808",
+        ),
+        ({"priority": "1"}, "priority", "priority must be an integer from -2**63 to 2**63 - 1, got '1'"),
+        (
+            {"workdir": "w\0"},
+            "workdir",
+            "workdir must be a non-empty path without NUL, got 'w\\x00'",
+        ),
         (
             {"prompt": "a\ud800"},
             "prompt",
             "prompt is not valid Unicode: a lone surrogate at index 1",
         ),
-        ({"prompt": " "}, "prompt", "prompt: a task needs a prompt (it is missing or blank)"),
+        ({"prompt": " "}, "prompt", "prompt: a task needs a prompt (missing or blank), got ' '"),
     ],
 )
 def test_errors_name_the_field_and_the_exact_place(
@@ -567,7 +575,7 @@ def test_parts_built_alone_name_their_place_in_a_task_spec() -> None:
     with pytest.raises(TaskSpecError) as info:
         VerifySpec(("true",), env={"A": "x\0"})
     assert info.value.field == "goal.verify.env"
-    assert "goal.verify.env['A'] must hold no NUL" in str(info.value)
+    assert "goal.verify.env['A'] must be a string without NUL" in str(info.value)
     with pytest.raises(TaskSpecError) as info:
         GoalSpec.from_json({"goal": "g", "verify": "t", "rounds": 2})
     assert info.value.field == "goal.rounds"

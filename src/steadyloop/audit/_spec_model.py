@@ -1,19 +1,15 @@
 """The declarative model of a task spec, and its errors as one `TaskSpecError`.
 
-Every rule a single task spec follows is declared here, once, as one pydantic model
-per level of the spec's JSON form (`_Task`, `_Goal`, `_Verify`): the fields, their
-types, defaults and checks. [`TaskSpec`][steadyloop.audit.TaskSpec] and its parts
-validate through these models both when built in Python (`check`) and when read from
-JSON (`load`), so the two ways in cannot disagree. Rules across tasks (unknown
-dependencies, cycles) are [`check_dependencies`][steadyloop.audit.check_dependencies]'s.
+Each level of a spec's JSON form is one pydantic model (`_Task`, `_Goal`, `_Verify`)
+declaring its fields, types, defaults and rules. [`TaskSpec`][steadyloop.audi_tasks.TaskSpec]
+and its parts go through it when built in Python (`check`) and when read from JSON
+(`load`), so the two ways in cannot disagree. Rules across tasks are
+[`check_dependencies`][steadyloop.audit.check_dependencies]'s.
 
-A `ValidationError` never escapes: it becomes one `TaskSpecError` whose ``field`` is
-the spec field in dotted form (``goal.verify.env``) and whose message names each
-problem's exact place, list indices and keys included
-(``goal.verify.command[1] must be a string, got 1``).
-
-This module imports pydantic; `steadyloop.audit._tasks` imports it when the first
-spec is validated, not when `steadyloop.audit` is imported.
+A `ValidationError` never escapes: it becomes a `TaskSpecError` whose ``field`` is the
+spec field (``goal.verify.env``) and whose message lists every problem at its exact
+place (``goal.verify.command[1] must be a string without NUL, got 1``). pydantic is imported with
+this module, on the first spec validated, not by ``import steadyloop.audit``.
 """
 
 from __future__ import annotations
@@ -23,36 +19,17 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import Annotated, Any, ClassVar, TypeVar
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    Strict,
-    ValidationError,
-    ValidationInfo,
-    ValidatorFunctionWrapHandler,
-    WrapValidator,
-    field_validator,
-)
-from pydantic_core import ErrorDetails
+import pydantic as pd
 
 from steadyloop import _names
 from steadyloop._errors import EncodingError, TaskSpecError
-from steadyloop.audit._tasks import (
-    DEFAULT_AUDIT_ROUNDS,
-    DEFAULT_ROUND_BUDGET,
-    GoalSpec,
-    TaskSpec,
-    VerifySpec,
-)
+from steadyloop.audit import _tasks
 from steadyloop.records import check_canonical
 
 __all__ = ["check", "load"]
 
 _T = TypeVar("_T")
-_AT = "{where}"  # the problem's place in a message; `_describe` puts it in
+_AT = "{where}"  # a problem's place in a message; `_describe` puts it in
 
 
 def _got(value: object) -> str:
@@ -60,56 +37,28 @@ def _got(value: object) -> str:
     return text if len(text) <= 80 else f"{text[:60]}… ({len(text)} characters)"
 
 
-def _rule(problem: Callable[[Any], str | None]) -> PlainValidator:
-    """A validator from a function saying what is wrong with a value (``None``: nothing)."""
+def _rule(problem: Callable[[Any], str | None]) -> pd.PlainValidator:
+    """A field checked by a function saying what is wrong with a value (``None``: nothing)."""
 
     def validate(value: Any) -> Any:
-        if (text := problem(value)) is not None:
+        if (text := problem(value)) is None and isinstance(value, str) and not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                text = f"{_AT} is not valid Unicode: a lone surrogate at index {exc.start}"
+        if text is not None:
             raise ValueError(text)
         return value
 
-    return PlainValidator(validate)
+    return pd.PlainValidator(validate)
 
 
-_CHARS = {"\0": "NUL", "=": "'='"}
+def _must(ok: Callable[[Any], object], what: str = "", say: str = "") -> pd.PlainValidator:
+    """A field whose value must pass ``ok``: else "<place> must be <what>, got <value>"."""
+    return _rule(lambda v: None if ok(v) else f"{say or f'{_AT} must be {what}'}, got {_got(v)}")
 
 
-def _text(v: Any, blank: str = "", bad: str = "") -> str | None:
-    """What is wrong with a text: not a string, blank, holding a ``bad`` char, not Unicode."""
-    if not isinstance(v, str) or (blank and not v.strip()):
-        return blank or f"{_AT} must be a string, got {_got(v)}"
-    if any(c in v for c in bad):
-        return f"{_AT} must hold no {' or '.join(_CHARS.get(c, c) for c in bad)}, got {_got(v)}"
-    if not v.isascii():
-        try:
-            v.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            return f"{_AT} is not valid Unicode: a lone surrogate at index {exc.start}"
-    return None
-
-
-def _filled(what: str, bad: str = "") -> PlainValidator:
-    """A text that is not empty (it may be all spaces) and holds no ``bad`` char."""
-    return _rule(lambda v: _text(v, bad=bad) if v != "" else f"{_AT} must be {what}, got ''")
-
-
-def _positive(what: str) -> PlainValidator:
-    return _rule(
-        lambda v: (
-            None
-            if type(v) is int and v >= 1
-            else f"{what} must be a positive integer (at least 1), got {_got(v)}"
-        )
-    )
-
-
-def _seconds(v: Any) -> str | None:
-    if type(v) in (int, float) and math.isfinite(v) and v > 0:
-        return None  # an int stays one: the stored form, and so the digest, keeps it
-    return f"{_AT} must be a positive, finite number of seconds, got {_got(v)}"
-
-
-def _given(kind: type | tuple[type, ...], what: str, empty: Any) -> BeforeValidator:
+def _given(kind: Any, what: str, empty: Any) -> pd.BeforeValidator:
     """Before a list or object field: ``None`` is empty; any other kind is refused."""
 
     def before(value: Any) -> Any:
@@ -117,19 +66,15 @@ def _given(kind: type | tuple[type, ...], what: str, empty: Any) -> BeforeValida
             raise ValueError(f"{_AT} must be {what}, got {_got(value)}")
         return empty if value is None else value
 
-    return BeforeValidator(before)
+    return pd.BeforeValidator(before)
 
 
-def _json_object(value: Any) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ValueError(f"{_AT} must be an object, got {_got(value)}")
+def _json_form(value: dict[str, Any]) -> dict[str, Any]:
     try:
         check_canonical(value)
     except EncodingError as exc:
         raise ValueError(f"{_AT} has no JSON form: {exc}") from None
-    return dict(value)
+    return value
 
 
 def _argv(value: Any) -> Any:
@@ -158,67 +103,88 @@ def _verify(value: Any) -> Any:
     return {} if isinstance(value, int | float) else value  # {}: its command is missing
 
 
-def _checked(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-    """Around a part of a spec: a `GoalSpec` or `VerifySpec` object was checked when built."""
+def _checked(value: Any, handler: pd.ValidatorFunctionWrapHandler) -> Any:
+    """Around a part: a `GoalSpec` or `VerifySpec` object was checked when it was built."""
     return value if type(value) in _MODELS else handler(value)
 
 
-Text = Annotated[str, _rule(_text)]
-Arg = Annotated[str, _rule(lambda v: _text(v, bad="\0"))]
+def _text(v: Any, bad: str = "", empty: bool = True) -> bool:
+    return isinstance(v, str) and (empty or v != "") and not any(c in v for c in bad)
+
+
+def _filled(v: Any) -> bool:
+    return isinstance(v, str) and bool(v.strip())
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and v >= 1
+
+
+def _seconds(v: Any) -> bool:
+    return type(v) in (int, float) and math.isfinite(v) and v > 0  # an int stays an int
+
+
+def _int64(v: Any) -> bool:  # the queue keeps a priority in a signed 64-bit column
+    return type(v) is int and -(2**63) <= v < 2**63
+
+
+Arg = Annotated[str, _must(lambda v: _text(v, "\0"), "a string without NUL")]
+Name = Annotated[str, _must(lambda v: _text(v, empty=False), "a non-empty name")]
+VarName = Annotated[str, _must(lambda v: _text(v, "=\0", False), "a name without '=' or NUL")]
+Path = Annotated[str, _must(lambda v: _text(v, "\0", False), "a non-empty path without NUL")]
+Prompt = Annotated[str, _must(_filled, say="a task needs a prompt (missing or blank)")]
+Goal = Annotated[str, _must(_filled, say="a goal-mode task needs a non-blank goal")]
 TaskId = Annotated[str, _rule(lambda v: _names.task_id_problem(v, _AT))]
+UserId = Annotated[str, _rule(lambda v: _names.id_problem(v, _AT))]
+Count = Annotated[int, _must(_count, "a positive integer (at least 1)")]
+Budget = Annotated[
+    int, _must(_count, say="the round budget must be a positive integer (at least 1)")
+]
+Seconds = Annotated[float, _must(_seconds, "a positive, finite number of seconds")]
+Priority = Annotated[int, _must(_int64, "an integer from -2**63 to 2**63 - 1")]
+Metadata = Annotated[
+    dict[str, Any], _given(Mapping, "an object", {}), pd.AfterValidator(_json_form)
+]
+_Required = pd.Field(None, validate_default=True)  # missing reads as None, refused by its rule
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, from_attributes=True)
+class _Model(pd.BaseModel):
+    model_config = pd.ConfigDict(extra="forbid", frozen=True, from_attributes=True)
     spec: ClassVar[type]  # the spec class it checks
     place: ClassVar[tuple[str, ...]]  # where its fields are in a task spec's JSON form
 
 
 class _Verify(_Model):
-    spec, place = VerifySpec, ("goal", "verify")
-    command: Annotated[tuple[Arg, ...], BeforeValidator(_argv)] = Field(None, validate_default=True)
-    timeout: Annotated[float, _rule(_seconds)] = 60.0
-    env: Annotated[
-        dict[Annotated[str, _filled("a non-empty variable name", bad="=\0")], Arg],
-        _given(Mapping, "an object", {}),
-    ] = {}
-    allow_env: Annotated[
-        tuple[Annotated[str, _filled("a non-empty variable name")], ...],
-        _given(list | tuple, "a list of names", ()),
-    ] = ()
+    spec, place = _tasks.VerifySpec, ("goal", "verify")
+    command: Annotated[tuple[Arg, ...], pd.BeforeValidator(_argv)] = _Required
+    timeout: Seconds = 60.0
+    env: Annotated[dict[VarName, Arg], _given(Mapping, "an object", {})] = {}
+    allow_env: Annotated[tuple[Name, ...], _given(list | tuple, "a list of names", ())] = ()
 
 
 class _Goal(_Model):
-    spec, place = GoalSpec, ("goal",)
-    goal: Annotated[str, _rule(lambda v: _text(v, "a goal-mode task needs a non-blank goal"))] = (
-        Field(None, validate_default=True)
-    )
-    verify: Annotated[_Verify, BeforeValidator(_verify), WrapValidator(_checked)] = Field(
-        None, validate_default=True
-    )
-    round_budget: Annotated[int, _positive("the round budget")] = DEFAULT_ROUND_BUDGET
+    spec, place = _tasks.GoalSpec, ("goal",)
+    goal: Goal = _Required
+    verify: Annotated[_Verify, pd.BeforeValidator(_verify), pd.WrapValidator(_checked)] = _Required
+    round_budget: Budget = _tasks.DEFAULT_ROUND_BUDGET
 
 
 class _Task(_Model):
-    spec, place = TaskSpec, ()
-    prompt: Annotated[
-        str, _rule(lambda v: _text(v, "a task needs a prompt (it is missing or blank)"))
-    ] = Field(None, validate_default=True)
+    spec, place = _tasks.TaskSpec, ()
+    prompt: Prompt = _Required
     task_id: TaskId | None = None
-    priority: Annotated[int, Strict(), Field(ge=-(2**63), le=2**63 - 1)] = (
-        0  # a signed 64-bit column
-    )
+    priority: Priority = 0
     depends_on: Annotated[tuple[TaskId, ...], _given(list | tuple, "a list of task ids", ())] = ()
     idempotency_key: TaskId | None = None
-    goal: Annotated[_Goal | None, WrapValidator(_checked)] = None
-    max_audit_rounds: Annotated[int, _positive(_AT)] = DEFAULT_AUDIT_ROUNDS
-    workdir: Annotated[str, _filled("a non-empty path", bad="\0")] | None = None
-    user_id: Annotated[str, _rule(lambda v: _names.id_problem(v, _AT))] = "audit"
-    metadata: Annotated[dict[str, Any], PlainValidator(_json_object)] = {}
+    goal: Annotated[_Goal | None, pd.WrapValidator(_checked)] = None
+    max_audit_rounds: Count = _tasks.DEFAULT_AUDIT_ROUNDS
+    workdir: Path | None = None
+    user_id: UserId = "audit"
+    metadata: Metadata = {}
 
-    @field_validator("depends_on")
+    @pd.field_validator("depends_on")
     @classmethod
-    def _no_repeats(cls, deps: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+    def _no_repeats(cls, deps: tuple[str, ...], info: pd.ValidationInfo) -> tuple[str, ...]:
         if len(set(deps)) != len(deps):
             raise ValueError(f"{_AT} names a task twice")
         if (me := info.data.get("task_id")) in deps:
@@ -227,13 +193,10 @@ class _Task(_Model):
 
 
 _MODELS: dict[type, type[_Model]] = {m.spec: m for m in (_Task, _Goal, _Verify)}
-_CHILD: dict[tuple[type[_Model], str], type[_Model]] = {
-    (_Task, "goal"): _Goal,
-    (_Goal, "verify"): _Verify,
-}
+_AT_PLACE = {m.place: m for m in _MODELS.values()}
 
 
-def check(spec: TaskSpec | GoalSpec | VerifySpec) -> None:
+def check(spec: _tasks.TaskSpec | _tasks.GoalSpec | _tasks.VerifySpec) -> None:
     """Validate a spec object built in Python, in place: its fields get their normal form.
 
     Raises:
@@ -255,11 +218,12 @@ def load(cls: type[_T], data: Any) -> _T:
 def _validate(model: type[_Model], data: Any) -> _Model:
     try:
         return model.model_validate(data)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False)
+    except pd.ValidationError as exc:
         # An unknown field first: a misspelt name explains the missing one.
-        errors.sort(key=lambda e: e["type"] not in ("extra_forbidden", "invalid_key"))
-        found = [_describe(e, model.place) for e in errors]
+        errors = sorted(
+            exc.errors(), key=lambda e: e["type"] not in ("extra_forbidden", "invalid_key")
+        )
+        found = [_describe((*model.place, *e["loc"]), e) for e in errors]
         message = "; ".join(dict.fromkeys(text for _, text in found))
         raise TaskSpecError(message, field=found[0][0]) from None
 
@@ -277,46 +241,26 @@ def _assign(spec: object, model: _Model) -> None:
         object.__setattr__(spec, name, _build(value) if isinstance(value, _Model) else value)
 
 
-_PHRASES = {  # pydantic's own errors, as the rest of a sentence that begins with the place
-    "string_type": "must be a string",
-    "int_type": "must be an integer",
-    "int_from_float": "must be an integer",
-    "dict_type": "must be an object",
-    "model_attributes_type": "must be an object",
-    "tuple_type": "must be a list",
-    "greater_than_equal": "must be at least {ge}",
-    "less_than_equal": "must be at most {le}",
-}
-
-
-def _describe(error: ErrorDetails, place: tuple[str, ...]) -> tuple[str, str]:
-    """The spec field (dotted) one pydantic error is in, and its message naming the place."""
-    model: type[_Model] | None = _Task
-    field: list[str] = []
-    where = ""
-    loc = (*place, *error["loc"])
-    for i, part in enumerate(loc):
-        if model is not None and part not in model.model_fields:
-            known = ", ".join(sorted(model.model_fields))
-            return ".".join([*field, str(part)]), (
-                f"unknown field {str(part)!r} in {'.'.join(field) or 'the task spec'}; "
-                f"known fields: {known}"
-            )
-        if model is not None:
-            field.append(str(part))
-            where, model = ".".join(field), _CHILD.get((model, str(part)))
-        elif part == "[key]":
-            where = f"the key {loc[i - 1]!r} of {'.'.join(field)}"
-        else:
-            where += f"[{part}]" if isinstance(part, int) else f"[{part!r}]"
+def _describe(loc: tuple[Any, ...], error: Any) -> tuple[str, str]:
+    """The spec field (dotted) a pydantic error is in, and its message naming its place."""
+    n = 1  # the field: the parts of loc that name fields, through goal and verify
+    while n < len(loc) and loc[n - 1] in ("goal", "verify") and n < 3:
+        n += 1
+    field, rest = ".".join(map(str, loc[:n])), loc[n:]
+    if error["type"] in ("extra_forbidden", "invalid_key"):
+        known = ", ".join(sorted(_AT_PLACE[loc[: n - 1]].model_fields))
+        where = ".".join(map(str, loc[: n - 1])) or "the task spec"
+        return field, f"unknown field {str(loc[n - 1])!r} in {where}; known fields: {known}"
+    where = field + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in rest)
+    if rest[-1:] == ("[key]",):
+        where = f"the key {rest[-2]!r} of {field}"
     if error["type"] == "value_error":
-        message = str((error.get("ctx") or {}).get("error", error["msg"]))
-    elif error["type"] in _PHRASES:
-        phrase = _PHRASES[error["type"]].format(**(error.get("ctx") or {}))
-        message = f"{_AT} {phrase}, got {_got(error['input'])}"
+        message = str(error["ctx"]["error"])
+    elif error["type"] in ("model_attributes_type", "dict_type", "model_type"):
+        message = f"{_AT} must be an object, got {_got(error['input'])}"
     else:
-        message = f"{_AT}: {error['msg'][:1].lower()}{error['msg'][1:]}"
-    if not where:  # the spec as a whole
-        return "", message.replace(f"{_AT} must be an object", "a task spec must be a JSON object")
-    # every message names its place: in the sentence, or before it
-    return ".".join(field), message.replace(_AT, where) if _AT in message else f"{where}: {message}"
+        phrase = error["msg"].replace("Input should be", "must be")
+        message = f"{_AT} {phrase}, got {_got(error['input'])}"
+    if not loc:  # the spec as a whole
+        return "", message.replace(_AT, "a task spec").replace("an object", "a JSON object")
+    return field, message.replace(_AT, where) if _AT in message else f"{where}: {message}"
