@@ -1,15 +1,15 @@
 """The declarative model of a task spec, and its errors as one `TaskSpecError`.
 
 Each level of a spec's JSON form is one pydantic model (`_Task`, `_Goal`, `_Verify`)
-declaring its fields, types, defaults and rules. [`TaskSpec`][steadyloop.audi_tasks.TaskSpec]
+declaring its fields, types, defaults and rules. [`TaskSpec`][steadyloop.audit.TaskSpec]
 and its parts go through it when built in Python (`check`) and when read from JSON
 (`load`), so the two ways in cannot disagree. Rules across tasks are
 [`check_dependencies`][steadyloop.audit.check_dependencies]'s.
 
 A `ValidationError` never escapes: it becomes a `TaskSpecError` whose ``field`` is the
 spec field (``goal.verify.env``) and whose message lists every problem at its exact
-place (``goal.verify.command[1] must be a string without NUL, got 1``). pydantic is imported with
-this module, on the first spec validated, not by ``import steadyloop.audit``.
+place (``goal.verify.command[1] must be a string without NUL, got 1``). This module,
+and so pydantic, is imported when the first spec is checked, not by `steadyloop.audit`.
 """
 
 from __future__ import annotations
@@ -32,11 +32,6 @@ _T = TypeVar("_T")
 _AT = "{where}"  # a problem's place in a message; `_describe` puts it in
 
 
-def _got(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}… ({len(text)} characters)"
-
-
 def _rule(problem: Callable[[Any], str | None]) -> pd.PlainValidator:
     """A field checked by a function saying what is wrong with a value (``None``: nothing)."""
 
@@ -54,8 +49,8 @@ def _rule(problem: Callable[[Any], str | None]) -> pd.PlainValidator:
 
 
 def _must(ok: Callable[[Any], object], what: str = "", say: str = "") -> pd.PlainValidator:
-    """A field whose value must pass ``ok``: else "<place> must be <what>, got <value>"."""
-    return _rule(lambda v: None if ok(v) else f"{say or f'{_AT} must be {what}'}, got {_got(v)}")
+    """A field whose value must pass ``ok``; else "<place> must be <what>, got <value>"."""
+    return _rule(lambda v: None if ok(v) else f"{say or f'{_AT} must be {what}'}, got {v!r:.80}")
 
 
 def _given(kind: Any, what: str, empty: Any) -> pd.BeforeValidator:
@@ -63,7 +58,7 @@ def _given(kind: Any, what: str, empty: Any) -> pd.BeforeValidator:
 
     def before(value: Any) -> Any:
         if value is not None and not isinstance(value, kind):
-            raise ValueError(f"{_AT} must be {what}, got {_got(value)}")
+            raise ValueError(f"{_AT} must be {what}, got {value!r:.80}")
         return empty if value is None else value
 
     return pd.BeforeValidator(before)
@@ -81,16 +76,13 @@ def _argv(value: Any) -> Any:
     """Before the verify command: a command line is split into words; a program comes first."""
     if value is None:
         raise ValueError("the verify spec needs a command")
-    argv = value
-    if isinstance(value, str):
-        try:
-            argv = shlex.split(value)
-        except ValueError as exc:  # an unbalanced quote, a trailing backslash
-            raise ValueError(f"the verify command line {value!r} cannot be split: {exc}") from None
-    if not isinstance(argv, list | tuple) or not argv:
-        raise ValueError(f"{_AT} must be a non-empty argv list or command line, got {_got(value)}")
-    if not isinstance(argv[0], str) or not argv[0].strip():
-        raise ValueError(f"{_AT} must name a program first, got {_got(value)}")
+    try:
+        argv = shlex.split(value) if isinstance(value, str) else value
+    except ValueError as exc:  # an unbalanced quote, a trailing backslash
+        raise ValueError(f"the verify command line {value!r} cannot be split: {exc}") from None
+    if not isinstance(argv, list | tuple) or not argv or not _filled(argv[0]):
+        what = "a non-empty command line or argv list, program first"
+        raise ValueError(f"{_AT} must be {what}, got {value!r:.80}")
     return argv
 
 
@@ -194,6 +186,8 @@ class _Task(_Model):
 
 _MODELS: dict[type, type[_Model]] = {m.spec: m for m in (_Task, _Goal, _Verify)}
 _AT_PLACE = {m.place: m for m in _MODELS.values()}
+_UNKNOWN = ("extra_forbidden", "invalid_key")
+_DICT = "a valid dictionary or object to extract fields from"
 
 
 def check(spec: _tasks.TaskSpec | _tasks.GoalSpec | _tasks.VerifySpec) -> None:
@@ -212,7 +206,9 @@ def load(cls: type[_T], data: Any) -> _T:
         TaskSpecError: A field is missing, unknown or breaks a rule; the error names it.
     """
     model = _MODELS[cls]
-    return _build(_validate(model, _verify(data) if model is _Verify else data))  # type: ignore[no-any-return]
+    spec: _T = object.__new__(cls)  # checked by the model: not again by __post_init__
+    _assign(spec, _validate(model, _verify(data) if model is _Verify else data))
+    return spec
 
 
 def _validate(model: type[_Model], data: Any) -> _Model:
@@ -220,47 +216,41 @@ def _validate(model: type[_Model], data: Any) -> _Model:
         return model.model_validate(data)
     except pd.ValidationError as exc:
         # An unknown field first: a misspelt name explains the missing one.
-        errors = sorted(
-            exc.errors(), key=lambda e: e["type"] not in ("extra_forbidden", "invalid_key")
-        )
+        errors = sorted(exc.errors(), key=lambda e: e["type"] not in _UNKNOWN)
         found = [_describe((*model.place, *e["loc"]), e) for e in errors]
         message = "; ".join(dict.fromkeys(text for _, text in found))
         raise TaskSpecError(message, field=found[0][0]) from None
 
 
-def _build(model: _Model) -> Any:
-    """The spec object of a validated model, built without checking it again."""
-    spec: object = object.__new__(model.spec)
-    _assign(spec, model)
-    return spec
-
-
 def _assign(spec: object, model: _Model) -> None:
     for name in type(model).model_fields:
         value = getattr(model, name)
-        object.__setattr__(spec, name, _build(value) if isinstance(value, _Model) else value)
+        if isinstance(value, _Model):  # a part: its spec object, built the same way
+            part: object = object.__new__(value.spec)
+            _assign(part, value)
+            value = part
+        object.__setattr__(spec, name, value)
 
 
 def _describe(loc: tuple[Any, ...], error: Any) -> tuple[str, str]:
     """The spec field (dotted) a pydantic error is in, and its message naming its place."""
-    n = 1  # the field: the parts of loc that name fields, through goal and verify
-    while n < len(loc) and loc[n - 1] in ("goal", "verify") and n < 3:
+    n = 1  # the field is the parts of loc that name fields: through goal and verify
+    while n < min(len(loc), 3) and loc[n - 1] in ("goal", "verify"):
         n += 1
     field, rest = ".".join(map(str, loc[:n])), loc[n:]
-    if error["type"] in ("extra_forbidden", "invalid_key"):
+    if error["type"] in _UNKNOWN:
         known = ", ".join(sorted(_AT_PLACE[loc[: n - 1]].model_fields))
-        where = ".".join(map(str, loc[: n - 1])) or "the task spec"
+        where = ".".join(loc[: n - 1]) or "the task spec"
         return field, f"unknown field {str(loc[n - 1])!r} in {where}; known fields: {known}"
-    where = field + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in rest)
+    where = field + "".join(f"[{p!r}]" for p in rest)
     if rest[-1:] == ("[key]",):
         where = f"the key {rest[-2]!r} of {field}"
-    if error["type"] == "value_error":
-        message = str(error["ctx"]["error"])
-    elif error["type"] in ("model_attributes_type", "dict_type", "model_type"):
-        message = f"{_AT} must be an object, got {_got(error['input'])}"
-    else:
-        phrase = error["msg"].replace("Input should be", "must be")
-        message = f"{_AT} {phrase}, got {_got(error['input'])}"
+    said = error["msg"].replace("Input should be", "must be").replace(_DICT, "an object")
+    message = (
+        str(error["ctx"]["error"])
+        if error["type"] == "value_error"
+        else f"{_AT} {said}, got {error['input']!r:.80}"
+    )
     if not loc:  # the spec as a whole
         return "", message.replace(_AT, "a task spec").replace("an object", "a JSON object")
     return field, message.replace(_AT, where) if _AT in message else f"{where}: {message}"

@@ -26,7 +26,7 @@ import hashlib
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from steadyloop import _names
 from steadyloop._errors import CorruptionError, IllegalTransition, TaskSpecError
@@ -170,17 +170,38 @@ def task_stream(task_id: str) -> str:
 
 
 def _model() -> Any:
-    """The declarative spec model (`steadyloop.audit._spec_model`), imported on first use.
-
-    It imports pydantic, which `import steadyloop.audit` does not need.
-    """
+    # The declarative spec model imports pydantic: on the first spec, not with this module.
     from steadyloop.audit import _spec_model
 
     return _spec_model
 
 
+class _Spec:
+    """What the spec classes share: the spec model checks each one as it is built."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def __post_init__(self) -> None:
+        _model().check(self)
+
+    def _json(self) -> dict[str, JSONValue]:
+        """The JSON form: lists for tuples, objects for mappings and parts."""
+        out: dict[str, JSONValue] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, _Spec):
+                value = value._json()
+            out[name] = (
+                list(value)
+                if isinstance(value, tuple)
+                else (dict(value) if isinstance(value, Mapping) else value)
+            )
+        return out
+
+
 @dataclass(frozen=True, slots=True)
-class VerifySpec:
+class VerifySpec(_Spec):
     """The command that says whether a goal is met: it passes when it exits with 0.
 
     Attributes:
@@ -200,9 +221,6 @@ class VerifySpec:
     env: Mapping[str, str] = field(default_factory=dict)
     allow_env: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        _model().check(self)
-
     @property
     def display(self) -> str:
         """The command as a shell line, for people."""
@@ -210,12 +228,7 @@ class VerifySpec:
 
     def to_json(self) -> dict[str, JSONValue]:
         """Return the spec as a JSON object."""
-        return {
-            "command": list(self.command),
-            "timeout": self.timeout,
-            "env": dict(self.env),
-            "allow_env": list(self.allow_env),
-        }
+        return self._json()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str | Sequence[str]) -> VerifySpec:
@@ -228,7 +241,7 @@ class VerifySpec:
 
 
 @dataclass(frozen=True, slots=True)
-class GoalSpec:
+class GoalSpec(_Spec):
     """Goal mode: the verify command runs after each round.
 
     The task stops when it passes, or when the round budget is spent (``goal-unmet``).
@@ -243,16 +256,9 @@ class GoalSpec:
     verify: VerifySpec
     round_budget: int = DEFAULT_ROUND_BUDGET
 
-    def __post_init__(self) -> None:
-        _model().check(self)
-
     def to_json(self) -> dict[str, JSONValue]:
         """Return the spec as a JSON object."""
-        return {
-            "goal": self.goal,
-            "verify": self.verify.to_json(),
-            "round_budget": self.round_budget,
-        }
+        return self._json()
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GoalSpec:
@@ -265,7 +271,7 @@ class GoalSpec:
 
 
 @dataclass(frozen=True, slots=True)
-class TaskSpec:
+class TaskSpec(_Spec):
     """What is submitted: the work, its order, and how it is checked.
 
     The prompt and goal are stored exactly as given and never change; findings from
@@ -300,9 +306,6 @@ class TaskSpec:
     user_id: str = "audit"
     metadata: Mapping[str, JSONValue] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        _model().check(self)
-
     @property
     def round_budget(self) -> int | None:
         """The goal's round budget, or ``None`` outside goal mode."""
@@ -322,18 +325,7 @@ class TaskSpec:
 
     def to_json(self) -> dict[str, JSONValue]:
         """Return the spec as a JSON object (the stored form)."""
-        return {
-            "task_id": self.task_id,
-            "prompt": self.prompt,
-            "priority": self.priority,
-            "depends_on": list(self.depends_on),
-            "idempotency_key": self.idempotency_key,
-            "goal": None if self.goal is None else self.goal.to_json(),
-            "max_audit_rounds": self.max_audit_rounds,
-            "workdir": self.workdir,
-            "user_id": self.user_id,
-            "metadata": dict(self.metadata),
-        }
+        return self._json()
 
     def digest(self) -> str:
         """A hash of the body, to tell a resubmission from a different task with one key."""
