@@ -190,7 +190,7 @@ _UNKNOWN = ("extra_forbidden", "invalid_key")
 _DICT = "a valid dictionary or object to extract fields from"
 
 
-def check(spec: _tasks.TaskSpec | _tasks.GoalSpec | _tasks.VerifySpec) -> None:
+def check(spec: object) -> None:
     """Validate a spec object built in Python, in place: its fields get their normal form.
 
     Raises:

@@ -169,21 +169,20 @@ def task_stream(task_id: str) -> str:
     return _names.task_stream(task_id)
 
 
-def _model() -> Any:
-    # The declarative spec model imports pydantic: on the first spec, not with this module.
-    from steadyloop.audit import _spec_model
-
-    return _spec_model
-
-
 class _Spec:
-    """What the spec classes share: the spec model checks each one as it is built."""
+    """What the spec classes share: the spec model checks each one as it is built.
+
+    The model (`steadyloop.audit._spec_model`) imports pydantic, so it is imported when
+    the first spec is checked, not with this module.
+    """
 
     __slots__ = ()
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
     def __post_init__(self) -> None:
-        _model().check(self)
+        from steadyloop.audit._spec_model import check
+
+        check(self)
 
     def _json(self) -> dict[str, JSONValue]:
         """The JSON form: lists for tuples, objects for mappings and parts."""
@@ -192,11 +191,9 @@ class _Spec:
             value = getattr(self, name)
             if isinstance(value, _Spec):
                 value = value._json()
-            out[name] = (
-                list(value)
-                if isinstance(value, tuple)
-                else (dict(value) if isinstance(value, Mapping) else value)
-            )
+            elif isinstance(value, tuple | Mapping):
+                value = list(value) if isinstance(value, tuple) else dict(value)
+            out[name] = value
         return out
 
 
@@ -237,7 +234,9 @@ class VerifySpec(_Spec):
         Raises:
             TaskSpecError: A field is missing or malformed.
         """
-        return _model().load(cls, data)  # type: ignore[no-any-return]
+        from steadyloop.audit._spec_model import load
+
+        return load(cls, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +266,9 @@ class GoalSpec(_Spec):
         Raises:
             TaskSpecError: A field is missing or malformed.
         """
-        return _model().load(cls, data)  # type: ignore[no-any-return]
+        from steadyloop.audit._spec_model import load
+
+        return load(cls, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +343,9 @@ class TaskSpec(_Spec):
         Raises:
             TaskSpecError: A field is missing, unknown or malformed; the error names it.
         """
-        return _model().load(cls, data)  # type: ignore[no-any-return]
+        from steadyloop.audit._spec_model import load
+
+        return load(cls, data)
 
 
 def _audit_passed(audit: Mapping[str, Any]) -> bool:
