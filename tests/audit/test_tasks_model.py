@@ -531,7 +531,11 @@ def test_every_refusal_names_its_place_in_plain_words(name: str) -> None:
             "priority",
             "priority must be an integer from -2**63 to 2**63 - 1, got 9223372036854775808",
         ),
-        ({"priority": "1"}, "priority", "priority must be an integer from -2**63 to 2**63 - 1, got '1'"),
+        (
+            {"priority": "1"},
+            "priority",
+            "priority must be an integer from -2**63 to 2**63 - 1, got '1'",
+        ),
         (
             {"workdir": "w\0"},
             "workdir",
