@@ -25,8 +25,8 @@ import enum
 import hashlib
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from steadyloop import _names
 from steadyloop._errors import CorruptionError, IllegalTransition, TaskSpecError
@@ -169,36 +169,28 @@ def task_stream(task_id: str) -> str:
     return _names.task_stream(task_id)
 
 
-class _Spec:
-    """What the spec classes share: the spec model checks each one as it is built.
+def _check(spec: VerifySpec | GoalSpec | TaskSpec) -> None:
+    # The declarative spec model imports pydantic: on the first spec, not with this module.
+    from steadyloop.audit._spec_model import check
 
-    The model (`steadyloop.audit._spec_model`) imports pydantic, so it is imported when
-    the first spec is checked, not with this module.
-    """
+    check(spec)
 
-    __slots__ = ()
-    __dataclass_fields__: ClassVar[dict[str, Any]]
 
-    def __post_init__(self) -> None:
-        from steadyloop.audit._spec_model import check
-
-        check(self)
-
-    def _json(self) -> dict[str, JSONValue]:
-        """The JSON form: lists for tuples, objects for mappings and parts."""
-        out: dict[str, JSONValue] = {}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            if isinstance(value, _Spec):
-                value = value._json()
-            elif isinstance(value, tuple | Mapping):
-                value = list(value) if isinstance(value, tuple) else dict(value)
-            out[name] = value
-        return out
+def _json(spec: VerifySpec | GoalSpec | TaskSpec) -> dict[str, JSONValue]:
+    """A spec's JSON form: lists for tuples, objects for mappings and parts."""
+    out: dict[str, JSONValue] = {}
+    for f in fields(spec):
+        value = getattr(spec, f.name)
+        if isinstance(value, VerifySpec | GoalSpec):
+            value = _json(value)
+        elif isinstance(value, tuple | Mapping):
+            value = list(value) if isinstance(value, tuple) else dict(value)
+        out[f.name] = value
+    return out
 
 
 @dataclass(frozen=True, slots=True)
-class VerifySpec(_Spec):
+class VerifySpec:
     """The command that says whether a goal is met: it passes when it exits with 0.
 
     Attributes:
@@ -218,6 +210,9 @@ class VerifySpec(_Spec):
     env: Mapping[str, str] = field(default_factory=dict)
     allow_env: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        _check(self)
+
     @property
     def display(self) -> str:
         """The command as a shell line, for people."""
@@ -225,7 +220,7 @@ class VerifySpec(_Spec):
 
     def to_json(self) -> dict[str, JSONValue]:
         """Return the spec as a JSON object."""
-        return self._json()
+        return _json(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | str | Sequence[str]) -> VerifySpec:
@@ -240,7 +235,7 @@ class VerifySpec(_Spec):
 
 
 @dataclass(frozen=True, slots=True)
-class GoalSpec(_Spec):
+class GoalSpec:
     """Goal mode: the verify command runs after each round.
 
     The task stops when it passes, or when the round budget is spent (``goal-unmet``).
@@ -255,9 +250,12 @@ class GoalSpec(_Spec):
     verify: VerifySpec
     round_budget: int = DEFAULT_ROUND_BUDGET
 
+    def __post_init__(self) -> None:
+        _check(self)
+
     def to_json(self) -> dict[str, JSONValue]:
         """Return the spec as a JSON object."""
-        return self._json()
+        return _json(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> GoalSpec:
@@ -272,7 +270,7 @@ class GoalSpec(_Spec):
 
 
 @dataclass(frozen=True, slots=True)
-class TaskSpec(_Spec):
+class TaskSpec:
     """What is submitted: the work, its order, and how it is checked.
 
     The prompt and goal are stored exactly as given and never change; findings from
@@ -307,6 +305,9 @@ class TaskSpec(_Spec):
     user_id: str = "audit"
     metadata: Mapping[str, JSONValue] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        _check(self)
+
     @property
     def round_budget(self) -> int | None:
         """The goal's round budget, or ``None`` outside goal mode."""
@@ -326,7 +327,7 @@ class TaskSpec(_Spec):
 
     def to_json(self) -> dict[str, JSONValue]:
         """Return the spec as a JSON object (the stored form)."""
-        return self._json()
+        return _json(self)
 
     def digest(self) -> str:
         """A hash of the body, to tell a resubmission from a different task with one key."""
