@@ -675,3 +675,19 @@ def test_any_json_is_a_spec_that_round_trips_or_a_task_spec_error(data: dict[str
     assert again.digest() == spec.digest()
     fields = {name: getattr(spec, name) for name in spec.to_json()}
     assert TaskSpec(**fields) == spec
+
+
+def test_opening_a_queue_loads_the_spec_model_before_any_claim(tmp_path: Any) -> None:
+    """open_queue imports the spec model up front, so a claim never spends that moment under a lease."""
+    code = (
+        "import asyncio, sys\n"
+        "from steadyloop.audit import open_queue\n"
+        "async def main():\n"
+        "    before = 'steadyloop.audit._spec_model' in sys.modules\n"
+        f"    queue = await open_queue('sqlite:///{tmp_path}/q.db')\n"
+        "    await queue.close()\n"
+        "    print(before, 'steadyloop.audit._spec_model' in sys.modules)\n"
+        "asyncio.run(main())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

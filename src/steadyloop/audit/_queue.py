@@ -56,7 +56,7 @@ from steadyloop._errors import (
     TaskSpecError,
     UnknownBackend,
 )
-from steadyloop.audit._tasks import TaskSpec, TaskStatus, check_dependencies
+from steadyloop.audit._tasks import TaskSpec, TaskStatus, check_dependencies, prepare_spec_model
 from steadyloop.journal._sql import (
     Dialect,
     Plan,
@@ -1322,6 +1322,7 @@ async def open_queue(
     """
     from steadyloop.journal import open_journal
 
+    prepare_spec_model()  # before any lease: a claim reads specs inside its transaction
     url, own = split_queue_url(url)
     mine = {k: options.pop(k) for k in _QUEUE_OPTIONS if k in options}
     for key, value in own.items():

@@ -169,8 +169,18 @@ def task_stream(task_id: str) -> str:
     return _names.task_stream(task_id)
 
 
+def prepare_spec_model() -> None:
+    """Import the declarative spec model now, not when the first spec is checked.
+
+    The model (`steadyloop.audit._spec_model`) imports pydantic, which takes a moment
+    that ``import steadyloop.audit`` should not spend. A process that will hold leases
+    calls this first (`open_queue` does), so that moment is never spent while a lease
+    runs or inside a claim's transaction.
+    """
+    from steadyloop.audit import _spec_model  # noqa: F401
+
+
 def _check(spec: VerifySpec | GoalSpec | TaskSpec) -> None:
-    # The declarative spec model imports pydantic: on the first spec, not with this module.
     from steadyloop.audit._spec_model import check
 
     check(spec)
