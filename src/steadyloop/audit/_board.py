@@ -41,7 +41,6 @@ from steadyloop.records import Clock, IdSource, JSONValue, RecordFactory, Stored
 __all__ = ["DEFAULT_APP", "TaskBoard"]
 
 
-
 class TaskBoard:
     """Tasks: a queue to pick them from and a trail per task in the journal.
 

@@ -977,7 +977,7 @@ class TaskQueue:
                 fetch=True,
             )
             if not rows:
-                raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+                raise TaskNotFound(f"no task {task_id!r} in app {self.app!r} of {self.url}")
             now = self._row_now(rows[0])
             current = _text(rows[0][0])
             if current not in old:
@@ -1042,7 +1042,7 @@ class TaskQueue:
                 fetch=True,
             )
             if not rows:
-                raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+                raise TaskNotFound(f"no task {task_id!r} in app {self.app!r} of {self.url}")
             now = self._row_now(rows[0])
             status = TaskStatus(_text(rows[0][0]))
             if status is TaskStatus.QUEUED or (recorded and status is TaskStatus.RUNNING):
@@ -1088,7 +1088,7 @@ class TaskQueue:
                 fetch=True,
             )
             if not rows:
-                raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+                raise TaskNotFound(f"no task {task_id!r} in app {self.app!r} of {self.url}")
             status, expires = _text(rows[0][0]), rows[0][1]
             return status == TaskStatus.RUNNING.value and expires is not None and int(expires) < now
 
@@ -1178,7 +1178,7 @@ class TaskQueue:
 
         rows: list[Row] = await self._run(plan, write=False)
         if not rows:
-            raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+            raise TaskNotFound(f"no task {task_id!r} in app {self.app!r} of {self.url}")
         return QueuedTask.from_row(rows[0], d)
 
     async def tasks(self, status: TaskStatus | None = None) -> list[QueuedTask]:
