@@ -343,10 +343,13 @@ class TaskBoard:
         """Cancel a task: a queued one at once, a running one through its worker.
 
         A queued task's trail gets ``cancelled``, its row follows, and its dependents
-        are blocked. A running task is marked in the queue: its worker's next heartbeat
-        raises [`TaskCancelled`][steadyloop.TaskCancelled], and the worker stops at its next
-        write boundary and records it cancelled (a worker taking over an expired lease
-        sees `Claim.cancel_requested` and does the same). A running task whose lease
+        are blocked. A running task is marked in the queue, and its worker sees the mark
+        promptly (on PostgreSQL by a notification at once, elsewhere within the queue's
+        poll interval; its heartbeat also raises [`TaskCancelled`][steadyloop.TaskCancelled]):
+        it stops the round's run at its next write boundary (a hung tool after the
+        grace period), kills a verify command, and records the task cancelled (a
+        worker taking over an expired lease sees `Claim.cancel_requested` and does
+        the same). A running task whose lease
         has expired (its worker is gone) is cancelled here and now, like a queued one.
 
         Returns:

@@ -1009,9 +1009,12 @@ class TaskQueue:
     async def cancel(self, task_id: str, reason: str, *, recorded: bool = False) -> TaskStatus:
         """Cancel a task in the queue: a queued one now, a running one through its worker.
 
-        A queued task becomes ``cancelled``. A running one is marked: its worker's next
+        A queued task becomes ``cancelled``. A running one is marked, and the app's
+        cancel watchers are notified (PostgreSQL; see
+        [`watch_cancels`][steadyloop.audit.TaskQueue.watch_cancels]): its worker reads
+        the mark at once (elsewhere it reads it every `poll` seconds), its next
         [`heartbeat`][steadyloop.audit.TaskQueue.heartbeat] raises
-        [`TaskCancelled`][steadyloop.TaskCancelled], and a worker that
+        [`TaskCancelled`][steadyloop.TaskCancelled] too, and a worker that
         takes it over after its lease expired finds `Claim.cancel_requested`.
         [`TaskBoard.cancel`][steadyloop.audit.TaskBoard.cancel] writes the trail; use that.
 

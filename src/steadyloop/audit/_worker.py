@@ -29,6 +29,13 @@ done again on resume and a ``NEVER`` one asks a person), a verify command is kil
 the lease is handed back at once with a ``released`` record, so another worker claims
 the task without waiting for the lease to expire and resumes the round.
 
+A cancel of the held task (``audit cancel``) is seen promptly: on PostgreSQL the
+canceller's ``NOTIFY`` reaches the worker at once, elsewhere the worker reads its task's
+row every `TaskQueue.poll` seconds while it works (and every heartbeat looks too). The
+run is then ended at its next write (the loop's ``cancel``; a hung tool is interrupted
+after the grace period), a verify command is killed at once, and the task is recorded
+``cancelled``.
+
 A round has a wall-clock limit (``round_time``): a run still going when it runs out is
 stopped the same way, and the round is audited with the overrun as its evidence, so no
 hung tool keeps a task ``running`` (and its lease renewed) for ever.
@@ -282,6 +289,9 @@ class Worker:
         self._cancel_run = asyncio.Event()  # the run's cancel=: end it for good
         self._stop_run = asyncio.Event()  # the run's stop=: stop it, resumably
         self._verifying = False
+        self._nudge = asyncio.Event()  # a cancel in this app may have come (PostgreSQL)
+        self._unwatch: Callable[[], None] | None = None
+        self._watching = False
 
     # -- public ------------------------------------------------------------------------
 
@@ -373,6 +383,8 @@ class Worker:
         Returns:
             The task worked on, or ``None`` if nothing was claimable.
         """
+        self._watch_cancels()
+        self._nudge.clear()  # a notification from here on may be about this claim
         claim = await self.board.queue.claim(self.worker_id, self.lease)
         if claim is None:
             for task_id in await self.board.block_doomed():
@@ -384,6 +396,7 @@ class Worker:
         self._cancel_run = asyncio.Event()
         self._stop_run = asyncio.Event()
         beat = asyncio.ensure_future(self._beat(claim))
+        look = asyncio.ensure_future(self._look_for_cancel(claim))
         self._work = work = asyncio.ensure_future(self._process_through_blips(claim))
         try:
             try:
@@ -407,9 +420,10 @@ class Worker:
             self._emit("error", claim.task_id, f"{type(exc).__name__}: {exc}")
         finally:
             self._work = None
-            beat.cancel()
-            with contextlib.suppress(BaseException):
-                await beat
+            for helper in (beat, look):
+                helper.cancel()
+                with contextlib.suppress(BaseException):
+                    await helper
         return claim.task_id
 
     # -- internals ---------------------------------------------------------------------
@@ -431,6 +445,41 @@ class Worker:
             if not ok:
                 self._lost.set()
                 return
+
+    def _watch_cancels(self) -> None:
+        """Ask the queue to nudge this worker when a cancel may have come (once)."""
+        if not self._watching:
+            self._watching = True
+            self._unwatch = self.board.queue.watch_cancels(self._nudge.set)
+
+    async def _look_for_cancel(self, claim: Claim) -> None:
+        """See a cancel of the held task promptly, not only at the next heartbeat.
+
+        Where the store notifies (PostgreSQL), the canceller's ``NOTIFY`` nudges the
+        worker, which then reads whether its own task is the one; elsewhere, and while
+        the notification connection is down, it reads every `TaskQueue.poll` seconds
+        (one indexed read of its own row). A cancel seen stops the round as
+        `_cancel` says.
+        """
+        queue = self.board.queue
+        while self._cancelled is None:
+            notified = self._unwatch is not None and queue.cancels_notified
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._nudge.wait(), queue.poll * (10 if notified else 1))
+            if notified and not self._nudge.is_set():
+                continue  # no news: nothing to read (the heartbeat looks too)
+            self._nudge.clear()
+            try:
+                reason = await queue.cancel_requested(claim.task_id, claim.lease_token)
+            except LeaseLost:
+                return
+            except Exception:
+                # A failed look is tried again after a pause (the heartbeat looks too).
+                await asyncio.sleep(queue.poll)
+                self._nudge.set()
+                continue
+            if reason is not None:
+                self._cancel(reason)
 
     def _cancel(self, reason: str) -> None:
         """Someone cancelled the held task: stop the round at its next write boundary.
