@@ -815,8 +815,22 @@ class TaskQueue:
         )
         return rows[0] if rows else None
 
-    async def heartbeat(self, task_id: str, lease_token: str, lease: float = 30.0) -> bool:
+    async def heartbeat(
+        self,
+        task_id: str,
+        lease_token: str,
+        lease: float = 30.0,
+        *,
+        counters: tuple[int, int] | None = None,
+    ) -> bool:
         """Renew a lease for another ``lease`` seconds.
+
+        Args:
+            task_id: The task.
+            lease_token: The lease.
+            lease: Seconds from now.
+            counters: ``(rounds started, audits done)`` to record in the row as well
+                (shown by ``status`` while the task runs), in the same write.
 
         Returns:
             False when the lease is no longer this token's (it was taken over or
@@ -835,13 +849,22 @@ class TaskQueue:
             if row is None:
                 return False, None
             now = self._row_now(row)
-            yield Query(
-                d.sql(
-                    "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ? "
-                    "WHERE task_id = ? AND app = ?"
-                ),
-                (now + lease_us, now, d.bind_name(task_id), self._app),
-            )
+            if counters is None:
+                yield Query(
+                    d.sql(
+                        "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ? "
+                        "WHERE task_id = ? AND app = ?"
+                    ),
+                    (now + lease_us, now, d.bind_name(task_id), self._app),
+                )
+            else:
+                yield Query(
+                    d.sql(
+                        "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ?, round = ?, "
+                        "audit_rounds = ? WHERE task_id = ? AND app = ?"
+                    ),
+                    (now + lease_us, now, *counters, d.bind_name(task_id), self._app),
+                )
             return True, _opt(row[0])
 
         ok, cancel = await self._run(plan)

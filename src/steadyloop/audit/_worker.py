@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import json
 import os
@@ -289,6 +290,7 @@ class Worker:
         self._cancel_run = asyncio.Event()  # the run's cancel=: end it for good
         self._stop_run = asyncio.Event()  # the run's stop=: stop it, resumably
         self._verifying = False
+        self._counters: tuple[int, int] | None = None
         self._nudge = asyncio.Event()  # a cancel in this app may have come (PostgreSQL)
         self._unwatch: Callable[[], None] | None = None
         self._watching = False
@@ -392,6 +394,7 @@ class Worker:
             return None
         self._lost = asyncio.Event()
         self._interrupting = False
+        self._counters = None  # the round's, for the queue row
         self._cancelled = claim.cancel_requested
         self._cancel_run = asyncio.Event()
         self._stop_run = asyncio.Event()
@@ -436,7 +439,9 @@ class Worker:
         while True:
             await asyncio.sleep(self.heartbeat)
             try:
-                ok = await self.board.queue.heartbeat(claim.task_id, claim.lease_token, self.lease)
+                ok = await self.board.queue.heartbeat(
+                    claim.task_id, claim.lease_token, self.lease, counters=self._counters
+                )
             except TaskCancelled as exc:
                 self._cancel(exc.reason)
                 continue  # the lease was renewed: keep it while the round stops
@@ -646,9 +651,12 @@ class Worker:
                 },
             )
         )
-        state = await self._write(state, events)
-        self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
-        if state.round_claims > self.max_claims:
+        claimed = copy.deepcopy(state)
+        for event, payload in events:
+            claimed.apply(event.value, payload)
+        if claimed.round_claims > self.max_claims:
+            state = await self._write(state, events)
+            self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
             number = state.round if state.phase else state.round + 1
             reason = (
                 f"claimed {state.round_claims} times without finishing round {number} "
@@ -656,9 +664,26 @@ class Worker:
             )
             await self._give_up(claim, state, reason)
             return
+        if claimed.phase is None:
+            # A new round: the claim is written with the round's first record, in one
+            # batch (one write less per round). Nothing is awaited in between, so no
+            # shutdown or cancel can fall between the claim and its record.
+            self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
+            await self._round(claim, state, lost_worker, claim_events=events)
+            return
+        state = await self._write(state, events)
+        self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
         await self._round(claim, state, lost_worker)
 
-    async def _round(self, claim: Claim, state: TaskState, lost_worker: str | None) -> None:
+    async def _round(
+        self,
+        claim: Claim,
+        state: TaskState,
+        lost_worker: str | None,
+        claim_events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] | None = None,
+    ) -> None:
+        """Work one round; ``claim_events``, not yet written, go first in its first write."""
+        first = claim_events or []
         spec = state.spec
         assert spec is not None
         task_id = claim.task_id
@@ -667,6 +692,8 @@ class Worker:
         except OSError as exc:
             # No claim can fix the folder: say what is wrong with it, once.
             reason = f"the task's working folder cannot be used: {exc}"
+            if first:
+                state = await self._write(state, first)
             await self._give_up(claim, state, reason)
             return
         packet = None if state.packet is None else Packet.from_json(state.packet)
@@ -677,6 +704,7 @@ class Worker:
             state = await self._write(
                 state,
                 [
+                    *first,
                     (
                         TaskEvent.ROUND_STARTED,
                         {
@@ -686,17 +714,17 @@ class Worker:
                             "packet": None if packet is None else packet.id,
                             "preamble_chars": len(preamble or ""),
                         },
-                    )
+                    ),
                 ],
             )
-            await _board_progress(self, claim, state)
+            self._counters = (state.round, state.audit_rounds)  # the next heartbeat shows them
             self._emit("round", task_id, f"round {number} started")
             result = await self._drive(claim, state, spec, workdir, preamble, resumed=False)
             if result is None:
                 return
             state = result
         elif state.phase == "running":
-            assert state.run_id is not None
+            assert state.run_id is not None and not first
             if await self._driven_elsewhere(state.run_id):
                 await self._release(
                     claim, state, "the round's run is still driven by a live process"
@@ -966,11 +994,3 @@ class Worker:
         status = _TERMINAL_EVENTS.get(event, TaskStatus.QUEUED)
         await self._settle(claim, state, status)
         self._emit("pushed_back" if status is TaskStatus.QUEUED else status.value, task_id, reason)
-
-
-async def _board_progress(worker: Worker, claim: Claim, state: TaskState) -> None:
-    """Record a running task's counters in the queue row (shown by ``status``)."""
-    with contextlib.suppress(Exception):
-        await worker.board.queue.progress(
-            claim.task_id, claim.lease_token, round=state.round, audit_rounds=state.audit_rounds
-        )
