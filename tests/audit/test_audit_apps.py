@@ -208,3 +208,16 @@ async def test_a_worker_of_another_app_never_touches_the_default_apps_tasks(
     r = await cli("work", *s, "-a", "audit_cli_agent:agent", "--scratch", str(tmp_path / "s2"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert _statuses((await cli("status", *s, "--json")).stdout) == {"a1": "completed"}
+
+
+async def test_a_board_refuses_a_queue_of_another_app(tmp_path: Path) -> None:
+    """A board whose app is not its queue's is refused, naming both apps; by default it takes the queue's."""
+    url = f"sqlite:///{tmp_path}/q.db"
+    async with await open_queue(url, app="other") as queue:
+        journal = await open_journal(url)
+        try:
+            with pytest.raises(TaskSpecError, match=r"'mine'.*'other'"):
+                TaskBoard(queue, journal, app="mine")
+            assert TaskBoard(queue, journal).app == "other"
+        finally:
+            await journal.close()

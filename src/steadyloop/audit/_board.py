@@ -95,7 +95,8 @@ class TaskBoard:
             url: ``sqlite:FILE``, ``postgresql://…`` or ``mysql://…``: the queue, and the
                 journal too unless ``journal_url`` names another.
             journal_url: Where the trails and runs go, if not at ``url``.
-            app: The journal namespace.
+            app: The app: the journal namespace of the trails and runs, and the only
+                tasks of the queue the board sees, claims or changes.
             records: Clock and id source for trail records.
             clock: The queue's clock (leases, on SQLite).
             ids: Where generated task ids come from.
