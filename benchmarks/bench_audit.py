@@ -36,8 +36,9 @@ For each configuration:
 * ``plans_per_task`` — transactions (and single reads) the workers ran per task during
   the throughput run, counted at the journal's plan runner (``PlanJournal.run_plan``),
   and ``queue_plans_per_task`` — those of them that are the queue's (claim, heartbeat,
-  settle, …). Trees whose queue does not run on the journal's runner count only the
-  journal's plans.
+  settle, …). Only plans that go through that runner are counted: on SQLite the
+  journal's own reads and appends take a shorter path, so there the count is the
+  queue's.
 
 Each configuration runs in a fresh process whose ``sys.path`` starts with its tree's
 ``src``. Writes ``benchmarks/results/audit.json``.

@@ -17,9 +17,9 @@ supplying a factory::
 pass ``options`` (``app``, ``clock``, ``ids``, ``server_clock``, ``poll``, ``create``) on
 to [`open_queue`][steadyloop.audit.open_queue]; the app cases open two apps on the one
 store and check that neither sees, claims or wakes on the other's tasks. ``missing``,
-when given, opens with ``create=False`` a place that holds no queue. ``notifies`` says that idle workers are
-woken by the store (PostgreSQL ``NOTIFY``) rather than by polling. The suite needs
-``pytest`` and ``pytest-asyncio``.
+when given, opens with ``create=False`` a place that holds no queue. ``notifies`` says
+that idle workers are woken by the store (PostgreSQL ``NOTIFY``) rather than by
+polling. The suite needs ``pytest`` and ``pytest-asyncio``.
 """
 
 from __future__ import annotations
