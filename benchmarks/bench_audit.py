@@ -34,11 +34,10 @@ For each configuration:
   ``NOTIFY``, so this is not bounded by a poll interval; everywhere else it is.
 
 * ``plans_per_task`` — transactions (and single reads) the workers ran per task during
-  the throughput run, counted at the journal's plan runner (``PlanJournal.run_plan``),
+  the throughput run through the journal's generic plan runner (``PlanJournal.run_plan``),
   and ``queue_plans_per_task`` — those of them that are the queue's (claim, heartbeat,
-  settle, …). Only plans that go through that runner are counted: on SQLite the
-  journal's own reads and appends take a shorter path, so there the count is the
-  queue's.
+  settle, …). The SQLite and PostgreSQL journals run their own appends and reads on
+  their backend's runner directly, so on those two both counts are the queue's plans.
 
 Each configuration runs in a fresh process whose ``sys.path`` starts with its tree's
 ``src``. Writes ``benchmarks/results/audit.json``.
@@ -383,6 +382,11 @@ def main() -> None:
                 capture_output=True,
             )
         results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+        # Loaded: other work kept more than half the CPUs busy (1-minute load average).
+        cpus = os.cpu_count() or 1
+        results["loaded"] = (
+            max(results["load_average_at_start"][0], results["load_average_at_end"][0]) > cpus / 2
+        )
         results["backends"]["sqlite"] = {"durability": "synchronous=FULL", **sqlite}
         if problem is None:
             results["backends"]["postgresql"] = {"durability": "server defaults", **postgres}
