@@ -1,12 +1,18 @@
 """Audit workers: tasks per second and submit-to-claim latency, before and after, in one run.
 
-Run: ``uv run python benchmarks/bench_audit.py [--tasks 60] [--submits 12] [--dir PATH]``
+Run: ``uv run python benchmarks/bench_audit.py [--tasks 60] [--submits 12] [--dir PATH]
+[--before REV] [--repeat N]``
 
 Two code trees are measured side by side in one run, on this machine:
 
-* ``before``: main at commit ``84426b4`` (the audit loop before issue 12), checked out
-  into a temporary ``git worktree`` that is removed afterwards;
+* ``before``: main at commit ``--before`` (``0cfcfd1`` by default: the queue on the
+  journal's SQL stack, before app scoping and the round's merged first write), checked
+  out into a temporary ``git worktree`` that is removed afterwards;
 * ``after``: this tree.
+
+``--repeat N`` measures every configuration N times (before and after alternating), to
+show the spread on a shared machine; the load average at the start and the end of the
+run is recorded with the results, so numbers from a loaded machine say so.
 
 Both on SQLite (a file in ``--dir``, a temp dir by default, ``synchronous=FULL``) and on
 PostgreSQL (the server named by ``STEADYLOOP_POSTGRES_URL``, under a private table
@@ -26,6 +32,12 @@ For each configuration:
   ``task.claimed`` record (both wall clocks of this machine): p50, p95, max. On
   PostgreSQL *after*, an idle worker sleeps on ``LISTEN`` and wakes on the submit's
   ``NOTIFY``, so this is not bounded by a poll interval; everywhere else it is.
+
+* ``plans_per_task`` — transactions (and single reads) the workers ran per task during
+  the throughput run through the journal's generic plan runner (``PlanJournal.run_plan``),
+  and ``queue_plans_per_task`` — those of them that are the queue's (claim, heartbeat,
+  settle, …). The SQLite and PostgreSQL journals run their own appends and reads on
+  their backend's runner directly, so on those two both counts are the queue's plans.
 
 Each configuration runs in a fresh process whose ``sys.path`` starts with its tree's
 ``src``. Writes ``benchmarks/results/audit.json``.
@@ -51,7 +63,7 @@ from typing import Any
 
 RESULTS = Path(__file__).parent / "results" / "audit.json"
 ROOT = Path(__file__).resolve().parent.parent
-BEFORE = "84426b4"
+BEFORE = "0cfcfd1"
 WORKERS = (1, 2, 4)
 GAP = 0.3  # seconds between the latency run's submissions
 
@@ -75,12 +87,33 @@ def _worker_main(  # noqa: PLR0917 - a multiprocessing target
     from steadyloop.audit import TaskBoard, Worker
     from steadyloop.loop import Agent, ScriptedModel
 
+    plans = {"all": 0, "queue": 0}
+    with contextlib.suppress(ImportError, AttributeError):
+        from steadyloop.journal._sql import PlanJournal
+
+        run_plan = PlanJournal.run_plan
+
+        async def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+            plans["all"] += 1
+            frame = sys._getframe(1)
+            for _ in range(4):  # run_plan <- the queue's retry <- its _run
+                if frame is None:
+                    break
+                if frame.f_code.co_filename.endswith("_queue.py"):
+                    plans["queue"] += 1
+                    break
+                frame = frame.f_back
+            return await run_plan(self, *args, **kwargs)
+
+        PlanJournal.run_plan = counted  # type: ignore[method-assign]
+
     async def work() -> dict[str, Any]:
         async with await TaskBoard.open(url) as board:
             agent = Agent("bench", ScriptedModel(["done"], record=False))
             worker = Worker(board, agent, worker_id=name, scratch_root=scratch)
             ready.put(name)
             start.wait()
+            plans["all"] = plans["queue"] = 0  # count only the measured work
             if drain:
                 done = await worker.run()
             else:
@@ -93,7 +126,7 @@ def _worker_main(  # noqa: PLR0917 - a multiprocessing target
                 watcher = asyncio.ensure_future(watch())
                 done = await worker.run(until_idle=False)
                 watcher.cancel()
-            return {"done": done, "end": time.monotonic()}
+            return {"done": done, "end": time.monotonic(), "plans": dict(plans)}
 
     out.put(asyncio.run(work()))
 
@@ -144,6 +177,8 @@ def _throughput(src: str, url: str, n_tasks: int, n: int, scratch: str) -> dict[
         "tasks": n_tasks,
         "seconds": round(elapsed, 3),
         "tasks_per_s": round(n_tasks / elapsed, 1),
+        "plans_per_task": round(sum(r["plans"]["all"] for r in reports) / n_tasks, 2),
+        "queue_plans_per_task": round(sum(r["plans"]["queue"] for r in reports) / n_tasks, 2),
     }
 
 
@@ -272,6 +307,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=60)
     parser.add_argument("--submits", type=int, default=12)
     parser.add_argument("--dir", default=None, help="Where the SQLite files go.")
+    parser.add_argument("--before", default=BEFORE, help="The commit measured as before.")
+    parser.add_argument("--repeat", type=int, default=1, help="Runs of each configuration.")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--src", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -287,7 +324,7 @@ def main() -> None:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
-        "before": f"main at {BEFORE}",
+        "before": f"main at {args.before}",
         "after": subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
             capture_output=True,
@@ -298,6 +335,8 @@ def main() -> None:
         "latency_submits": args.submits,
         "latency_gap_s": GAP,
         "task": "one plain round: claim, 5 trail records, a one-call loop run, settle",
+        "repeat": args.repeat,
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "backends": {},
     }
     base = os.environ.get("STEADYLOOP_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/test"
@@ -305,7 +344,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         before = Path(tmp) / "before"
         subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), BEFORE],
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.before],
             check=True,
             capture_output=True,
         )
@@ -313,7 +352,7 @@ def main() -> None:
             trees = {"before": str(before / "src"), "after": str(ROOT / "src")}
             sqlite: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
             postgres: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
-            for n in WORKERS:
+            for n, _ in ((n, r) for n in WORKERS for r in range(args.repeat)):
                 for version, src in trees.items():
                     key = uuid.uuid4().hex[:6]
                     urls = (
@@ -342,6 +381,12 @@ def main() -> None:
                 check=False,
                 capture_output=True,
             )
+        results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+        # Loaded: other work kept more than half the CPUs busy (1-minute load average).
+        cpus = os.cpu_count() or 1
+        results["loaded"] = (
+            max(results["load_average_at_start"][0], results["load_average_at_end"][0]) > cpus / 2
+        )
         results["backends"]["sqlite"] = {"durability": "synchronous=FULL", **sqlite}
         if problem is None:
             results["backends"]["postgresql"] = {"durability": "server defaults", **postgres}

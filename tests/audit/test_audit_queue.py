@@ -91,7 +91,7 @@ async def test_a_version_1_sqlite_queue_is_migrated_in_place(tmp_path: Path) -> 
         assert claim is not None and claim.task_id == "old"
         assert await queue.cancel("old", "stop") is TaskStatus.RUNNING
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT version FROM steadyloop_audit_schema").fetchall() == [(2,)]
+    assert conn.execute("SELECT version FROM steadyloop_audit_schema").fetchall() == [(3,)]
     conn.close()
 
 
@@ -263,7 +263,8 @@ async def test_mariadb_skips_a_locked_row_instead_of_waiting() -> None:
             await conn.begin()
             async with conn.cursor() as cur:
                 await cur.execute(
-                    f"SELECT 1 FROM {prefix}audit_tasks WHERE task_id = %s FOR UPDATE", (b"first",)
+                    f"SELECT 1 FROM {prefix}audit_tasks WHERE app = %s AND task_id = %s FOR UPDATE",
+                    (b"audit", b"first"),
                 )
             started = time.monotonic()
             claim = await queue.claim("w", 30)

@@ -196,6 +196,8 @@ async def test_workers_howto_runs_on_postgresql(tmp_path: Path) -> None:
     env = build_env() | {"STEADYLOOP_AUDIT_STORE": store, "PYTHONPATH": str(tmp_path)}
     text = WORKERS_HOWTO.read_text(encoding="utf-8")
     commands = [line for line in text.splitlines() if line.startswith("steadyloop audit ")]
+    other_app = [c for c in commands if "--app" in c]  # the section on several apps
+    commands = [c for c in commands if "--app" not in c]
     submits = [c for c in commands if c.startswith("steadyloop audit submit")]
     work = next(c for c in commands if c.startswith("steadyloop audit work"))
     assert len(submits) >= 2
@@ -238,6 +240,20 @@ async def test_workers_howto_runs_on_postgresql(tmp_path: Path) -> None:
                 assert row.status.value == "completed"
                 kinds = [r.kind for r in await board.trail(f"greet-{n}")]
                 assert kinds.count("task.claimed") == 1, kinds
+        for command in other_app:
+            done = subprocess.run(
+                cli(command),
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+                check=False,
+            )
+            assert done.returncode == 0, done.stdout + done.stderr
+        async with await TaskBoard.open(store, app="billing") as board:
+            assert (await board.get("march")).status.value == "completed"
+            assert [t.task_id for t in await board.tasks()] == ["march"]
     finally:
         await remove_prefix("postgres", base, prefix)
 

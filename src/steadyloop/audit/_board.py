@@ -1,7 +1,9 @@
 """The task board: the queue, plus each task's trail in the journal.
 
 The trail (stream ``["task", task_id]`` in the board's app namespace) is the record
-of what happened to a task; the queue is the index workers pick work from. Every
+of what happened to a task; the queue is the index workers pick work from. Board and
+queue are scoped to one app: a board sees, claims and writes only its app's tasks, and
+the same task id in another app is another task. Every
 change is written to the trail first, with ``expected_next``, and only then to the
 queue; so the trail is never behind, and two writers can never interleave
 transitions (the second one's write is refused). A worker that finds the queue
@@ -24,6 +26,7 @@ from steadyloop._errors import (
     UnknownBackend,
 )
 from steadyloop.audit._queue import (
+    DEFAULT_APP,
     QueuedTask,
     SubmitResult,
     TaskQueue,
@@ -37,17 +40,14 @@ from steadyloop.records import Clock, IdSource, JSONValue, RecordFactory, Stored
 
 __all__ = ["DEFAULT_APP", "TaskBoard"]
 
-DEFAULT_APP = "audit"
-"""The journal namespace of tasks' trails and runs, unless another is named."""
-
 
 class TaskBoard:
     """Tasks: a queue to pick them from and a trail per task in the journal.
 
     Args:
-        queue: The queue.
+        queue: The queue (scoped to the board's app).
         journal: The journal holding trails (and the tasks' runs).
-        app: The journal namespace.
+        app: The journal namespace; the queue's app by default, and it must be that.
         records: Clock and id source for trail records.
         owned: Close the queue and the journal when the board is closed.
     """
@@ -57,13 +57,19 @@ class TaskBoard:
         queue: TaskQueue,
         journal: Journal,
         *,
-        app: str = DEFAULT_APP,
+        app: str | None = None,
         records: RecordFactory | None = None,
         owned: bool = False,
     ) -> None:
+        if app is not None and app != queue.app:
+            raise TaskSpecError(
+                f"the board's app {app!r} is not its queue's app {queue.app!r}: open the "
+                f"queue with app={app!r}",
+                field="app",
+            )
         self.queue = queue
         self.journal = journal
-        self.app = app
+        self.app = queue.app
         self.records = records or RecordFactory()
         self._owned = owned
 
@@ -89,7 +95,8 @@ class TaskBoard:
             url: ``sqlite:FILE``, ``postgresql://…`` or ``mysql://…``: the queue, and the
                 journal too unless ``journal_url`` names another.
             journal_url: Where the trails and runs go, if not at ``url``.
-            app: The journal namespace.
+            app: The app: the journal namespace of the trails and runs, and the only
+                tasks of the queue the board sees, claims or changes.
             records: Clock and id source for trail records.
             clock: The queue's clock (leases, on SQLite).
             ids: Where generated task ids come from.
@@ -107,7 +114,7 @@ class TaskBoard:
         problem = _names.app_problem(app)
         if problem is not None:
             raise TaskSpecError(problem, field="app")
-        options: dict[str, Any] = {"clock": clock, "ids": ids}
+        options: dict[str, Any] = {"app": app, "clock": clock, "ids": ids}
         if poll is not None:
             options["poll"] = poll
         try:
@@ -337,10 +344,13 @@ class TaskBoard:
         """Cancel a task: a queued one at once, a running one through its worker.
 
         A queued task's trail gets ``cancelled``, its row follows, and its dependents
-        are blocked. A running task is marked in the queue: its worker's next heartbeat
-        raises [`TaskCancelled`][steadyloop.TaskCancelled], and the worker stops at its next
-        write boundary and records it cancelled (a worker taking over an expired lease
-        sees `Claim.cancel_requested` and does the same). A running task whose lease
+        are blocked. A running task is marked in the queue, and its worker sees the mark
+        promptly (on PostgreSQL by a notification at once, elsewhere within the queue's
+        poll interval; its heartbeat also raises [`TaskCancelled`][steadyloop.TaskCancelled]):
+        it stops the round's run at its next write boundary (a hung tool after the
+        grace period), kills a verify command, and records the task cancelled (a
+        worker taking over an expired lease sees `Claim.cancel_requested` and does
+        the same). A running task whose lease
         has expired (its worker is gone) is cancelled here and now, like a queued one.
 
         Returns:

@@ -16,18 +16,31 @@ of refused transactions. One URL opens both; the dialect supplies the quirks:
   **server's** clock, read in each transaction, so workers whose clocks disagree still
   agree on who holds a lease. PostgreSQL also wakes idle workers with ``NOTIFY``.
 
+Apps: a queue is scoped to one *app*, the journal namespace its tasks' trails live in
+(`TaskQueue.app`, [`DEFAULT_APP`][steadyloop.audit.DEFAULT_APP] unless another is named).
+Every operation — submit, claim, heartbeat, settle, cancel, retry, status, the
+dependency checks and the wake-ups — sees only the tasks of its own app, so a worker of
+app ``other`` never claims, reads or writes the trail of a task of the default app.
+A task is known by ``(app, task_id)``: the same task id may exist in two apps (they
+are two tasks, with two trails in two namespaces), an idempotency key is one app's,
+and a dependency names a task of the same app.
+
 Schema, version `QUEUE_SCHEMA_VERSION` (prefix ``steadyloop_`` by default, the
 journal's prefix)::
 
     {p}audit_schema(version)
-    {p}audit_tasks(seq, task_id UNIQUE, idempotency_key UNIQUE, digest, spec, priority,
+    {p}audit_tasks(seq, app, task_id, idempotency_key, digest, spec, priority,
                    status, not_before, owner, lease_token, lease_expires, attempts,
                    round, audit_rounds, detail, submitted_at, updated_at,
-                   cancel_requested, settled_token, submit_token, prev_owner, prev_token)
-    {p}audit_deps(task_id, depends_on)
+                   cancel_requested, settled_token, submit_token, prev_owner, prev_token,
+                   UNIQUE (app, task_id), UNIQUE (app, idempotency_key))
+    {p}audit_deps(app, task_id, depends_on)
 
-Version 1 (no ``audit_schema`` table, no last five columns) is migrated on open; a
-newer version is refused with one line.
+Older layouts are migrated in place on open, in one transaction where the database
+allows DDL in one (SQLite, PostgreSQL): version 1 (no ``audit_schema`` table, none of
+the columns from ``cancel_requested`` on) gains them; version 2 (no ``app``) is rebuilt
+with the app in its keys, every existing task going to the default app. A newer
+version is refused with one line.
 
 Lost connections and a busy store: every operation is retried with bounded backoff
 (`TaskQueue.reconnect_for` seconds in all). A transaction whose commit may or may
@@ -43,11 +56,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from steadyloop import _names
 from steadyloop._errors import (
     CorruptionError,
     LeaseLost,
@@ -70,6 +85,7 @@ from steadyloop.journal._sql_async import RetryPolicy, retry_transaction
 from steadyloop.records import Clock, IdSource, SystemClock, canonical_json, decode
 
 __all__ = [
+    "DEFAULT_APP",
     "QUEUE_SCHEMA_VERSION",
     "Claim",
     "MySQLQueue",
@@ -81,8 +97,12 @@ __all__ = [
     "open_queue",
 ]
 
-QUEUE_SCHEMA_VERSION = 2
+QUEUE_SCHEMA_VERSION = 3
 """The queue schema version this code writes and reads."""
+
+DEFAULT_APP = "audit"
+"""The journal namespace of tasks' trails and runs (and the queue's app), unless another
+is named. Tasks of a queue written before apps existed (schema version 2) belong to it."""
 
 RECONNECT = RetryPolicy(attempts=1000, base_delay=0.05, max_delay=2.0)
 """Pauses between attempts after a lost connection or a busy store (doubling, jittered)."""
@@ -92,10 +112,15 @@ _COLUMNS = (
     "attempts, round, audit_rounds, detail, submitted_at, updated_at, cancel_requested"
 )
 _CLAIMABLE = (
-    "((t.status = 'queued' AND t.not_before <= ?) OR (t.status = 'running' "
-    "AND t.lease_expires < ?)) AND NOT EXISTS (SELECT 1 FROM {p}audit_deps d "
-    "JOIN {p}audit_tasks u ON u.task_id = d.depends_on WHERE d.task_id = t.task_id "
-    "AND u.status <> 'completed')"
+    "t.app = ? AND ((t.status = 'queued' AND t.not_before <= {now}) OR (t.status = 'running' "
+    "AND t.lease_expires < {now})) AND NOT EXISTS (SELECT 1 FROM {p}audit_deps d "
+    "JOIN {p}audit_tasks u ON u.app = d.app AND u.task_id = d.depends_on "
+    "WHERE d.app = t.app AND d.task_id = t.task_id AND u.status <> 'completed')"
+)
+_COPIED = (
+    "seq, task_id, idempotency_key, digest, spec, priority, status, not_before, owner, "
+    "lease_token, lease_expires, attempts, round, audit_rounds, detail, submitted_at, "
+    "updated_at, cancel_requested, settled_token, submit_token, prev_owner, prev_token"
 )
 _ENDED_BADLY = "('needs-human', 'goal-unmet', 'blocked', 'cancelled')"
 
@@ -247,22 +272,75 @@ def _lease_us(seconds: float) -> int:
 # -- plans ----------------------------------------------------------------------------
 
 
-def _create_statements(d: Dialect) -> list[str]:
+def _table_statements(
+    d: Dialect, tasks: str = "audit_tasks", deps: str = "audit_deps"
+) -> list[str]:
     n, t, i, s = d.name_type, d.data_type, d.int_type, d.short_text
     suffix = d.table_suffix
     return [
-        f"CREATE TABLE {{p}}audit_tasks ({d.serial_key}, task_id {n} NOT NULL UNIQUE, "
-        f"idempotency_key {n} UNIQUE, digest {s} NOT NULL, spec {t} NOT NULL, "
+        f"CREATE TABLE {{p}}{tasks} ({d.serial_key}, app {n} NOT NULL, task_id {n} NOT NULL, "
+        f"idempotency_key {n}, digest {s} NOT NULL, spec {t} NOT NULL, "
         f"priority {i} NOT NULL, status {s} NOT NULL, not_before {i} NOT NULL, "
         f"owner {t}, lease_token {s}, lease_expires {i}, attempts {i} NOT NULL, "
         f"round {i} NOT NULL, audit_rounds {i} NOT NULL, detail {t} NOT NULL, "
         f"submitted_at {i} NOT NULL, updated_at {i} NOT NULL, cancel_requested {t}, "
-        f"settled_token {s}, submit_token {s}, prev_owner {t}, prev_token {s}){suffix}",
-        f"CREATE TABLE {{p}}audit_deps (task_id {n} NOT NULL, depends_on {n} NOT NULL, "
-        f"PRIMARY KEY (task_id, depends_on)){suffix}",
-        "CREATE INDEX {p}audit_pick ON {p}audit_tasks (status, priority DESC, seq)",
-        "CREATE INDEX {p}audit_deps_on ON {p}audit_deps (depends_on)",
+        f"settled_token {s}, submit_token {s}, prev_owner {t}, prev_token {s}, "
+        f"UNIQUE (app, task_id), UNIQUE (app, idempotency_key)){suffix}",
+        f"CREATE TABLE {{p}}{deps} (app {n} NOT NULL, task_id {n} NOT NULL, "
+        f"depends_on {n} NOT NULL, PRIMARY KEY (app, task_id, depends_on)){suffix}",
     ]
+
+
+_INDEXES = [
+    "CREATE INDEX {p}audit_pick ON {p}audit_tasks (app, status, priority DESC, seq)",
+    "CREATE INDEX {p}audit_deps_on ON {p}audit_deps (app, depends_on)",
+]
+
+
+def _create_statements(d: Dialect) -> list[str]:
+    return [*_table_statements(d), *_INDEXES]
+
+
+def _version_3_rebuild(d: Dialect) -> list[str]:
+    """Rebuild a version-2 queue with the app in its keys; its tasks go to the default app.
+
+    SQLite cannot change a table's keys in place, so every dialect copies into new
+    tables and swaps them in (MySQL in one atomic ``RENAME TABLE``).
+    """
+    kind = type(d).__name__
+    app = f"'{DEFAULT_APP}'"  # a constant name: safe as a literal
+    out = [
+        "DROP TABLE IF EXISTS {p}audit_tasks_v3",
+        "DROP TABLE IF EXISTS {p}audit_deps_v3",
+        *_table_statements(d, "audit_tasks_v3", "audit_deps_v3"),
+        f"INSERT INTO {{p}}audit_tasks_v3 (app, {_COPIED}) SELECT {app}, {_COPIED} "
+        "FROM {p}audit_tasks",
+        f"INSERT INTO {{p}}audit_deps_v3 (app, task_id, depends_on) SELECT {app}, task_id, "
+        "depends_on FROM {p}audit_deps",
+    ]
+    if kind == "MySQLDialect":
+        out += [
+            "RENAME TABLE {p}audit_tasks TO {p}audit_tasks_v2, {p}audit_tasks_v3 TO "
+            "{p}audit_tasks, {p}audit_deps TO {p}audit_deps_v2, {p}audit_deps_v3 TO "
+            "{p}audit_deps",
+            "DROP TABLE {p}audit_tasks_v2",
+            "DROP TABLE {p}audit_deps_v2",
+        ]
+    else:
+        out += [
+            "DROP TABLE {p}audit_deps",
+            "DROP TABLE {p}audit_tasks",
+            "ALTER TABLE {p}audit_tasks_v3 RENAME TO {p}audit_tasks",
+            "ALTER TABLE {p}audit_deps_v3 RENAME TO {p}audit_deps",
+        ]
+    out += _INDEXES
+    if kind == "PostgresDialect":
+        # The copied rows carry their own seq: the next submission numbers after them.
+        out.append(
+            "SELECT setval(pg_get_serial_sequence('{p}audit_tasks', 'seq'), "
+            "COALESCE((SELECT MAX(seq) FROM {p}audit_tasks), 0) + 1, false)"
+        )
+    return out
 
 
 def _version_2_columns(d: Dialect) -> list[str]:
@@ -308,9 +386,12 @@ def migrate_queue_plan(d: Dialect, *, create: bool) -> Plan:
         )
     if version == QUEUE_SCHEMA_VERSION:
         return None
-    statements = _create_statements(d) if version == 0 else _version_2_columns(d)
+    if version == 0:
+        statements = _create_statements(d)
+    else:
+        statements = (_version_2_columns(d) if version == 1 else []) + _version_3_rebuild(d)
     for statement in statements:
-        yield Query(d.sql(statement))
+        yield Query(d.sql(statement), fetch=statement.startswith("SELECT"))
     if not versioned:
         yield Query(
             d.sql(f"CREATE TABLE {{p}}audit_schema (version {d.int_type} NOT NULL)")
@@ -326,6 +407,8 @@ class TaskQueue:
 
     Args:
         journal: The SQL journal whose database (and connection) holds the queue.
+        app: The app whose tasks this queue sees (the journal namespace of their
+            trails); every operation is scoped to it.
         clock: Where lease times come from on SQLite, or with ``server_clock=False``
             (the wall clock by default).
         ids: Where generated task ids come from (random by default).
@@ -344,6 +427,7 @@ class TaskQueue:
         self,
         journal: PlanJournal,
         *,
+        app: str = DEFAULT_APP,
         clock: Clock | None = None,
         ids: IdSource | None = None,
         server_clock: bool = True,
@@ -358,8 +442,14 @@ class TaskQueue:
             )
         if not poll > 0:
             raise ValueError(f"poll must be a positive number of seconds, got {poll!r}")
+        problem = _names.app_problem(app)
+        if problem is not None:
+            raise TaskSpecError(problem, field="app")
         self.journal = journal
         self.dialect = journal.dialect
+        self.app = app
+        """The app whose tasks this queue sees."""
+        self._app = self.dialect.bind_name(app)
         self.clock: Clock = clock or SystemClock()
         self.server_clock = server_clock
         self.poll = poll
@@ -371,6 +461,9 @@ class TaskQueue:
         self._wake: asyncio.Event | None = None
         self._listener: asyncio.Task[None] | None = None
         self._listening = False
+        self._cancel_watchers: set[Callable[[], None]] = set()
+        self._cancel_listener: asyncio.Task[None] | None = None
+        self._cancel_listening = False
 
     @property
     def prefix(self) -> str:
@@ -388,11 +481,13 @@ class TaskQueue:
 
     async def close(self) -> None:
         """Stop listening; close the journal if the queue opened it. Closing twice is harmless."""
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            listener.cancel()
-            with contextlib.suppress(BaseException):
-                await listener
+        for name in ("_listener", "_cancel_listener"):
+            listener = getattr(self, name)
+            setattr(self, name, None)
+            if listener is not None:
+                listener.cancel()
+                with contextlib.suppress(BaseException):
+                    await listener
         if self._owned:
             await self.journal.close()
 
@@ -451,14 +546,29 @@ class TaskQueue:
         """The lease clock as read by `_and_now` with ``row`` (or the local clock)."""
         return self.clock.now_us() if self._server_now() is None else int(row[-1])
 
-    def _notify(self) -> Plan:
-        """Tell idle workers that something may be claimable (sent at commit)."""
+    def _notify(self, kind: str = "work") -> Plan:
+        """Tell this app's listeners, at commit, that something happened.
+
+        ``work``: idle workers, that a task may be claimable; ``cancel``: the workers
+        holding its tasks, that a cancel was asked for.
+        """
         d = self.dialect
         if d.notify_sql is not None:
-            yield Query(d.sql(d.notify_sql), (self._channel(),))
+            yield Query(d.sql(d.notify_sql), (self._channel(kind),))
 
-    def _channel(self) -> str:
-        return f"{self.prefix}audit"
+    def _channel(self, kind: str = "work") -> str:
+        """The notification channel of this app's ``kind`` of news (a PostgreSQL name).
+
+        One per prefix, app and kind, so a worker is woken only by its own app's
+        tasks. The app enters as a digest: any app name makes a valid channel name.
+        """
+        tag = "audit" if kind == "work" else "auditc"
+        digest = hashlib.sha256(self.app.encode("utf-8")).hexdigest()
+        name = f"{self.prefix}{tag}_{digest[:16]}"
+        if len(name) > 63:  # PostgreSQL names are at most 63 bytes
+            whole = hashlib.sha256(f"{self.prefix}\0{self.app}".encode()).hexdigest()
+            name = f"steadyloop_{tag}_{whole[:32]}"
+        return name
 
     def _new_id(self) -> str:
         return self._ids.new_id() if self._ids is not None else f"t-{uuid.uuid4().hex[:12]}"
@@ -514,9 +624,9 @@ class TaskQueue:
                         rows = yield Query(
                             d.sql(
                                 "SELECT task_id, digest FROM {p}audit_tasks "
-                                "WHERE idempotency_key = ?"
+                                "WHERE idempotency_key = ? AND app = ?"
                             ),
-                            (d.bind_name(key),),
+                            (d.bind_name(key), self._app),
                             fetch=True,
                         )
                         seen = (d.load_name(rows[0][0]), _text(rows[0][1])) if rows else None
@@ -536,8 +646,8 @@ class TaskQueue:
                 if task_id in ids_in_batch:
                     raise TaskSpecError(f"task id {task_id!r} appears twice", field="task_id")
                 rows = yield Query(
-                    d.sql("SELECT 1 FROM {p}audit_tasks WHERE task_id = ?"),
-                    (d.bind_name(task_id),),
+                    d.sql("SELECT 1 FROM {p}audit_tasks WHERE task_id = ? AND app = ?"),
+                    (d.bind_name(task_id), self._app),
                     fetch=True,
                 )
                 if rows:
@@ -551,8 +661,8 @@ class TaskQueue:
             known: set[str] = set()
             for dep in deps:
                 rows = yield Query(
-                    d.sql("SELECT 1 FROM {p}audit_tasks WHERE task_id = ?"),
-                    (d.bind_name(dep),),
+                    d.sql("SELECT 1 FROM {p}audit_tasks WHERE task_id = ? AND app = ?"),
+                    (d.bind_name(dep), self._app),
                     fetch=True,
                 )
                 if rows:
@@ -561,13 +671,14 @@ class TaskQueue:
             if new:
                 yield Query(
                     d.sql(
-                        "INSERT INTO {p}audit_tasks (task_id, idempotency_key, digest, spec, "
-                        "priority, status, not_before, attempts, round, audit_rounds, detail, "
-                        "submitted_at, updated_at, submit_token) VALUES (?, ?, ?, ?, ?, "
-                        "'queued', ?, 0, 0, 0, '', ?, ?, ?)"
+                        "INSERT INTO {p}audit_tasks (app, task_id, idempotency_key, digest, "
+                        "spec, priority, status, not_before, attempts, round, audit_rounds, "
+                        "detail, submitted_at, updated_at, submit_token) VALUES (?, ?, ?, ?, "
+                        "?, ?, 'queued', ?, 0, 0, 0, '', ?, ?, ?)"
                     ),
                     [
                         (
+                            self._app,
                             d.bind_name(str(spec.task_id)),
                             None
                             if spec.idempotency_key is None
@@ -585,13 +696,15 @@ class TaskQueue:
                     many=True,
                 )
                 edges = [
-                    (d.bind_name(str(spec.task_id)), d.bind_name(dep))
+                    (self._app, d.bind_name(str(spec.task_id)), d.bind_name(dep))
                     for spec, _ in new
                     for dep in spec.depends_on
                 ]
                 if edges:
                     yield Query(
-                        d.sql("INSERT INTO {p}audit_deps (task_id, depends_on) VALUES (?, ?)"),
+                        d.sql(
+                            "INSERT INTO {p}audit_deps (app, task_id, depends_on) VALUES (?, ?, ?)"
+                        ),
                         edges,
                         many=True,
                     )
@@ -648,14 +761,14 @@ class TaskQueue:
                 "t.task_id, t.spec, t.status, t.owner, t.lease_token, t.attempts, "
                 "t.cancel_requested"
             )
-            where = _CLAIMABLE if expr is None else _CLAIMABLE.replace("?", expr)
+            where = _CLAIMABLE.replace("{now}", "?" if expr is None else expr)
             rows = yield Query(
                 d.sql(
                     f"SELECT {columns} FROM {{p}}audit_tasks t WHERE {where} "
                     "ORDER BY t.priority DESC, t.seq ASC LIMIT 1"
                 )
                 + d.skip_locked,
-                (local, local) if expr is None else (),
+                (self._app, local, local) if expr is None else (self._app,),
                 fetch=True,
             )
             if not rows:
@@ -669,9 +782,9 @@ class TaskQueue:
                 d.sql(
                     "UPDATE {p}audit_tasks SET status = 'running', owner = ?, lease_token = ?, "
                     "lease_expires = ?, attempts = attempts + 1, updated_at = ?, "
-                    "prev_owner = ?, prev_token = ? WHERE task_id = ?"
+                    "prev_owner = ?, prev_token = ? WHERE task_id = ? AND app = ?"
                 ),
-                (worker, token, expires, now, previous[0], previous[1], task_id),
+                (worker, token, expires, now, previous[0], previous[1], task_id, self._app),
             )
             return Claim(
                 task_id=d.load_name(task_id),
@@ -693,17 +806,31 @@ class TaskQueue:
         d = self.dialect
         rows = yield Query(
             d.sql(
-                f"SELECT {columns} FROM {{p}}audit_tasks WHERE task_id = ? AND lease_token = ? "
-                "AND status = 'running'"
+                f"SELECT {columns} FROM {{p}}audit_tasks WHERE task_id = ? AND app = ? "
+                "AND lease_token = ? AND status = 'running'"
             )
             + d.lock_suffix,
-            (d.bind_name(task_id), lease_token),
+            (d.bind_name(task_id), self._app, lease_token),
             fetch=True,
         )
         return rows[0] if rows else None
 
-    async def heartbeat(self, task_id: str, lease_token: str, lease: float = 30.0) -> bool:
+    async def heartbeat(
+        self,
+        task_id: str,
+        lease_token: str,
+        lease: float = 30.0,
+        *,
+        counters: tuple[int, int] | None = None,
+    ) -> bool:
         """Renew a lease for another ``lease`` seconds.
+
+        Args:
+            task_id: The task.
+            lease_token: The lease.
+            lease: Seconds from now.
+            counters: ``(rounds started, audits done)`` to record in the row as well
+                (shown by ``status`` while the task runs), in the same write.
 
         Returns:
             False when the lease is no longer this token's (it was taken over or
@@ -722,12 +849,22 @@ class TaskQueue:
             if row is None:
                 return False, None
             now = self._row_now(row)
-            yield Query(
-                d.sql(
-                    "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ? WHERE task_id = ?"
-                ),
-                (now + lease_us, now, d.bind_name(task_id)),
-            )
+            if counters is None:
+                yield Query(
+                    d.sql(
+                        "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ? "
+                        "WHERE task_id = ? AND app = ?"
+                    ),
+                    (now + lease_us, now, d.bind_name(task_id), self._app),
+                )
+            else:
+                yield Query(
+                    d.sql(
+                        "UPDATE {p}audit_tasks SET lease_expires = ?, updated_at = ?, round = ?, "
+                        "audit_rounds = ? WHERE task_id = ? AND app = ?"
+                    ),
+                    (now + lease_us, now, *counters, d.bind_name(task_id), self._app),
+                )
             return True, _opt(row[0])
 
         ok, cancel = await self._run(plan)
@@ -783,8 +920,9 @@ class TaskQueue:
         def plan(recovering: bool) -> Plan:
             columns = self._and_now("lease_token, status, settled_token")
             rows = yield Query(
-                d.sql(f"SELECT {columns} FROM {{p}}audit_tasks WHERE task_id = ?") + d.lock_suffix,
-                (d.bind_name(task_id),),
+                d.sql(f"SELECT {columns} FROM {{p}}audit_tasks WHERE task_id = ? AND app = ?")
+                + d.lock_suffix,
+                (d.bind_name(task_id), self._app),
                 fetch=True,
             )
             if not rows:
@@ -800,7 +938,7 @@ class TaskQueue:
                     "UPDATE {p}audit_tasks SET status = ?, owner = NULL, lease_token = NULL, "
                     "lease_expires = NULL, not_before = ?, round = ?, audit_rounds = ?, "
                     f"detail = ?, updated_at = ?, settled_token = ?, cancel_requested = "
-                    f"{keep_cancel} WHERE task_id = ?"
+                    f"{keep_cancel} WHERE task_id = ? AND app = ?"
                 ),
                 (
                     status.value,
@@ -811,6 +949,7 @@ class TaskQueue:
                     now,
                     lease_token,
                     d.bind_name(task_id),
+                    self._app,
                 ),
             )
             yield from self._notify()
@@ -833,9 +972,9 @@ class TaskQueue:
             yield Query(
                 d.sql(
                     "UPDATE {p}audit_tasks SET round = ?, audit_rounds = ?, updated_at = ? "
-                    "WHERE task_id = ?"
+                    "WHERE task_id = ? AND app = ?"
                 ),
-                (round, audit_rounds, now, d.bind_name(task_id)),
+                (round, audit_rounds, now, d.bind_name(task_id), self._app),
             )
             return True
 
@@ -852,13 +991,16 @@ class TaskQueue:
 
         def plan(recovering: bool) -> Plan:
             rows = yield Query(
-                d.sql(f"SELECT {self._and_now('status')} FROM {{p}}audit_tasks WHERE task_id = ?")
+                d.sql(
+                    f"SELECT {self._and_now('status')} FROM {{p}}audit_tasks "
+                    "WHERE task_id = ? AND app = ?"
+                )
                 + d.lock_suffix,
-                (d.bind_name(task_id),),
+                (d.bind_name(task_id), self._app),
                 fetch=True,
             )
             if not rows:
-                raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+                raise TaskNotFound(f"no task {task_id!r} in app {self.app!r} of {self.url}")
             now = self._row_now(rows[0])
             current = _text(rows[0][0])
             if current not in old:
@@ -867,9 +1009,9 @@ class TaskQueue:
                 d.sql(
                     "UPDATE {p}audit_tasks SET status = ?, detail = ?, updated_at = ?, "
                     "not_before = ?, owner = NULL, lease_token = NULL, lease_expires = NULL, "
-                    "cancel_requested = NULL WHERE task_id = ?"
+                    "cancel_requested = NULL WHERE task_id = ? AND app = ?"
                 ),
-                (new.value, detail, now, now, d.bind_name(task_id)),
+                (new.value, detail, now, now, d.bind_name(task_id), self._app),
             )
             yield from self._notify()
             return True
@@ -890,9 +1032,12 @@ class TaskQueue:
     async def cancel(self, task_id: str, reason: str, *, recorded: bool = False) -> TaskStatus:
         """Cancel a task in the queue: a queued one now, a running one through its worker.
 
-        A queued task becomes ``cancelled``. A running one is marked: its worker's next
+        A queued task becomes ``cancelled``. A running one is marked, and the app's
+        cancel watchers are notified (PostgreSQL; see
+        [`watch_cancels`][steadyloop.audit.TaskQueue.watch_cancels]): its worker reads
+        the mark at once (elsewhere it reads it every `poll` seconds), its next
         [`heartbeat`][steadyloop.audit.TaskQueue.heartbeat] raises
-        [`TaskCancelled`][steadyloop.TaskCancelled], and a worker that
+        [`TaskCancelled`][steadyloop.TaskCancelled] too, and a worker that
         takes it over after its lease expired finds `Claim.cancel_requested`.
         [`TaskBoard.cancel`][steadyloop.audit.TaskBoard.cancel] writes the trail; use that.
 
@@ -914,13 +1059,16 @@ class TaskQueue:
 
         def plan(_: bool) -> Plan:
             rows = yield Query(
-                d.sql(f"SELECT {self._and_now('status')} FROM {{p}}audit_tasks WHERE task_id = ?")
+                d.sql(
+                    f"SELECT {self._and_now('status')} FROM {{p}}audit_tasks "
+                    "WHERE task_id = ? AND app = ?"
+                )
                 + d.lock_suffix,
-                (d.bind_name(task_id),),
+                (d.bind_name(task_id), self._app),
                 fetch=True,
             )
             if not rows:
-                raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+                raise TaskNotFound(f"no task {task_id!r} in app {self.app!r} of {self.url}")
             now = self._row_now(rows[0])
             status = TaskStatus(_text(rows[0][0]))
             if status is TaskStatus.QUEUED or (recorded and status is TaskStatus.RUNNING):
@@ -928,9 +1076,9 @@ class TaskQueue:
                     d.sql(
                         "UPDATE {p}audit_tasks SET status = 'cancelled', detail = ?, "
                         "updated_at = ?, cancel_requested = NULL, owner = NULL, "
-                        "lease_token = NULL, lease_expires = NULL WHERE task_id = ?"
+                        "lease_token = NULL, lease_expires = NULL WHERE task_id = ? AND app = ?"
                     ),
-                    (reason, now, d.bind_name(task_id)),
+                    (reason, now, d.bind_name(task_id), self._app),
                 )
                 yield from self._notify()
                 return TaskStatus.CANCELLED
@@ -938,10 +1086,11 @@ class TaskQueue:
                 yield Query(
                     d.sql(
                         "UPDATE {p}audit_tasks SET cancel_requested = ?, updated_at = ? "
-                        "WHERE task_id = ?"
+                        "WHERE task_id = ? AND app = ?"
                     ),
-                    (reason, now, d.bind_name(task_id)),
+                    (reason, now, d.bind_name(task_id), self._app),
                 )
+                yield from self._notify("cancel")  # its worker stops now, not at a heartbeat
             return status
 
         out: TaskStatus = await self._run(plan)
@@ -958,12 +1107,14 @@ class TaskQueue:
         def plan(_: bool) -> Plan:
             now = yield from self._now()
             rows = yield Query(
-                d.sql("SELECT status, lease_expires FROM {p}audit_tasks WHERE task_id = ?"),
-                (d.bind_name(task_id),),
+                d.sql(
+                    "SELECT status, lease_expires FROM {p}audit_tasks WHERE task_id = ? AND app = ?"
+                ),
+                (d.bind_name(task_id), self._app),
                 fetch=True,
             )
             if not rows:
-                raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+                raise TaskNotFound(f"no task {task_id!r} in app {self.app!r} of {self.url}")
             status, expires = _text(rows[0][0]), rows[0][1]
             return status == TaskStatus.RUNNING.value and expires is not None and int(expires) < now
 
@@ -1002,10 +1153,12 @@ class TaskQueue:
             rows = yield Query(
                 d.sql(
                     "SELECT t.task_id, u.task_id, u.status FROM {p}audit_tasks t "
-                    "JOIN {p}audit_deps d ON d.task_id = t.task_id JOIN {p}audit_tasks u "
-                    f"ON u.task_id = d.depends_on WHERE t.status = 'queued' AND u.status IN "
+                    "JOIN {p}audit_deps d ON d.app = t.app AND d.task_id = t.task_id "
+                    "JOIN {p}audit_tasks u ON u.app = d.app AND u.task_id = d.depends_on "
+                    f"WHERE t.app = ? AND t.status = 'queued' AND u.status IN "
                     f"{_ENDED_BADLY} ORDER BY t.seq"
                 ),
+                (self._app,),
                 fetch=True,
             )
             return [(d.load_name(a), d.load_name(b), _text(c)) for a, b, c in rows]
@@ -1021,9 +1174,10 @@ class TaskQueue:
             rows = yield Query(
                 d.sql(
                     "SELECT t.task_id FROM {p}audit_deps d JOIN {p}audit_tasks t "
-                    "ON t.task_id = d.task_id WHERE d.depends_on = ? ORDER BY t.seq"
+                    "ON t.app = d.app AND t.task_id = d.task_id WHERE d.app = ? "
+                    "AND d.depends_on = ? ORDER BY t.seq"
                 ),
-                (d.bind_name(task_id),),
+                (self._app, d.bind_name(task_id)),
                 fetch=True,
             )
             return [d.load_name(r[0]) for r in rows]
@@ -1042,15 +1196,15 @@ class TaskQueue:
 
         def plan(_: bool) -> Plan:
             rows = yield Query(
-                d.sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks WHERE task_id = ?"),
-                (d.bind_name(task_id),),
+                d.sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks WHERE task_id = ? AND app = ?"),
+                (d.bind_name(task_id), self._app),
                 fetch=True,
             )
             return rows
 
         rows: list[Row] = await self._run(plan, write=False)
         if not rows:
-            raise TaskNotFound(f"no task {task_id!r} in {self.url}")
+            raise TaskNotFound(f"no task {task_id!r} in app {self.app!r} of {self.url}")
         return QueuedTask.from_row(rows[0], d)
 
     async def tasks(self, status: TaskStatus | None = None) -> list[QueuedTask]:
@@ -1060,12 +1214,17 @@ class TaskQueue:
         def plan(_: bool) -> Plan:
             if status is None:
                 rows = yield Query(
-                    d.sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks ORDER BY seq"), fetch=True
+                    d.sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks WHERE app = ? ORDER BY seq"),
+                    (self._app,),
+                    fetch=True,
                 )
             else:
                 rows = yield Query(
-                    d.sql(f"SELECT {_COLUMNS} FROM {{p}}audit_tasks WHERE status = ? ORDER BY seq"),
-                    (status.value,),
+                    d.sql(
+                        f"SELECT {_COLUMNS} FROM {{p}}audit_tasks WHERE app = ? AND status = ? "
+                        "ORDER BY seq"
+                    ),
+                    (self._app, status.value),
                     fetch=True,
                 )
             return rows
@@ -1083,7 +1242,9 @@ class TaskQueue:
 
         def plan(_: bool) -> Plan:
             rows = yield Query(
-                d.sql("SELECT status, COUNT(*) FROM {p}audit_tasks GROUP BY status"), fetch=True
+                d.sql("SELECT status, COUNT(*) FROM {p}audit_tasks WHERE app = ? GROUP BY status"),
+                (self._app,),
+                fetch=True,
             )
             return rows
 
@@ -1109,8 +1270,12 @@ class TaskQueue:
         def plan(_: bool) -> Plan:
             now = yield from self._now()
             rows = yield Query(
-                d.sql(f"SELECT 1 FROM {{p}}audit_tasks t WHERE {_CLAIMABLE} LIMIT 1"),
-                (now, now),
+                d.sql(
+                    f"SELECT 1 FROM {{p}}audit_tasks t WHERE {_CLAIMABLE} LIMIT 1".replace(
+                        "{now}", "?"
+                    )
+                ),
+                (self._app, now, now),
                 fetch=True,
             )
             if rows:
@@ -1118,10 +1283,10 @@ class TaskQueue:
             rows = yield Query(
                 d.sql(
                     "SELECT MIN(CASE WHEN status = 'queued' THEN not_before "
-                    "ELSE lease_expires END) FROM {p}audit_tasks WHERE "
-                    "(status = 'queued' AND not_before > ?) OR status = 'running'"
+                    "ELSE lease_expires END) FROM {p}audit_tasks WHERE app = ? AND "
+                    "((status = 'queued' AND not_before > ?) OR status = 'running')"
                 ),
-                (now,),
+                (self._app, now),
                 fetch=True,
             )
             nxt = rows[0][0] if rows else None
@@ -1170,30 +1335,69 @@ class TaskQueue:
         if listen is None or self.dialect.notify_sql is None:
             return False
         if self._listener is None:
-            self._wake = asyncio.Event()
-            self._listener = asyncio.ensure_future(self._listen(listen))
+            self._wake = wake = asyncio.Event()
+
+            def heard(connected: bool) -> None:
+                self._listening = connected
+                wake.set()  # also after a loss: a notification may have been missed
+
+            self._listener = asyncio.ensure_future(self._listen(listen, "work", heard))
         return True
 
-    async def _listen(self, listen: Callable[[str], Any]) -> None:
-        """Set the wake-up event on every notification; reconnect with backoff when lost."""
+    async def _listen(
+        self, listen: Callable[[str], Any], kind: str, heard: Callable[[bool], None]
+    ) -> None:
+        """Listen on this app's ``kind`` channel, reconnecting with backoff.
+
+        ``heard(True)`` is called per notification, ``heard(False)`` when the connection
+        is lost.
+        """
         failures = 0
         while True:
             try:
-                async with contextlib.aclosing(listen(self._channel())) as notes:
+                async with contextlib.aclosing(listen(self._channel(kind))) as notes:
                     async for _ in notes:
-                        if not self._listening:
-                            self._listening = True
-                            failures = 0
-                        assert self._wake is not None
-                        self._wake.set()
+                        failures = 0
+                        heard(True)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 failures += 1
-            self._listening = False
-            if self._wake is not None:
-                self._wake.set()  # look at the queue: a notification may have been missed
+            heard(False)
             await asyncio.sleep(RECONNECT.delay(min(failures, 8) or 1))
+
+    def watch_cancels(self, callback: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``callback`` whenever a cancel of one of this app's running tasks may have come.
+
+        On PostgreSQL the canceller's ``NOTIFY`` arrives at its commit.
+
+        A worker holding a task watches, and on each call reads whether its own task
+        is the one ([`cancel_requested`][steadyloop.audit.TaskQueue.cancel_requested]).
+        ``callback`` is also called when the notification connection comes back after
+        a loss (a cancel may have been missed meanwhile).
+
+        Returns:
+            The function that ends the watch; ``None`` when this store cannot notify
+            (SQLite, MySQL) or is not listening now: the caller then looks by itself.
+        """
+        listen = getattr(self.journal, "listen", None)
+        if listen is None or self.dialect.notify_sql is None:
+            return None
+        if self._cancel_listener is None:
+
+            def heard(connected: bool) -> None:
+                self._cancel_listening = connected
+                for watcher in list(self._cancel_watchers):
+                    watcher()
+
+            self._cancel_listener = asyncio.ensure_future(self._listen(listen, "cancel", heard))
+        self._cancel_watchers.add(callback)
+        return lambda: self._cancel_watchers.discard(callback)
+
+    @property
+    def cancels_notified(self) -> bool:
+        """Whether cancels reach watchers by notification now (the listener is connected)."""
+        return self._cancel_listening
 
 
 async def _open(journal: PlanJournal, *, create: bool, owned: bool, **options: Any) -> TaskQueue:
@@ -1260,7 +1464,7 @@ _CLASSES: dict[str, type[TaskQueue]] = {
     "mysql": MySQLQueue,
     "mariadb": MySQLQueue,
 }
-_QUEUE_OPTIONS = ("clock", "ids", "server_clock", "poll", "reconnect_for")
+_QUEUE_OPTIONS = ("app", "clock", "ids", "server_clock", "poll", "reconnect_for")
 _QUEUE_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 
 
@@ -1311,7 +1515,7 @@ async def open_queue(
             nothing is created.
         journal: An open journal on ``url`` to share (its connection runs the queue's
             plans); the queue then does not close it.
-        **options: ``clock``, ``ids``, ``server_clock``, ``poll``, ``reconnect_for``;
+        **options: ``app``, ``clock``, ``ids``, ``server_clock``, ``poll``, ``reconnect_for``;
             ``prefix`` and the backend's own options go to the journal.
 
     Raises:

@@ -29,6 +29,13 @@ done again on resume and a ``NEVER`` one asks a person), a verify command is kil
 the lease is handed back at once with a ``released`` record, so another worker claims
 the task without waiting for the lease to expire and resumes the round.
 
+A cancel of the held task (``audit cancel``) is seen promptly: on PostgreSQL the
+canceller's ``NOTIFY`` reaches the worker at once, elsewhere the worker reads its task's
+row every `TaskQueue.poll` seconds while it works (and every heartbeat looks too). The
+run is then ended at its next write (the loop's ``cancel``; a hung tool is interrupted
+after the grace period), a verify command is killed at once, and the task is recorded
+``cancelled``.
+
 A round has a wall-clock limit (``round_time``): a run still going when it runs out is
 stopped the same way, and the round is audited with the overrun as its evidence, so no
 hung tool keeps a task ``running`` (and its lease renewed) for ever.
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import dataclasses
 import json
 import os
@@ -282,6 +290,10 @@ class Worker:
         self._cancel_run = asyncio.Event()  # the run's cancel=: end it for good
         self._stop_run = asyncio.Event()  # the run's stop=: stop it, resumably
         self._verifying = False
+        self._counters: tuple[int, int] | None = None
+        self._nudge = asyncio.Event()  # a cancel in this app may have come (PostgreSQL)
+        self._unwatch: Callable[[], None] | None = None
+        self._watching = False
 
     # -- public ------------------------------------------------------------------------
 
@@ -373,6 +385,8 @@ class Worker:
         Returns:
             The task worked on, or ``None`` if nothing was claimable.
         """
+        self._watch_cancels()
+        self._nudge.clear()  # a notification from here on may be about this claim
         claim = await self.board.queue.claim(self.worker_id, self.lease)
         if claim is None:
             for task_id in await self.board.block_doomed():
@@ -380,10 +394,12 @@ class Worker:
             return None
         self._lost = asyncio.Event()
         self._interrupting = False
+        self._counters = None  # the round's, for the queue row
         self._cancelled = claim.cancel_requested
         self._cancel_run = asyncio.Event()
         self._stop_run = asyncio.Event()
         beat = asyncio.ensure_future(self._beat(claim))
+        look = asyncio.ensure_future(self._look_for_cancel(claim))
         self._work = work = asyncio.ensure_future(self._process_through_blips(claim))
         try:
             try:
@@ -407,9 +423,10 @@ class Worker:
             self._emit("error", claim.task_id, f"{type(exc).__name__}: {exc}")
         finally:
             self._work = None
-            beat.cancel()
-            with contextlib.suppress(BaseException):
-                await beat
+            for helper in (beat, look):
+                helper.cancel()
+                with contextlib.suppress(BaseException):
+                    await helper
         return claim.task_id
 
     # -- internals ---------------------------------------------------------------------
@@ -422,7 +439,9 @@ class Worker:
         while True:
             await asyncio.sleep(self.heartbeat)
             try:
-                ok = await self.board.queue.heartbeat(claim.task_id, claim.lease_token, self.lease)
+                ok = await self.board.queue.heartbeat(
+                    claim.task_id, claim.lease_token, self.lease, counters=self._counters
+                )
             except TaskCancelled as exc:
                 self._cancel(exc.reason)
                 continue  # the lease was renewed: keep it while the round stops
@@ -431,6 +450,41 @@ class Worker:
             if not ok:
                 self._lost.set()
                 return
+
+    def _watch_cancels(self) -> None:
+        """Ask the queue to nudge this worker when a cancel may have come (once)."""
+        if not self._watching:
+            self._watching = True
+            self._unwatch = self.board.queue.watch_cancels(self._nudge.set)
+
+    async def _look_for_cancel(self, claim: Claim) -> None:
+        """See a cancel of the held task promptly, not only at the next heartbeat.
+
+        Where the store notifies (PostgreSQL), the canceller's ``NOTIFY`` nudges the
+        worker, which then reads whether its own task is the one; elsewhere, and while
+        the notification connection is down, it reads every `TaskQueue.poll` seconds
+        (one indexed read of its own row). A cancel seen stops the round as
+        `_cancel` says.
+        """
+        queue = self.board.queue
+        while self._cancelled is None:
+            notified = self._unwatch is not None and queue.cancels_notified
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._nudge.wait(), queue.poll * (10 if notified else 1))
+            if notified and not self._nudge.is_set():
+                continue  # no news: nothing to read (the heartbeat looks too)
+            self._nudge.clear()
+            try:
+                reason = await queue.cancel_requested(claim.task_id, claim.lease_token)
+            except LeaseLost:
+                return
+            except Exception:
+                # A failed look is tried again after a pause (the heartbeat looks too).
+                await asyncio.sleep(queue.poll)
+                self._nudge.set()
+                continue
+            if reason is not None:
+                self._cancel(reason)
 
     def _cancel(self, reason: str) -> None:
         """Someone cancelled the held task: stop the round at its next write boundary.
@@ -597,9 +651,12 @@ class Worker:
                 },
             )
         )
-        state = await self._write(state, events)
-        self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
-        if state.round_claims > self.max_claims:
+        claimed = copy.deepcopy(state)
+        for event, payload in events:
+            claimed.apply(event.value, payload)
+        if claimed.round_claims > self.max_claims:
+            state = await self._write(state, events)
+            self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
             number = state.round if state.phase else state.round + 1
             reason = (
                 f"claimed {state.round_claims} times without finishing round {number} "
@@ -607,9 +664,26 @@ class Worker:
             )
             await self._give_up(claim, state, reason)
             return
+        if claimed.phase is None:
+            # A new round: the claim is written with the round's first record, in one
+            # batch (one write less per round). Nothing is awaited in between, so no
+            # shutdown or cancel can fall between the claim and its record.
+            self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
+            await self._round(claim, state, lost_worker, claim_events=events)
+            return
+        state = await self._write(state, events)
+        self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
         await self._round(claim, state, lost_worker)
 
-    async def _round(self, claim: Claim, state: TaskState, lost_worker: str | None) -> None:
+    async def _round(
+        self,
+        claim: Claim,
+        state: TaskState,
+        lost_worker: str | None,
+        claim_events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] | None = None,
+    ) -> None:
+        """Work one round; ``claim_events``, not yet written, go first in its first write."""
+        first = claim_events or []
         spec = state.spec
         assert spec is not None
         task_id = claim.task_id
@@ -618,6 +692,8 @@ class Worker:
         except OSError as exc:
             # No claim can fix the folder: say what is wrong with it, once.
             reason = f"the task's working folder cannot be used: {exc}"
+            if first:
+                state = await self._write(state, first)
             await self._give_up(claim, state, reason)
             return
         packet = None if state.packet is None else Packet.from_json(state.packet)
@@ -628,6 +704,7 @@ class Worker:
             state = await self._write(
                 state,
                 [
+                    *first,
                     (
                         TaskEvent.ROUND_STARTED,
                         {
@@ -637,17 +714,17 @@ class Worker:
                             "packet": None if packet is None else packet.id,
                             "preamble_chars": len(preamble or ""),
                         },
-                    )
+                    ),
                 ],
             )
-            await _board_progress(self, claim, state)
+            self._counters = (state.round, state.audit_rounds)  # the next heartbeat shows them
             self._emit("round", task_id, f"round {number} started")
             result = await self._drive(claim, state, spec, workdir, preamble, resumed=False)
             if result is None:
                 return
             state = result
         elif state.phase == "running":
-            assert state.run_id is not None
+            assert state.run_id is not None and not first
             if await self._driven_elsewhere(state.run_id):
                 await self._release(
                     claim, state, "the round's run is still driven by a live process"
@@ -917,11 +994,3 @@ class Worker:
         status = _TERMINAL_EVENTS.get(event, TaskStatus.QUEUED)
         await self._settle(claim, state, status)
         self._emit("pushed_back" if status is TaskStatus.QUEUED else status.value, task_id, reason)
-
-
-async def _board_progress(worker: Worker, claim: Claim, state: TaskState) -> None:
-    """Record a running task's counters in the queue row (shown by ``status``)."""
-    with contextlib.suppress(Exception):
-        await worker.board.queue.progress(
-            claim.task_id, claim.lease_token, round=state.round, audit_rounds=state.audit_rounds
-        )

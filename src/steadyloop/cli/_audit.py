@@ -58,7 +58,11 @@ STORE = typer.Option(
     envvar="STEADYLOOP_AUDIT_STORE",
     help="Where the queue and the trails live: sqlite:FILE or postgresql://…",
 )
-APP = typer.Option("--app", help="The journal namespace of trails and runs.")
+APP = typer.Option(
+    "--app",
+    help="The app: the journal namespace of trails and runs, and the only tasks of the "
+    "queue this command sees, claims or changes.",
+)
 
 
 def _time(us: int) -> str:

@@ -127,7 +127,7 @@ async def open_journal(url: str | None = None, *, create: bool = True, **options
     query = dict(parse_qsl(urlsplit(url).query))
     if scheme == "memory":
         name = url[len("memory:") :].lstrip("/").split("?", 1)[0]
-        return cls(name or None)  # type: ignore[no-any-return]
+        return cls(name or None, create=create)  # type: ignore[no-any-return]
     if scheme in ("jsonl", "sqlite"):
         path = _local_path(url, scheme)
         if scheme == "sqlite" and "synchronous" in query:

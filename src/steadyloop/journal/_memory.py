@@ -3,6 +3,11 @@
 Durability: none. Everything is lost when the process ends. ``memory://NAME`` opens a
 store shared by every journal opened with the same name in this process (so a test can
 close and reopen it); plain ``memory://`` gives a private store.
+
+Opened to inspect (``create=False``), a memory URL names a store only if it already
+exists in this process: ``memory://NAME`` after a journal of that name was opened (and
+not [`forget`][steadyloop.journal.MemoryJournal.forget]-ten); plain ``memory://`` never,
+since it would be a new, empty store.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from steadyloop._errors import ConflictError, IdempotencyKeyReused
+from steadyloop._errors import ConflictError, IdempotencyKeyReused, StoreNotFound
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
 from steadyloop.records import StoredRecord, _trusted_record, decode
 
@@ -33,14 +38,30 @@ class MemoryJournal(Journal):
 
     Durability: none; a returned append survives nothing but the process itself.
 
+    A named store *exists* from the moment a journal of that name is first opened with
+    ``create=True`` until [`forget`][steadyloop.journal.MemoryJournal.forget] drops it (or
+    the process ends); closing its journals does not end it. A private store (no name)
+    exists only inside its one journal, so no other opening can find it.
+
     Args:
         name: Share the store with every other journal of this name in the process;
             ``None`` for a private store.
+        create: Whether a store that does not exist is created. ``False`` (tools that
+            only inspect) raises [`StoreNotFound`][steadyloop.StoreNotFound] for a name
+            no journal of this process opened, and always for a private store.
+
+    Raises:
+        StoreNotFound: With ``create=False``: no such store exists in this process.
     """
 
-    def __init__(self, name: str | None = None) -> None:
+    def __init__(self, name: str | None = None, *, create: bool = True) -> None:
         super().__init__()
         self.url = f"memory://{name or ''}"
+        if not create and (not name or name not in _NAMED):
+            what = f"no store named {name!r}" if name else "a private store is always new"
+            raise StoreNotFound(
+                f"{self.url}: no journal here: {what} in this process; nothing was created"
+            )
         self._store = _NAMED.setdefault(name, _Store()) if name else _Store()
         self._lock = asyncio.Lock()
 

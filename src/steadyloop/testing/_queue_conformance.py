@@ -14,11 +14,12 @@ supplying a factory::
             return QueueFactory(open=lambda **options: open_queue(url, **options))
 
 ``open(**options)`` must return a queue on the *same* store each time it is called, and
-pass ``options`` (``clock``, ``ids``, ``server_clock``, ``poll``, ``create``) on to
-[`open_queue`][steadyloop.audit.open_queue]. ``missing``, when given, opens with
-``create=False`` a place that holds no queue. ``notifies`` says that idle workers are
-woken by the store (PostgreSQL ``NOTIFY``) rather than by polling. The suite needs
-``pytest`` and ``pytest-asyncio``.
+pass ``options`` (``app``, ``clock``, ``ids``, ``server_clock``, ``poll``, ``create``) on
+to [`open_queue`][steadyloop.audit.open_queue]; the app cases open two apps on the one
+store and check that neither sees, claims or wakes on the other's tasks. ``missing``,
+when given, opens with ``create=False`` a place that holds no queue. ``notifies`` says
+that idle workers are woken by the store (PostgreSQL ``NOTIFY``) rather than by
+polling. The suite needs ``pytest`` and ``pytest-asyncio``.
 """
 
 from __future__ import annotations
@@ -468,6 +469,134 @@ class QueueConformance:
             waited = time.monotonic() - started
             # Generous: the point is that a notifying store does not wait for its poll.
             assert waited < 20, f"woke after {waited:.1f}s"
+
+    # -- apps ---------------------------------------------------------------------------
+
+    @pytest.mark.asyncio
+    async def test_apps_are_separate_queues_on_one_store(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """Two apps on one store share no task: ids, keys, claims, reads, cancels are each app's."""
+        async with (
+            await self._open(queue_factory, clock) as default,
+            await self._open(queue_factory, clock, app="other") as other,
+        ):
+            assert (default.app, other.app) == ("audit", "other")
+            await default.submit(TaskSpec(prompt="default's", task_id="x", idempotency_key="k"))
+            await default.submit(TaskSpec(prompt="default only", task_id="d"))
+            # The same id and the same key are another app's own.
+            made = await other.submit(TaskSpec(prompt="other's", task_id="x", idempotency_key="k"))
+            assert not made.duplicate
+            assert (await other.get("x")).spec.prompt == "other's"
+            assert (await default.get("x")).spec.prompt == "default's"
+            with pytest.raises(TaskNotFound):
+                await other.get("d")
+            with pytest.raises(TaskNotFound):
+                await other.cancel("d", "not yours")
+            assert [t.task_id for t in await other.tasks()] == ["x"]
+            assert (await other.counts())[TaskStatus.QUEUED] == 1
+            assert (await default.counts())[TaskStatus.QUEUED] == 2
+            claim = await other.claim("w", 30)
+            assert claim is not None and (claim.task_id, claim.spec.prompt) == ("x", "other's")
+            assert await other.claim("w", 30) is None  # default's tasks are not other's
+            assert not await other.wait_for_task(0.05)
+            # Leases are held per app: other's lease token does nothing to default's "x".
+            assert not await default.heartbeat("x", claim.lease_token, 30)
+            with pytest.raises(LeaseLost):
+                await default.settle(
+                    "x", claim.lease_token, TaskStatus.COMPLETED, round=1, audit_rounds=1
+                )
+            assert (await default.get("x")).status is TaskStatus.QUEUED
+            await other.settle(
+                "x", claim.lease_token, TaskStatus.COMPLETED, round=1, audit_rounds=1
+            )
+            assert (await default.get("x")).status is TaskStatus.QUEUED
+            assert await default.cancel("x", "stop") is TaskStatus.CANCELLED
+            assert (await other.get("x")).status is TaskStatus.COMPLETED
+
+    @pytest.mark.asyncio
+    async def test_dependencies_name_tasks_of_their_own_app(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A dependency is looked up, waited for and doomed within its task's app only."""
+        async with (
+            await self._open(queue_factory, clock) as default,
+            await self._open(queue_factory, clock, app="other") as other,
+        ):
+            await default.submit(TaskSpec(prompt="p", task_id="base"))
+            with pytest.raises(TaskSpecError, match="base"):
+                await other.submit(TaskSpec(prompt="p", task_id="y", depends_on=("base",)))
+            await other.submit(TaskSpec(prompt="p", task_id="base"))
+            await other.submit(TaskSpec(prompt="p", task_id="y", depends_on=("base",)))
+            await default.submit(TaskSpec(prompt="p", task_id="y", depends_on=("base",)))
+            # default's "base" fails: default's "y" is doomed, other's "y" is not.
+            lease = await default.claim("w", 30)
+            assert lease is not None and lease.task_id == "base"
+            await default.settle(
+                "base", lease.lease_token, TaskStatus.NEEDS_HUMAN, round=1, audit_rounds=1
+            )
+            assert await default.doomed() == [("y", "base", "needs-human")]
+            assert await other.doomed() == []
+            assert await default.dependents("base") == ["y"]
+            # other's "y" waits for other's "base", whatever default's did.
+            first = await other.claim("w", 30)
+            assert first is not None and first.task_id == "base"
+            assert await other.claim("w", 30) is None
+            await other.settle(
+                "base", first.lease_token, TaskStatus.COMPLETED, round=1, audit_rounds=1
+            )
+            nxt = await other.claim("w", 30)
+            assert nxt is not None and nxt.task_id == "y"
+
+    @pytest.mark.asyncio
+    async def test_an_idle_waiter_is_not_woken_by_another_apps_task(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A submission to one app wakes no waiter of another, and is claimable by its own."""
+        poll = 30.0 if queue_factory.notifies else 0.1
+        async with (
+            await queue_factory.open(poll=poll, app="other") as waiter,
+            await queue_factory.open(poll=poll) as mine,
+            await queue_factory.open() as submitter,
+        ):
+            assert not await waiter.wait_for_task(0.2)
+            waiting = asyncio.ensure_future(waiter.wait_for_task(1.5))
+            own = asyncio.ensure_future(mine.wait_for_task(60))
+            await asyncio.sleep(0.3)
+            await submitter.submit(TaskSpec(prompt="p", task_id="x"))
+            assert await asyncio.wait_for(own, 60)
+            assert not await waiting
+
+    @pytest.mark.asyncio
+    async def test_a_cancel_notifies_the_watchers_of_its_app(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """Where the store notifies, a running task's cancel calls its app's cancel watchers."""
+        async with (
+            await self._open(queue_factory, clock) as queue,
+            await self._open(queue_factory, clock, app="other") as other,
+        ):
+            seen, elsewhere = asyncio.Event(), asyncio.Event()
+            stop = queue.watch_cancels(seen.set)
+            stop_other = other.watch_cancels(elsewhere.set)
+            if not queue_factory.notifies:
+                assert stop is None and stop_other is None
+                return
+            assert stop is not None and stop_other is not None
+            await queue.submit(TaskSpec(prompt="p", task_id="x"))
+            claim = await queue.claim("w", 30)
+            assert claim is not None
+            await asyncio.wait_for(seen.wait(), 30)  # the watch is connected
+            await asyncio.wait_for(elsewhere.wait(), 30)
+            seen.clear()
+            elsewhere.clear()
+            assert await queue.cancel("x", "stop") is TaskStatus.RUNNING
+            await asyncio.wait_for(seen.wait(), 30)
+            assert await queue.cancel_requested("x", claim.lease_token) == "stop"
+            await asyncio.sleep(0.3)
+            assert not elsewhere.is_set()
+            stop()
+            stop_other()
 
     # -- versions and stores ------------------------------------------------------------
 
