@@ -22,7 +22,7 @@ from steadyloop.audit import (
     TaskStatus,
     open_queue,
 )
-from steadyloop.audit._queue import QUEUE_SCHEMA_VERSION
+from steadyloop.audit._queue import QUEUE_SCHEMA_VERSION, _version_3_rebuild
 from steadyloop.journal import open_journal
 from steadyloop.journal._sql import Dialect, Plan, PlanJournal, Query
 
@@ -147,6 +147,29 @@ async def test_a_version_2_queue_is_migrated_into_the_default_app(any_sql_url: s
         assert [t.task_id for t in await other.tasks()] == ["a"]
     async with await open_queue(any_sql_url) as again:  # opened again: nothing re-migrated
         assert [t.task_id for t in await again.tasks()] == ["a", "b", "k", "r", "n"]
+
+
+async def test_a_mysql_migration_killed_after_its_table_swap_completes_on_the_next_open() -> None:
+    """On MariaDB, whose DDL commits statement by statement, a rebuild that died between the table swap and dropping the old tables is finished by the next open, every task kept."""
+    async with server_store("mysql") as (url, _prefix):
+        await _write_version_2_queue(url)
+        journal = await open_journal(url)
+        assert isinstance(journal, PlanJournal)
+        d = journal.dialect
+        statements = _version_3_rebuild(d)
+        swap = next(i for i, s in enumerate(statements) if s.startswith("RENAME TABLE"))
+
+        def died_after_the_swap() -> Plan:
+            for statement in statements[: swap + 1]:
+                yield Query(d.sql(statement))
+
+        try:
+            await journal.run_plan(died_after_the_swap)
+        finally:
+            await journal.close()
+        async with await open_queue(url) as queue:
+            assert [t.task_id for t in await queue.tasks()] == ["a", "b", "k", "r"]
+            assert await queue.dependents("a") == ["b"]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

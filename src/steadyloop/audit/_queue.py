@@ -319,6 +319,13 @@ def _version_3_rebuild(d: Dialect) -> list[str]:
         "depends_on FROM {p}audit_deps",
     ]
     if kind == "MySQLDialect":
+        # MySQL commits each DDL statement: a crash after the swap and before the drops
+        # leaves the old tables under their _v2 names, so a rerun first drops them (the
+        # swapped-in tables already hold every row).
+        out[:0] = [
+            "DROP TABLE IF EXISTS {p}audit_tasks_v2",
+            "DROP TABLE IF EXISTS {p}audit_deps_v2",
+        ]
         out += [
             "RENAME TABLE {p}audit_tasks TO {p}audit_tasks_v2, {p}audit_tasks_v3 TO "
             "{p}audit_tasks, {p}audit_deps TO {p}audit_deps_v2, {p}audit_deps_v3 TO "
