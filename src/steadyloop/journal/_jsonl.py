@@ -66,6 +66,17 @@ READABLE_VERSIONS = (1, 2)
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 _Outcome: TypeAlias = tuple[AppendResult | None, BaseException | None]
 """One batch's outcome in a group: its result, or the error that refused it alone."""
+_Queued: TypeAlias = tuple[PreparedBatch | None, Any]
+"""An append waiting for its namespace with its caller's future, or ``(None, marker)``:
+an other operation's place in the queue."""
+
+
+def _drop(waiting: list[_Queued], entry: _Queued) -> None:
+    """Remove ``entry`` (by identity) from a namespace's queue, if it is still there."""
+    for k, queued in enumerate(waiting):
+        if queued is entry:
+            del waiting[k]
+            return
 
 
 def namespace_filename(namespace: str) -> str:
@@ -166,7 +177,8 @@ class JSONLJournal(Journal):
         self._broken: set[str] = set()
         self._poisoned: dict[str, str] = {}
         # Per namespace, the appends waiting for it, with their callers' futures.
-        self._waiting: dict[str, list[tuple[PreparedBatch, asyncio.Future[AppendResult]]]] = {}
+        # An operation other than an append queues a barrier ``(None, marker)``.
+        self._waiting: dict[str, list[_Queued]] = {}
 
     @classmethod
     async def open(
@@ -546,15 +558,28 @@ class JSONLJournal(Journal):
         held until the thread is done, so the next operation never overlaps it, and
         the in-memory view (which the thread updates) matches the file.
         """
-        async with self._mutex_for(namespace):
-            work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-            try:
-                return await self._finish(work)
-            except BaseException as exc:
-                failure = self._failure(namespace, exc)
-                if failure is exc:
-                    raise
-                raise failure from exc
+        # A place in the namespace's queue: appends queued after this operation are
+        # not grouped with appends queued before it, so it sees exactly the earlier ones.
+        barrier: _Queued = (None, object())
+        waiting = self._waiting.setdefault(namespace, [])
+        waiting.append(barrier)
+        try:
+            async with self._mutex_for(namespace):
+                _drop(waiting, barrier)
+                work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+                return await self._work(namespace, work)
+        finally:
+            _drop(waiting, barrier)
+
+    async def _work(self, namespace: str, work: asyncio.Future[Any]) -> Any:
+        """Await a thread's work for `_guarded`, mapping its failure."""
+        try:
+            return await self._finish(work)
+        except BaseException as exc:
+            failure = self._failure(namespace, exc)
+            if failure is exc:
+                raise
+            raise failure from exc
 
     def _failure(self, namespace: str, exc: BaseException) -> BaseException:
         """The error a caller sees for ``exc``; marks the namespace to be re-read if needed."""
@@ -597,7 +622,11 @@ class JSONLJournal(Journal):
         try:
             async with self._mutex_for(ns):
                 if not mine.done():
-                    group = [(b, f) for b, f in self._waiting.pop(ns, []) if not f.done()]
+                    queued = self._waiting.get(ns, [])
+                    cut = next((k for k, (b, _) in enumerate(queued) if b is None), len(queued))
+                    group = [(b, f) for b, f in queued[:cut] if b is not None and not f.done()]
+                    del queued[:cut]
+                    assert any(f is mine for _, f in group)
                     batches = [b for b, _ in group]
                     work = asyncio.ensure_future(
                         asyncio.to_thread(self._append_group_sync, batches)

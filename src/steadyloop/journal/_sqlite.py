@@ -369,14 +369,17 @@ class SQLiteJournal(PlanJournal):
         outcomes: list[tuple[Any, BaseException | None]] = []
         self._begin(True)
         try:
-            try:
-                outcomes = [(run_sync(make(), self._execute), None) for make in makers]
-            except Exception:
-                if conn.in_transaction:  # else SQLite rolled it back itself
+            for make in makers:
+                try:
+                    outcomes.append((run_sync(make(), self._execute), None))
+                except Exception as exc:
+                    if not conn.in_transaction:  # SQLite rolled the transaction back itself
+                        return self._one_by_one(makers, [*outcomes, (None, exc)])
                     conn.execute("ROLLBACK")
-                outcomes = self._in_savepoints(makers)
-                if len(outcomes) < len(makers):  # SQLite rolled the transaction back
-                    return self._one_by_one(makers, outcomes)
+                    outcomes = self._in_savepoints(makers)
+                    if len(outcomes) < len(makers):
+                        return self._one_by_one(makers, outcomes)
+                    break
         except BaseException:
             # A savepoint statement failed, or the thread is being interrupted: nothing
             # of the group may stay half-done in an open transaction.
