@@ -82,8 +82,8 @@ async def test_a_connection_the_server_ended_while_idle_is_refused_by_the_check(
 
 
 async def test_connections_ended_while_idle_cost_no_failed_call() -> None:
-    # (Each call after a termination waits for the pool to connect anew: seconds.)
     """Right after every pooled connection is terminated, appends and reads still succeed, once each."""
+    # (Each call after a termination waits for the pool to connect anew: seconds.)
     application = f"sl-{uuid.uuid4().hex[:10]}"
     async with server_store("postgres", application_name=application) as (url, _):
         journal = await open_journal(url)
