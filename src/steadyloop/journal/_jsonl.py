@@ -32,7 +32,9 @@ Rules (DESIGN.md, "Journal"):
   [`JournalLocked`][steadyloop.JournalLocked] at once. Readers never lock.
 
 Durability: a returned ``append`` survives a process kill and power loss (the batch is
-written with one ``write`` and made durable with one ``fsync``).
+written with one ``write`` and made durable with one ``fsync``). Group commit: the
+appends queued for one namespace by the time its writer is free share that ``write`` and
+``fsync``, each batch with its own number and check, each checked and refused on its own.
 """
 
 from __future__ import annotations
@@ -156,8 +158,8 @@ class _Namespace:
 class JSONLJournal(Journal):
     """A journal kept as JSON Lines files in one directory.
 
-    Durability: survives process kill and power loss (``fsync`` per batch, directory
-    ``fsync`` after creating a file).
+    Durability: survives process kill and power loss (``fsync`` per batch, or per group of
+    batches queued together; directory ``fsync`` after creating a file).
 
     Args:
         directory: An existing, writable directory

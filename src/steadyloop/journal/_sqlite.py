@@ -2,9 +2,13 @@
 
 Durability: a returned ``append`` survives a process kill and power loss. The database
 runs in WAL mode with ``synchronous=FULL``, so every commit syncs the write-ahead log
-before it returns (one ``fsync`` per batch; checkpoints add an occasional one). The
+before it returns (one ``fsync`` per commit; checkpoints add an occasional one). The
 directory is synced after the database file is created. Several processes may share
 one file: writers take turns (``BEGIN IMMEDIATE`` with a busy timeout).
+
+Group commit: the appends queued on the connection's thread together run in one
+transaction, each checked and refused on its own, and share its one ``COMMIT``; each
+returns only once that commit is durable. An append alone commits alone, at once.
 """
 
 from __future__ import annotations
