@@ -385,7 +385,7 @@ async def concurrent_effects_per_s(
 async def sqlite_concurrent(
     db: Path, runs: int, steps: int, *, grouped: bool
 ) -> tuple[float, float]:
-    """(effects/s, COMMITs per append) of ``runs`` concurrent runs on one SQLite FULL journal.
+    """(effects/s, write COMMITs per append) of ``runs`` concurrent runs on one SQLite journal.
 
     ``grouped=False`` switches group commit off for this benchmark only (the worker
     then commits every append on its own, as before group commit), for comparison.
@@ -394,10 +394,14 @@ async def sqlite_concurrent(
     if not grouped:
         journal._executor._run_group = None
     commits = 0
+    writing = False  # reads run in transactions too: count only the commits of writes
 
     def count(statement: str) -> None:
-        nonlocal commits
-        commits += statement == "COMMIT"
+        nonlocal commits, writing
+        if statement.startswith("BEGIN"):
+            writing = statement == "BEGIN IMMEDIATE"
+        elif statement == "COMMIT" and writing:
+            commits += 1
 
     assert journal._conn is not None
     journal._conn.set_trace_callback(count)
@@ -450,7 +454,12 @@ async def concurrent(directory: Path, runs: int, steps: int, repeats: int = 3) -
             }
         )
     at = next(c for c in curve if c["runs"] == runs)
-    alone = next(c for c in curve if c["runs"] == 1)
+    alone: dict[str, list[float]] = {"grouped": [], "ungrouped": []}
+    for i in range(3 * repeats):  # one run alone, alternating: its latency, grouped or not
+        for way in ("grouped", "ungrouped") if i % 2 else ("ungrouped", "grouped"):
+            db = directory / f"alone-{way}-{i}.db"
+            rate, _ = await sqlite_concurrent(db, 1, steps, grouped=way == "grouped")
+            alone[way].append(1e6 / rate)
     return {
         "runs": runs,
         "steps_per_run": steps,
@@ -460,9 +469,9 @@ async def concurrent(directory: Path, runs: int, steps: int, repeats: int = 3) -
         "ratio": at["ratio"],
         "curve": curve,
         "one_run_alone_per_effect_us": {
-            "grouped": 1e6 / alone["sqlite_full_effects_per_s"],
-            "ungrouped": 1e6 / alone["sqlite_full_ungrouped_effects_per_s"],
-            "memory": 1e6 / alone["memory_effects_per_s"],
+            "grouped": statistics.median(alone["grouped"]),
+            "ungrouped": statistics.median(alone["ungrouped"]),
+            "runs_us": alone,
         },
         "load_average_at_start": list(load),
     }
@@ -492,7 +501,7 @@ def concurrent_rows(cc: dict[str, Any]) -> list[tuple[str, str]]:
     if alone:
         rows.append(
             (
-                "  one run alone, per effect: grouped / ungrouped",
+                "  one run alone, per effect: grouped / ungrouped (median)",
                 f"{alone['grouped']:.0f} us / {alone['ungrouped']:.0f} us",
             )
         )
