@@ -1,7 +1,7 @@
 """SIGKILL soak: a many-step run killed at random moments, hundreds of times, resumed.
 
 Run: ``uv run python benchmarks/soak_loop.py [--duration 60] [--backends sqlite,jsonl]
-[--url NAME=URL ...] [--steps 200] [--max-delay 0.05] [--spawn]``
+[--url NAME=URL ...] [--steps 200] [--runs 4] [--max-delay 0.05] [--spawn]``
 
 The same approach as ``tests/loop/test_sigkill.py``, for longer: a child process drives
 a run of ``--steps`` steps, each calling a **never-repeat** tool ``send(n)`` that appends
@@ -10,7 +10,10 @@ back. The parent kills the child with ``SIGKILL`` at a random moment, then does 
 careful caller does: if the run stopped at ``RESUME_STATE_UNKNOWN`` it looks the open
 intent up in the sink and resolves it (``Happened`` if it is there, ``NotHappened`` if
 not), then starts a new child, which resumes. When a run ends, the next run starts, until
-``--duration`` seconds per backend are spent.
+``--duration`` seconds per backend are spent. Each child drives ``--runs`` runs at once
+on one journal (4 by default), each with its own sink, so their appends share commits
+(group commit) and a kill lands in the middle of a group; every run is checked on its
+own.
 
 Checked, after every kill and at the end of every run:
 
@@ -109,12 +112,17 @@ def counting_agent(steps: int, sink: str) -> Agent:
 
 
 async def child_main(  # noqa: PLR0917 - a plain entry point
-    url: str, app: str, run_id: str, sink: str, steps: int, ready: Any
+    url: str, app: str, run_ids: str, sinks: str, steps: int, ready: Any
 ) -> str:
-    """Drive the run (start or resume it); call ``ready()`` once the journal is open."""
-    agent = counting_agent(steps, sink)
-    async with await open_journal(url) as journal:
-        ready()
+    """Drive the runs (start or resume each), all at once on one journal.
+
+    ``run_ids`` and ``sinks`` are comma-separated, one sink per run. Calls ``ready()``
+    once the journal is open. Several runs in one process share the journal, so their
+    appends are committed in groups (group commit).
+    """
+
+    async def drive(journal: Any, run_id: str, sink: str) -> dict[str, Any]:
+        agent = counting_agent(steps, sink)
         try:
             result = await resume(agent, journal, app, run_id)
         except RunNotFound:
@@ -123,7 +131,17 @@ async def child_main(  # noqa: PLR0917 - a plain entry point
             ended = (await load_run(journal, app, run_id)).state.ended
             assert ended is not None
             result = ended
-    return json.dumps({"stop_reason": result.stop_reason.value, "open_intent": result.open_intent})
+        return {"stop_reason": result.stop_reason.value, "open_intent": result.open_intent}
+
+    async with await open_journal(url) as journal:
+        ready()
+        results = await asyncio.gather(
+            *(
+                drive(journal, run_id, sink)
+                for run_id, sink in zip(run_ids.split(","), sinks.split(","), strict=True)
+            )
+        )
+    return json.dumps(results)
 
 
 def _spawned_child(argv: list[str]) -> None:
@@ -140,12 +158,12 @@ class Child:
     """One child process driving the run; killed, or left to finish."""
 
     def __init__(  # noqa: PLR0917 - a plain entry point
-        self, spawn: bool, url: str, app: str, run_id: str, sink: Path, steps: int
+        self, spawn: bool, url: str, app: str, run_id: str, sink: str, steps: int
     ) -> None:
         self.spawn = spawn
         if spawn:
             self.proc = subprocess.Popen(
-                [sys.executable, __file__, "--child", url, app, run_id, str(sink), str(steps)],
+                [sys.executable, __file__, "--child", url, app, run_id, sink, str(steps)],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -166,7 +184,7 @@ class Child:
                 def ready() -> None:
                     os.write(write_fd, b"ready\n")
 
-                out = asyncio.run(child_main(url, app, run_id, str(sink), steps, ready))
+                out = asyncio.run(child_main(url, app, run_id, sink, steps, ready))
                 os.write(write_fd, out.encode() + b"\n")
             except BaseException as exc:  # report, then exit without running atexit
                 os.write(write_fd, f"error {type(exc).__name__}: {exc}\n".encode())
@@ -242,7 +260,6 @@ class RunWatch:
     sink: Path
     steps: int = 0
     actions: int = 0
-    lives: int = 0
 
 
 async def observe(url: str, app: str, watch: RunWatch, stats: BackendStats) -> bool:
@@ -317,28 +334,42 @@ async def soak_backend(name: str, url: str, args: argparse.Namespace, work: Path
     run_no = 0
     while time.monotonic() < deadline:
         run_no += 1
-        watch = RunWatch(run_id=f"run-{run_no}", sink=work / f"{name}-sink-{run_no}.log")
+        watches = [
+            RunWatch(run_id=f"run-{run_no}-{k}", sink=work / f"{name}-sink-{run_no}-{k}.log")
+            for k in range(args.runs)
+        ]
+        lives = 0
         while True:
-            child = Child(args.spawn, url, app, watch.run_id, watch.sink, args.steps)
+            child = Child(
+                args.spawn,
+                url,
+                app,
+                ",".join(w.run_id for w in watches),
+                ",".join(str(w.sink) for w in watches),
+                args.steps,
+            )
             stats.children += 1
-            watch.lives += 1
-            # Kill at a random moment, unless the time is up: then let the run finish.
+            lives += 1
+            # Kill at a random moment, unless the time is up: then let the runs finish.
             if time.monotonic() < deadline:
                 await asyncio.sleep(rng.uniform(0.0, args.max_delay))
                 child.kill()
             code, out = child.wait()
             stats.kills += code == -9
-            if code == 0 and json.loads(out)["stop_reason"] == "resume_state_unknown":
-                stats.children_stopped_unknown += 1
-            ended = await observe(url, app, watch, stats)
-            if ended:
+            if code == 0:
+                stats.children_stopped_unknown += sum(
+                    r["stop_reason"] == "resume_state_unknown" for r in json.loads(out)
+                )
+            ended = [await observe(url, app, watch, stats) for watch in watches]
+            if all(ended):
                 break
-        reason = await verify_finished(url, app, watch, args.steps)
-        stats.stop_reasons[reason] = stats.stop_reasons.get(reason, 0) + 1
-        stats.runs_completed += 1
-        stats.steps_completed += args.steps
-        stats.max_lives_per_run = max(stats.max_lives_per_run, watch.lives)
-        watch.sink.unlink()
+        for watch in watches:
+            reason = await verify_finished(url, app, watch, args.steps)
+            stats.stop_reasons[reason] = stats.stop_reasons.get(reason, 0) + 1
+            stats.runs_completed += 1
+            stats.steps_completed += args.steps
+            watch.sink.unlink()
+        stats.max_lives_per_run = max(stats.max_lives_per_run, lives)
     stats.seconds = time.monotonic() - started
     async with await open_journal(url) as journal:
         await journal.delete_namespace(app)  # leave a shared server as it was
@@ -354,6 +385,9 @@ def main() -> None:
     parser.add_argument("--backends", default="sqlite,jsonl", help="embedded backends to soak")
     parser.add_argument("--url", action="append", default=[], help="NAME=URL of a server")
     parser.add_argument("--steps", type=int, default=200, help="steps per run")
+    parser.add_argument(
+        "--runs", type=int, default=4, help="runs driven at once by each child (group commit)"
+    )
     parser.add_argument("--max-delay", type=float, default=0.05, help="longest life, seconds")
     parser.add_argument("--seed", default="soak")
     parser.add_argument("--spawn", action="store_true", help="a fresh interpreter per child")

@@ -32,18 +32,21 @@ Rules (DESIGN.md, "Journal"):
   [`JournalLocked`][steadyloop.JournalLocked] at once. Readers never lock.
 
 Durability: a returned ``append`` survives a process kill and power loss (the batch is
-written with one ``write`` and made durable with one ``fsync``).
+written with one ``write`` and made durable with one ``fsync``). Group commit: the
+appends queued for one namespace by the time its writer is free share that ``write`` and
+``fsync``, each batch with its own number and check, each checked and refused on its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from steadyloop._errors import (
     BackendUnavailable,
@@ -63,6 +66,19 @@ VERSION = 2
 """The version new files get: 2 adds a check to every batch."""
 READABLE_VERSIONS = (1, 2)
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+_Outcome: TypeAlias = tuple[AppendResult | None, BaseException | None]
+"""One batch's outcome in a group: its result, or the error that refused it alone."""
+_Queued: TypeAlias = tuple[PreparedBatch | None, Any]
+"""An append waiting for its namespace with its caller's future, or ``(None, marker)``:
+an other operation's place in the queue."""
+
+
+def _drop(waiting: list[_Queued], entry: _Queued) -> None:
+    """Remove ``entry`` (by identity) from a namespace's queue, if it is still there."""
+    for k, queued in enumerate(waiting):
+        if queued is entry:
+            del waiting[k]
+            return
 
 
 def namespace_filename(namespace: str) -> str:
@@ -142,8 +158,8 @@ class _Namespace:
 class JSONLJournal(Journal):
     """A journal kept as JSON Lines files in one directory.
 
-    Durability: survives process kill and power loss (``fsync`` per batch, directory
-    ``fsync`` after creating a file).
+    Durability: survives process kill and power loss (``fsync`` per batch, or per group of
+    batches queued together; directory ``fsync`` after creating a file).
 
     Args:
         directory: An existing, writable directory
@@ -162,6 +178,9 @@ class JSONLJournal(Journal):
         self._mutex: dict[str, asyncio.Lock] = {}
         self._broken: set[str] = set()
         self._poisoned: dict[str, str] = {}
+        # Per namespace, the appends waiting for it, with their callers' futures.
+        # An operation other than an append queues a barrier ``(None, marker)``.
+        self._waiting: dict[str, list[_Queued]] = {}
 
     @classmethod
     async def open(
@@ -420,7 +439,11 @@ class JSONLJournal(Journal):
 
     def _write_lines(self, namespace: str, lines: list[dict[str, Any]]) -> _Namespace:
         state, fd = self._writable(namespace)
-        payload = _with_check([canonical_json(obj) for obj in lines])
+        self._write_payload(namespace, fd, state, _with_check([canonical_json(o) for o in lines]))
+        return state
+
+    def _write_payload(self, namespace: str, fd: int, state: _Namespace, payload: bytes) -> None:
+        """Write whole batches with one ``write`` and make them durable with one ``fsync``."""
         try:
             self.files.write(fd, payload)
             self.files.sync(fd)
@@ -429,7 +452,6 @@ class JSONLJournal(Journal):
             raise
         state.file_length += len(payload)
         state.valid_length = state.file_length
-        return state
 
     def _take_back(self, namespace: str, fd: int, length: int, exc: OSError) -> None:
         """Cut a batch whose write or ``fsync`` failed back out of the file, durably.
@@ -451,41 +473,85 @@ class JSONLJournal(Journal):
             )
             raise BackendUnavailable(self._poisoned[namespace]) from again
 
-    def _append_sync(self, batch: PreparedBatch) -> AppendResult:
-        ns = batch.namespace
-        state, _ = self._writable(ns)
-        key = batch.idempotency_key
-        if key is not None and key in state.keys:
-            digest, result = state.keys[key]
-            if digest != batch.digest:
-                raise IdempotencyKeyReused(ns, key)
-            return AppendResult.from_dict({**result, "namespace": ns}, duplicate=True)
-        heads = {w.stream: len(state.streams.get(w.stream, [])) for w in batch.writes}
-        for w in batch.writes:
-            if w.expected_next is not None and w.expected_next != heads[w.stream] + 1:
-                raise ConflictError(ns, w.stream, w.expected_next, heads[w.stream] + 1)
-        number = state.last_batch + 1
-        lines: list[dict[str, Any]] = []
-        positions: dict[str, tuple[int, int]] = {}
-        texts_in_order: list[str] = []
-        for w, texts in zip(batch.writes, batch.encoded, strict=True):
-            first = heads[w.stream] + 1
-            positions[w.stream] = (first, first + len(texts) - 1)
-            for k, text in enumerate(texts):
-                lines.append(
-                    {"batch": number, "stream": w.stream, "seq": first + k, "record": decode(text)}
+    def _append_group_sync(self, batches: list[PreparedBatch]) -> list[_Outcome]:
+        """Write the batches of one namespace with one ``write`` and one ``fsync``.
+
+        Each batch is checked (its key, its ``expected_next``) against the file as the
+        batches before it in the group leave it, gets its own batch number and its own
+        check, and is refused alone: a refused batch writes nothing and the others go
+        on. A batch whose key an earlier batch of the group wrote is that batch's
+        duplicate. If the write or the sync fails, the whole group is cut back out and
+        the error is raised for all of them: none is reported durable.
+        """
+        ns = batches[0].namespace
+        state, fd = self._writable(ns)
+        heads: dict[str, int] = {}  # each touched stream's head, the group's batches included
+        keys: dict[str, tuple[str, dict[str, Any]]] = {}  # the keys the group writes
+        number = state.last_batch
+        outcomes: list[_Outcome] = []
+        planned: list[tuple[list[dict[str, Any]], list[str]]] = []
+        payloads: list[bytes] = []
+        for batch in batches:
+            key = batch.idempotency_key
+            if key is not None and (key in keys or key in state.keys):
+                digest, stored = keys[key] if key in keys else state.keys[key]
+                if digest != batch.digest:
+                    outcomes.append((None, IdempotencyKeyReused(ns, key)))
+                else:
+                    result = AppendResult.from_dict({**stored, "namespace": ns}, duplicate=True)
+                    outcomes.append((result, None))
+                continue
+            for w in batch.writes:
+                if w.stream not in heads:
+                    heads[w.stream] = len(state.streams.get(w.stream, []))
+            refused = next(
+                (
+                    ConflictError(ns, w.stream, w.expected_next, heads[w.stream] + 1)
+                    for w in batch.writes
+                    if w.expected_next is not None and w.expected_next != heads[w.stream] + 1
+                ),
+                None,
+            )
+            if refused is not None:
+                outcomes.append((None, refused))
+                continue
+            number += 1
+            lines: list[dict[str, Any]] = []
+            positions: dict[str, tuple[int, int]] = {}
+            texts_in_order: list[str] = []
+            for w, texts in zip(batch.writes, batch.encoded, strict=True):
+                first = heads[w.stream] + 1
+                positions[w.stream] = (first, first + len(texts) - 1)
+                heads[w.stream] += len(texts)
+                for k, text in enumerate(texts):
+                    lines.append(
+                        {
+                            "batch": number,
+                            "stream": w.stream,
+                            "seq": first + k,
+                            "record": decode(text),
+                        }
+                    )
+                    texts_in_order.append(text)
+            for index, obj in enumerate(lines):
+                obj["index"], obj["size"] = index, len(lines)
+            if key is not None:
+                lines[0]["key"], lines[0]["digest"] = key, batch.digest
+                keys[key] = (
+                    batch.digest,
+                    AppendResult(namespace="", positions=positions).to_dict(),
                 )
-                texts_in_order.append(text)
-        for index, obj in enumerate(lines):
-            obj["index"], obj["size"] = index, len(lines)
-        if key is not None:
-            lines[0]["key"], lines[0]["digest"] = key, batch.digest
-        self._write_lines(ns, lines)
-        # Only now, with the batch durable, does the in-memory view change.
-        for obj, text in zip(lines, texts_in_order, strict=True):
-            obj["text"] = text
-        self._apply(state, [(0, obj) for obj in lines])
-        return AppendResult(namespace=ns, positions=positions)
+            payloads.append(_with_check([canonical_json(obj) for obj in lines]))
+            planned.append((lines, texts_in_order))
+            outcomes.append((AppendResult(namespace=ns, positions=positions), None))
+        if payloads:
+            self._write_payload(ns, fd, state, b"".join(payloads))
+        # Only now, with the batches durable, does the in-memory view change.
+        for lines, texts_in_order in planned:
+            for obj, text in zip(lines, texts_in_order, strict=True):
+                obj["text"] = text
+            self._apply(state, [(0, obj) for obj in lines])
+        return outcomes
 
     async def _guarded(self, namespace: str, fn: Any, *args: Any) -> Any:
         """Run ``fn`` in a thread while holding the namespace, even if we are cancelled.
@@ -494,19 +560,40 @@ class JSONLJournal(Journal):
         held until the thread is done, so the next operation never overlaps it, and
         the in-memory view (which the thread updates) matches the file.
         """
-        async with self._mutex_for(namespace):
-            work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
-            try:
-                return await self._finish(work)
-            except SteadyloopError:
-                raise  # refused before anything was written
-            except OSError as exc:
-                # The file may now hold part of a batch: re-read it before the next use.
-                self._broken.add(namespace)
-                raise BackendUnavailable(f"{self.url} namespace {namespace!r}: {exc}") from exc
-            except BaseException:
-                self._broken.add(namespace)
+        # A place in the namespace's queue: appends queued after this operation are
+        # not grouped with appends queued before it, so it sees exactly the earlier ones.
+        barrier: _Queued = (None, object())
+        waiting = self._waiting.setdefault(namespace, [])
+        waiting.append(barrier)
+        try:
+            async with self._mutex_for(namespace):
+                _drop(waiting, barrier)
+                work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+                return await self._work(namespace, work)
+        finally:
+            _drop(waiting, barrier)
+
+    async def _work(self, namespace: str, work: asyncio.Future[Any]) -> Any:
+        """Await a thread's work for `_guarded`, mapping its failure."""
+        try:
+            return await self._finish(work)
+        except BaseException as exc:
+            failure = self._failure(namespace, exc)
+            if failure is exc:
                 raise
+            raise failure from exc
+
+    def _failure(self, namespace: str, exc: BaseException) -> BaseException:
+        """The error a caller sees for ``exc``; marks the namespace to be re-read if needed."""
+        if isinstance(exc, SteadyloopError):
+            return exc  # refused before anything was written
+        # The file may now hold part of a batch: re-read it before the next use.
+        self._broken.add(namespace)
+        if isinstance(exc, OSError):
+            failure = BackendUnavailable(f"{self.url} namespace {namespace!r}: {exc}")
+            failure.__cause__ = exc
+            return failure
+        return exc
 
     @staticmethod
     async def _finish(work: asyncio.Future[Any]) -> Any:
@@ -525,8 +612,59 @@ class JSONLJournal(Journal):
             return result
 
     async def _append(self, batch: PreparedBatch) -> AppendResult:
-        result: AppendResult = await self._guarded(batch.namespace, self._append_sync, batch)
-        return result
+        """Append; the batches that queue for the namespace meanwhile share one sync.
+
+        The caller that takes the namespace writes every batch queued for it by then
+        (its own among them) as one group; the others find theirs settled when their
+        turn comes. A caller alone writes alone, at once.
+        """
+        ns = batch.namespace
+        mine: asyncio.Future[AppendResult] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(ns, []).append((batch, mine))
+        try:
+            async with self._mutex_for(ns):
+                if not mine.done():
+                    queued = self._waiting.get(ns, [])
+                    cut = next((k for k, (b, _) in enumerate(queued) if b is None), len(queued))
+                    group = [(b, f) for b, f in queued[:cut] if b is not None and not f.done()]
+                    del queued[:cut]
+                    assert any(f is mine for _, f in group)
+                    batches = [b for b, _ in group]
+                    work = asyncio.ensure_future(
+                        asyncio.to_thread(self._append_group_sync, batches)
+                    )
+                    try:
+                        with contextlib.suppress(Exception):  # each caller gets its own below
+                            await self._finish(work)
+                    finally:
+                        self._settle(namespace=ns, group=group, work=work)
+            return mine.result()
+        except asyncio.CancelledError:
+            mine.cancel()  # not yet taken: no group writes it; taken: it runs to its end
+            raise
+
+    def _settle(
+        self,
+        *,
+        namespace: str,
+        group: list[tuple[PreparedBatch, asyncio.Future[AppendResult]]],
+        work: asyncio.Future[list[_Outcome]],
+    ) -> None:
+        """Give each caller of a finished group its own outcome (or the group's error)."""
+        error = work.exception()
+        outcomes: list[_Outcome] = (
+            [(None, self._failure(namespace, error))] * len(group)
+            if error is not None
+            else work.result()
+        )
+        for (_, future), (result, refused) in zip(group, outcomes, strict=True):
+            if future.done():
+                continue
+            if refused is not None:
+                future.set_exception(refused)
+            else:
+                assert result is not None
+                future.set_result(result)
 
     def _delete_stream_sync(self, namespace: str, stream: str) -> None:
         state = self._state_for_write(namespace)

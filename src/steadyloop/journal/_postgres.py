@@ -33,6 +33,7 @@ the caller cannot know which, and resubmitting with the same idempotency key is 
 from __future__ import annotations
 
 import hashlib
+import select
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -101,6 +102,32 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
     rest = [(k, v) for k, v in query if k not in _OWN_OPTIONS]
     conninfo = parts._replace(scheme="postgresql", query=urlencode(rest)).geturl()
     return conninfo, own
+
+
+class _DeadOnArrival(Exception):
+    """A pooled connection failed at its first statement: it was dead when handed out."""
+
+
+async def _check_idle_connection(conn: AsyncConnection[tuple[Any, ...]]) -> None:
+    """Raise if a pooled connection is dead, at no round trip when it looks healthy.
+
+    An idle connection has nothing to read: no query of ours is outstanding. A server
+    that ends it (``pg_terminate_backend``, a shutdown, an idle timeout) first sends a
+    ``FATAL`` message, then closes it, so its socket turns readable. Only then is the
+    round trip of `AsyncConnectionPool.check_connection` spent, and it raises for a
+    dead connection, which the pool then replaces. (Checking every connection that
+    way cost a round trip on every plan.)
+    """
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    try:
+        poller = select.poll()
+        poller.register(conn.pgconn.socket, select.POLLIN | select.POLLPRI)
+        quiet = not poller.poll(0)
+    except (AttributeError, OSError, psycopg.Error):  # no poll() here, or no socket
+        quiet = False
+    if not quiet:
+        await AsyncConnectionPool.check_connection(conn)
 
 
 def _lock_id(prefix: str) -> int:
@@ -210,7 +237,7 @@ class PostgresJournal(PlanJournal):
             # A connection the server closed while it sat idle in the pool (a restart,
             # pg_terminate_backend, an idle timeout) is replaced before it is handed
             # out, instead of failing the transaction given to it.
-            check=AsyncConnectionPool.check_connection,
+            check=_check_idle_connection,
         )
         try:
             await pool.open(wait=True, timeout=self._connect_timeout)
@@ -254,18 +281,46 @@ class PostgresJournal(PlanJournal):
 
         async def attempt() -> Any:
             async with pool.connection() as conn:
-                if not write:
-                    return await run_async(make_plan(), lambda q: self._execute(conn, q))
-                if not pipelined:
-                    async with conn.transaction():
-                        return await run_async(make_plan(), lambda q: self._execute(conn, q))
-                # Pipeline mode sends statements whose rows the plan does not need
-                # without waiting for each reply: one round trip per fetched query.
-                async with conn.pipeline(), conn.transaction():
-                    return await run_async(make_plan(), lambda q: self._execute(conn, q))
+                answered = False  # whether the server has answered a statement of ours
+                in_pipeline = write and pipelined
+
+                async def execute(query: Query) -> list[Row]:
+                    nonlocal answered
+                    rows = await self._execute(conn, query)
+                    # In a pipeline only a fetch waits for the server's answer.
+                    answered = answered or query.fetch or not in_pipeline
+                    return rows
+
+                try:
+                    if not write:
+                        return await run_async(make_plan(), execute)
+                    if not pipelined:
+                        async with conn.transaction():
+                            return await run_async(make_plan(), execute)
+                    # Pipeline mode sends statements whose rows the plan does not need
+                    # without waiting for each reply: one round trip per fetched query.
+                    async with conn.pipeline(), conn.transaction():
+                        return await run_async(make_plan(), execute)
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    if not answered and conn.broken:
+                        # The connection was dead when the pool handed it out (the
+                        # server ended it while idle, too recently for the check to
+                        # see): it failed at the first statement, before any COMMIT,
+                        # so nothing was written and the plan runs on another one.
+                        raise _DeadOnArrival() from exc
+                    raise
+
+        def should_retry(exc: BaseException) -> bool:
+            return isinstance(exc, _DeadOnArrival) or self._retryable(exc)
 
         try:
-            return await retry_transaction(attempt, self._retryable, self._policy)
+            return await retry_transaction(attempt, should_retry, self._policy)
+        except _DeadOnArrival as lost:
+            exc = lost.__cause__
+            assert isinstance(exc, psycopg.Error)
+            raise BackendUnavailable(
+                f"{self.url}: {type(exc).__name__}: {str(exc).strip() or 'connection failed'}"
+            ) from exc
         except psycopg.Error as exc:
             raise BackendUnavailable(
                 f"{self.url}: {type(exc).__name__}: {str(exc).strip() or 'connection failed'}"

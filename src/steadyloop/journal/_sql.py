@@ -562,11 +562,17 @@ class PlanJournal(Journal):
         """Whether a driver error is a unique-key violation (each backend knows its own)."""
         return False
 
+    async def _run_append(self, make_plan: Callable[[], Plan]) -> Any:
+        """Run an append's plan (a backend that commits appends in groups overrides this).
+
+        However appends are grouped, each caller gets its own plan's result or error,
+        and only once its batch is committed.
+        """
+        return await self._run_plan(make_plan, write=True)
+
     async def _append(self, batch: PreparedBatch) -> AppendResult:
         try:
-            result: AppendResult = await self._run_plan(
-                lambda: append_plan(self._dialect, batch), write=True
-            )
+            result: AppendResult = await self._run_append(lambda: append_plan(self._dialect, batch))
         except BackendUnavailable as exc:
             # With the heads locked, a key clash that outlasts the retries is either a
             # race still going on or a record stored beyond its head; tell them apart.

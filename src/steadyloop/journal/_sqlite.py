@@ -2,9 +2,13 @@
 
 Durability: a returned ``append`` survives a process kill and power loss. The database
 runs in WAL mode with ``synchronous=FULL``, so every commit syncs the write-ahead log
-before it returns (one ``fsync`` per batch; checkpoints add an occasional one). The
+before it returns (one ``fsync`` per commit; checkpoints add an occasional one). The
 directory is synced after the database file is created. Several processes may share
 one file: writers take turns (``BEGIN IMMEDIATE`` with a busy timeout).
+
+Group commit: the appends queued on the connection's thread together run in one
+transaction, each checked and refused on its own, and share its one ``COMMIT``; each
+returns only once that commit is durable. An append alone commits alone, at once.
 """
 
 from __future__ import annotations
@@ -52,6 +56,30 @@ class SQLiteDialect(Dialect):
     head_upsert_returning = sqlite3.sqlite_version_info >= (3, 35, 0)
 
 
+_GROUP_MAX = 256
+"""The most append plans one group transaction takes (bounds a group's latency)."""
+
+_STOP = object()
+
+
+class _Call:
+    """One queued call: its function, its caller's future and loop, and its group payload."""
+
+    __slots__ = ("fn", "future", "grouped", "loop")
+
+    def __init__(
+        self,
+        fn: Callable[[], Any],
+        future: asyncio.Future[Any],
+        loop: asyncio.AbstractEventLoop,
+        grouped: Any,
+    ) -> None:
+        self.fn = fn
+        self.future = future
+        self.loop = loop
+        self.grouped = grouped
+
+
 class _Worker:
     """One thread that owns the connection and runs calls on it, in order.
 
@@ -61,19 +89,36 @@ class _Worker:
     to an asyncio future) cost more than the SQLite transaction of a typical append.
     Semantics are the executor's: calls run one at a time, in submission order; a
     caller that is cancelled stops waiting, but a call that has started runs to its end.
+
+    Group commit: a call submitted with a ``grouped`` payload (an append) may share its
+    transaction with the groupable calls queued right behind it. When the worker takes
+    such a call, it also takes every groupable call already waiting next in the queue
+    (up to `_GROUP_MAX`; it never waits for more, so a call alone runs at once) and
+    hands their payloads to ``run_group``, which returns one outcome per payload. The
+    first call that is not groupable ends the group and runs after it, so the order of
+    submission is kept.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(
+        self,
+        name: str,
+        run_group: Callable[[list[Any]], list[tuple[Any, BaseException | None]]] | None = None,
+    ) -> None:
         self._name = name
-        self._queue: queue.SimpleQueue[
-            tuple[Callable[[], Any], asyncio.Future[Any], asyncio.AbstractEventLoop] | None
-        ] = queue.SimpleQueue()
+        self._run_group = run_group
+        self._queue: queue.SimpleQueue[_Call | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._stopped = False
 
-    def submit(self, fn: Callable[[], Any]) -> asyncio.Future[Any]:
-        """Queue ``fn``; the returned future (of the running loop) gets its outcome."""
+    def submit(self, fn: Callable[[], Any], grouped: Any = None) -> asyncio.Future[Any]:
+        """Queue ``fn``; the returned future (of the running loop) gets its outcome.
+
+        Args:
+            fn: What runs when the call runs alone.
+            grouped: If not ``None``, the payload given to ``run_group`` when the call
+                runs in a group instead.
+        """
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self._lock:
@@ -82,24 +127,55 @@ class _Worker:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
-            self._queue.put((fn, future, loop))
+            self._queue.put(_Call(fn, future, loop, grouped))
         return future
 
     def _run(self) -> None:
+        held: _Call | object | None = None
         while True:
-            item = self._queue.get()
-            if item is None:
+            item = held if held is not None else self._queue.get()
+            held = None
+            if item is _STOP:
                 return
-            fn, future, loop = item
-            if future.cancelled():
+            assert isinstance(item, _Call)
+            if item.future.cancelled():
                 continue  # the caller gave up before it started: skip it, as an executor does
-            try:
-                result, error = fn(), None
-            except BaseException as exc:  # handed to the caller, as an executor does
-                result, error = None, exc
-            # RuntimeError: the caller's loop is closed, so nobody is waiting any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_settle, future, result, error)
+            group = [item]
+            if item.grouped is not None and self._run_group is not None:
+                while len(group) < _GROUP_MAX:
+                    try:
+                        nxt = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if not isinstance(nxt, _Call) or nxt.grouped is None:
+                        held = nxt  # runs after the group, keeping the submission order
+                        break
+                    if not nxt.future.cancelled():
+                        group.append(nxt)
+            outcomes: list[tuple[Any, BaseException | None]]
+            if len(group) == 1:
+                try:
+                    outcomes = [(item.fn(), None)]
+                except BaseException as exc:  # handed to the caller, as an executor does
+                    outcomes = [(None, exc)]
+            else:
+                assert self._run_group is not None
+                try:
+                    outcomes = self._run_group([call.grouped for call in group])
+                except BaseException as exc:
+                    outcomes = [(None, exc)] * len(group)
+            if len(group) == 1:
+                # RuntimeError: the caller's loop is closed, so nobody is waiting any more.
+                with contextlib.suppress(RuntimeError):
+                    item.loop.call_soon_threadsafe(_settle, item.future, *outcomes[0])
+                continue
+            # One wake-up per event loop for the whole group, not one per caller.
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Any, ...]]] = {}
+            for call, (result, error) in zip(group, outcomes, strict=True):
+                by_loop.setdefault(call.loop, []).append((call.future, result, error))
+            for loop, settles in by_loop.items():
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_settle_all, settles)
 
     def shutdown(self, *, wait: bool) -> None:
         """Run what is queued, then stop the thread; wait for it if ``wait``."""
@@ -110,7 +186,7 @@ class _Worker:
             thread = self._thread
             if thread is None:
                 return
-            self._queue.put(None)
+            self._queue.put(_STOP)
         if wait:
             thread.join()
 
@@ -122,6 +198,11 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+def _settle_all(settles: list[tuple[Any, ...]]) -> None:
+    for future, result, error in settles:
+        _settle(future, result, error)
 
 
 def _classify(exc: sqlite3.DatabaseError, path: str, doing: str) -> Exception:
@@ -174,7 +255,7 @@ class SQLiteJournal(PlanJournal):
         self._dialect.location_name = f"sqlite file {self.path}"
         self._busy_timeout = busy_timeout
         # One thread owns the connection; every operation is one call on it.
-        self._executor = _Worker("steadyloop-sqlite")
+        self._executor = _Worker("steadyloop-sqlite", run_group=self._group_transaction)
         self._conn: sqlite3.Connection | None = None
 
     @classmethod
@@ -238,7 +319,7 @@ class SQLiteJournal(PlanJournal):
         cursor = self._conn.execute(query.sql, query.params)
         return cursor.fetchall() if query.fetch else []
 
-    def _transaction(self, plan: Plan, *, write: bool = True) -> Any:
+    def _begin(self, write: bool) -> None:
         conn = self._conn
         assert conn is not None
         try:
@@ -250,18 +331,115 @@ class SQLiteJournal(PlanJournal):
                     f"{self._busy_timeout}s"
                 ) from exc
             raise BackendUnavailable(f"sqlite:{self.path}: {exc}") from exc
-        try:
-            result = run_sync(plan, self._execute)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+
+    def _commit(self, conn: sqlite3.Connection) -> None:
         try:
             conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise BackendUnavailable(f"sqlite:{self.path}: commit failed: {exc}") from exc
+
+    def _transaction(self, plan: Plan, *, write: bool = True) -> Any:
+        conn = self._conn
+        assert conn is not None
+        self._begin(write)
+        try:
+            result = run_sync(plan, self._execute)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        self._commit(conn)
         return result
+
+    def _group_transaction(
+        self, makers: list[Callable[[], Plan]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        """Run several append plans in one transaction; one ``COMMIT`` (one WAL sync).
+
+        The plans run one after another, as they were queued, so each sees the batches
+        before it. First without savepoints (a savepoint costs two more statements per
+        plan): if every plan succeeds, that is the group. If one fails, the whole
+        transaction is rolled back and the group runs again with each plan in its own
+        savepoint, so the failing plan (a conflict, a reused key, a driver error) is
+        rolled back to its savepoint and fails alone while the others commit. A failed
+        ``COMMIT`` fails every plan that had succeeded: none of them is reported
+        durable. Should SQLite roll back the whole transaction itself (it may after a
+        full disk or an I/O error), the plans not yet settled run again one by one,
+        each in its own transaction.
+        """
+        conn = self._conn
+        assert conn is not None
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        self._begin(True)
+        try:
+            for make in makers:
+                try:
+                    outcomes.append((run_sync(make(), self._execute), None))
+                except Exception as exc:
+                    if not conn.in_transaction:  # SQLite rolled the transaction back itself
+                        return self._one_by_one(makers, [*outcomes, (None, exc)])
+                    conn.execute("ROLLBACK")
+                    outcomes = self._in_savepoints(makers)
+                    if len(outcomes) < len(makers):
+                        return self._one_by_one(makers, outcomes)
+                    break
+        except BaseException:
+            # A savepoint statement failed, or the thread is being interrupted: nothing
+            # of the group may stay half-done in an open transaction.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            self._commit(conn)
+        except BackendUnavailable as exc:
+            return [(None, exc if error is None else error) for _, error in outcomes]
+        return outcomes
+
+    def _in_savepoints(
+        self, makers: list[Callable[[], Plan]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        """Run the plans in a new transaction, each in a savepoint of its own.
+
+        Returns one outcome per plan, or fewer when SQLite rolled the whole
+        transaction back after a plan's error (the last outcome is that error).
+        """
+        conn = self._conn
+        assert conn is not None
+        self._begin(True)
+        outcomes: list[tuple[Any, BaseException | None]] = []
+        for make in makers:
+            conn.execute("SAVEPOINT steadyloop_batch")
+            try:
+                result = run_sync(make(), self._execute)
+            except Exception as exc:
+                outcomes.append((None, exc))
+                if not conn.in_transaction:
+                    return outcomes
+                conn.execute("ROLLBACK TO steadyloop_batch")
+            else:
+                outcomes.append((result, None))
+            conn.execute("RELEASE steadyloop_batch")
+        return outcomes
+
+    def _one_by_one(
+        self, makers: list[Callable[[], Plan]], outcomes: list[tuple[Any, BaseException | None]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        """Rerun, alone, the plans of a group whose transaction SQLite rolled back.
+
+        The plans that had succeeded were rolled back with it, so they run again from
+        fresh generators; those that failed keep their own error.
+        """
+        settled: list[tuple[Any, BaseException | None]] = []
+        for k, make in enumerate(makers):
+            if k < len(outcomes) and outcomes[k][1] is not None:
+                settled.append(outcomes[k])
+                continue
+            try:
+                settled.append((self._transaction(make()), None))
+            except Exception as exc:
+                settled.append((None, exc))
+        return settled
 
     def _duplicate_row(self, exc: BaseException | None) -> bool:
         return isinstance(exc, sqlite3.IntegrityError)
@@ -278,6 +456,15 @@ class SQLiteJournal(PlanJournal):
     ) -> Any:
         try:
             return await self._call(lambda: self._transaction(make_plan(), write=write))
+        except sqlite3.DatabaseError as exc:
+            raise _classify(exc, self.path, "failed") from exc
+
+    async def _run_append(self, make_plan: Callable[[], Plan]) -> Any:
+        """Run an append plan; it may share one transaction with the appends queued with it."""
+        try:
+            return await self._executor.submit(
+                lambda: self._transaction(make_plan()), grouped=make_plan
+            )
         except sqlite3.DatabaseError as exc:
             raise _classify(exc, self.path, "failed") from exc
 

@@ -1,0 +1,104 @@
+"""The PostgreSQL pool hands out live connections without a round trip per plan.
+
+A connection the server ended while it sat idle (``pg_terminate_backend``) must not
+fail the call given to it: the pool's check replaces it when its socket shows the
+server's goodbye, and one that dies too recently for that fails at its first statement,
+before any COMMIT, and the plan runs again on another connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg_pool import AsyncConnectionPool
+
+import backends
+from backends import server_store
+from steadyloop.journal import StreamWrite, _postgres, open_journal
+from steadyloop.journal._postgres import PostgresJournal
+from steadyloop.records import Record
+
+pytestmark = pytest.mark.server
+
+NS = "pool"
+
+
+def rec(i: int) -> Record:
+    return Record(kind="test.item", payload={"i": i}, id=f"r{i}", time=1)
+
+
+async def terminate(application: str) -> int:
+    """End every server connection whose application_name is ``application``."""
+    base = backends.server_url("postgres")
+    async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
+        cur = await admin.execute(
+            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
+            "WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (application,),
+        )
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
+async def test_a_healthy_idle_connection_is_handed_out_without_a_round_trip(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Twenty reads on live pooled connections run the round-trip check not once."""
+    checks = 0
+    real = AsyncConnectionPool.check_connection
+
+    async def counting(conn: Any) -> None:
+        nonlocal checks
+        checks += 1
+        await real(conn)
+
+    monkeypatch.setattr(AsyncConnectionPool, "check_connection", staticmethod(counting))
+    async with server_store("postgres") as (url, _):
+        async with await open_journal(url) as journal:
+            await journal.append(NS, StreamWrite("s", [rec(0)]))
+            for _ in range(20):
+                assert await journal.head(NS, "s") == 1
+    assert checks == 0
+
+
+async def test_a_connection_the_server_ended_while_idle_is_refused_by_the_check() -> None:
+    """Once the server ended an idle connection, the pool's check raises for it."""
+    application = f"sl-{uuid.uuid4().hex[:10]}"
+    base = await backends.require_server("postgres")
+    conn = await psycopg.AsyncConnection.connect(
+        base, autocommit=True, application_name=application
+    )
+    try:
+        await _postgres._check_idle_connection(conn)  # alive: passes
+        assert await terminate(application) == 1
+        with pytest.raises(psycopg.OperationalError):
+            await _postgres._check_idle_connection(conn)
+    finally:
+        await conn.close()
+
+
+async def test_connections_ended_while_idle_cost_no_failed_call() -> None:
+    """Right after every pooled connection is terminated, appends and reads still succeed, once each."""
+    # (Each call after a termination waits for the pool to connect anew: seconds.)
+    application = f"sl-{uuid.uuid4().hex[:10]}"
+    async with server_store("postgres", application_name=application) as (url, _):
+        journal = await open_journal(url)
+        assert isinstance(journal, PostgresJournal)
+        try:
+            # Fill the pool with several connections, all idle afterwards.
+            await asyncio.gather(
+                *(journal.append(NS, StreamWrite(f"w{i}", [rec(i)])) for i in range(4))
+            )
+            for k in range(1, 3):
+                assert await terminate(application) >= 1
+                result = await journal.append(NS, StreamWrite("s", [rec(k)], expected_next=k))
+                assert result.positions == {"s": (k, k)}
+                assert await terminate(application) >= 1
+                assert await journal.head(NS, "s") == k
+            assert [r.record.payload["i"] for r in await journal.read(NS, "s")] == [1, 2]
+        finally:
+            await journal.close()
