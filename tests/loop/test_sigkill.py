@@ -89,7 +89,7 @@ async def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
             result = json.loads(out.strip().splitlines()[-1])
             if result["stop_reason"] != StopReason.RESUME_STATE_UNKNOWN.value:
                 final = result
-        assert time.monotonic() - started < 90, "the soak took too long"
+        assert time.monotonic() - started < 240, "the soak made no progress to its end"
     assert final["stop_reason"] == "completed"
     assert kills >= KILLS
     lines = sink_lines(sink)
