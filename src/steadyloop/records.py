@@ -329,6 +329,17 @@ def decode(data: bytes | str) -> Any:
 
 def _check_fields(kind: object, payload: object, id: object, time: object) -> None:
     """Check a record's fields, all but the payload's content."""
+    if (
+        type(kind) is str
+        and type(id) is str
+        and type(time) is int
+        and type(payload) is dict
+        and kind
+        and id
+        and kind.isascii()
+        and id.isascii()
+    ):
+        return  # the common case, decided without the checks below
     if not isinstance(kind, str) or not kind:
         raise EncodingError(f"record kind must be a non-empty string, got {kind!r}")
     if not isinstance(id, str) or not id:

@@ -295,20 +295,24 @@ class Event:
     def __post_init__(self) -> None:
         _check_str(self.id, "event id")
         _check_str(self.author, f"author of event {self.id!r}")
-        if isinstance(self.parts, str | bytes | Mapping) or not isinstance(self.parts, Iterable):
+        raw = self.parts
+        if (type(raw) is not list and type(raw) is not tuple) and (
+            isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable)
+        ):
             raise SessionError(f"parts of event {self.id!r} must be a sequence of parts")
-        parts = tuple(self.parts)
+        parts = tuple(raw)
         for i, part in enumerate(parts):
-            if not isinstance(part, _PART_TYPES):
+            if type(part) not in _PART_TYPES and not isinstance(part, _PART_TYPES):
                 raise SessionError(
                     f"part {i} of event {self.id!r} is a {type(part).__name__}; expected "
                     "TextPart, ToolCallPart or ToolResultPart"
                 )
         object.__setattr__(self, "parts", parts)
-        if not isinstance(self.state_delta, Mapping):
+        given = self.state_delta
+        if type(given) is not dict and not isinstance(given, Mapping):
             raise SessionError(f"state_delta of event {self.id!r} must be a mapping")
         delta: dict[str, JSONValue] = {}
-        for key, value in self.state_delta.items():
+        for key, value in given.items():
             key_scope(key)
             delta[key] = json_copy(value, f"state key {key!r} of event {self.id!r}")
         object.__setattr__(self, "state_delta", delta)
@@ -327,7 +331,7 @@ class Event:
 
     def without_temp(self) -> Event:
         """Return the event as it is stored: its ``temp:`` keys removed."""
-        if not any(key_scope(k) == "temp" for k in self.state_delta):
+        if not self.state_delta or not any(key_scope(k) == "temp" for k in self.state_delta):
             return self
         kept = {k: v for k, v in self.state_delta.items() if key_scope(k) != "temp"}
         return Event(self.id, self.author, self.parts, kept, self.time, self.invocation_id)
