@@ -282,25 +282,3 @@ def test_batch_digest_is_pinned_and_ignores_ids_and_times() -> None:
         ).hexdigest()
     )
     assert prepare_batch("ns", batch(RecordFactory()), None).digest == ""
-
-
-def test_random_ids_differ_in_a_forked_child() -> None:
-    """A forked child makes its own random ids, never the ones its parent would make next."""
-    import os
-
-    from steadyloop.records import RandomIds
-
-    ids = RandomIds()
-    ids.new_id()  # the parent has read random bytes for many ids ahead
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        os.write(write, " ".join(ids.new_id() for _ in range(8)).encode())
-        os._exit(0)
-    os.close(write)
-    os.waitpid(pid, 0)
-    with os.fdopen(read) as pipe:
-        child = set(pipe.read().split())
-    parent = {ids.new_id() for _ in range(8)}
-    assert len(child) == 8
-    assert not child & parent

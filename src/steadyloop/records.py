@@ -516,43 +516,12 @@ _UUID4_CLEAR = ~((0xF << 76) | (0x3 << 62))
 _UUID4_SET = (0x4 << 76) | (0x2 << 62)
 
 
-_RANDOM_BATCH = 64
-"""Ids' worth of random bytes a [`RandomIds`][steadyloop.records.RandomIds] reads at once."""
-
-_forks = 0
-"""How many times this process is a fork child of the one that imported this module."""
-
-
-def _forked() -> None:
-    global _forks  # noqa: PLW0603 - a counter the fork hook bumps
-    _forks += 1
-
-
-os.register_at_fork(after_in_child=_forked)
-
-
 class RandomIds:
-    """Random ids (UUID4, hex), for production use.
-
-    The random bytes come from ``os.urandom``, read for many ids at a time (one
-    system call per 64 ids rather than per id). A forked child never uses the bytes
-    its parent read: it reads its own.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._bytes = b""
-        self._next = 0
-        self._forks = _forks
+    """Random ids (UUID4, hex), for production use."""
 
     def new_id(self) -> str:
         """Return a fresh random id."""
-        with self._lock:
-            at = self._next
-            if at >= len(self._bytes) or self._forks != _forks:
-                self._bytes, self._forks, at = os.urandom(16 * _RANDOM_BATCH), _forks, 0
-            self._next = at + 16
-            n = int.from_bytes(self._bytes[at : at + 16], "big")
+        n = int.from_bytes(os.urandom(16), "big")
         return "%032x" % ((n & _UUID4_CLEAR) | _UUID4_SET)
 
 
