@@ -282,3 +282,26 @@ def test_batch_digest_is_pinned_and_ignores_ids_and_times() -> None:
         ).hexdigest()
     )
     assert prepare_batch("ns", batch(RecordFactory()), None).digest == ""
+
+
+def test_checked_payloads_encode_to_the_same_bytes_and_still_refuse_bad_values() -> None:
+    """A payload marked checked encodes exactly as a plain one, and a bad value still fails."""
+    from steadyloop.journal._protocol import StreamWrite, prepare_batch
+    from steadyloop.records import _Checked
+
+    payload = {"z": [1, {"b": "é", "a": None}], "a": 1.5}
+    plain = Record(kind="k", payload=payload, id="x", time=1)
+    checked = Record(kind="k", payload=_Checked(payload), id="x", time=1)
+    assert checked.to_json() == plain.to_json() == canonical_json(plain.to_dict())
+    assert checked == plain
+    for bad, path, message in (
+        ({"v": [math.nan]}, "/payload/v/0", "not a finite number"),
+        ({"v": {1, 2}}, "/payload/v", "set has no canonical JSON form"),
+        ({"v": "\ud800"}, "/payload/v", "lone surrogate"),
+    ):
+        rec = object.__new__(Record)
+        for name, value in (("kind", "k"), ("payload", _Checked(bad)), ("id", "x"), ("time", 0)):
+            object.__setattr__(rec, name, value)
+        with pytest.raises(EncodingError, match=message) as info:
+            prepare_batch("ns", [StreamWrite("s", [rec])], None)
+        assert info.value.path == path

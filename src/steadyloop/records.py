@@ -333,7 +333,7 @@ def _check_fields(kind: object, payload: object, id: object, time: object) -> No
         type(kind) is str
         and type(id) is str
         and type(time) is int
-        and type(payload) is dict
+        and (type(payload) is dict or type(payload) is _Checked)
         and kind
         and id
         and kind.isascii()
@@ -406,9 +406,31 @@ class Record:
         return cls.from_dict(data)
 
 
+class _Checked(dict[str, JSONValue]):
+    """A record payload steadyloop built only from values it has checked already.
+
+    Its own writers (the agent loop, the session service) make one for a record they
+    append right away; [`prepare_batch`][steadyloop.journal.PreparedBatch] then encodes
+    it without walking it first (`_payload_json`). The encoder still refuses a value
+    with no JSON form and the text is still checked, so what is stored is canonical
+    JSON either way; only a value changed in place after it was checked (a key that is
+    not a string, say) would not be refused as it would be in a plain payload.
+    """
+
+    __slots__ = ()
+
+
 def _payload_json(rec: Record) -> str:
     """The canonical JSON text of a record's payload (errors name ``/payload/...``)."""
     payload = rec.payload
+    if type(payload) is _Checked and _c_encode is not None:
+        try:
+            text: str = "".join(_c_encode(payload, 0))
+        except (ValueError, TypeError, RecursionError):
+            pass  # the full check below names the problem
+        else:
+            if text.isascii() or _utf8_ok(text):
+                return text
     return _canonical(payload if type(payload) is dict else dict(payload), "/payload")
 
 

@@ -11,7 +11,13 @@ from collections.abc import Mapping, Sequence
 
 from steadyloop._errors import ConflictError, SessionError, SessionExists, SessionNotFound
 from steadyloop.journal import Journal, StreamWrite
-from steadyloop.records import JSONValue, RecordFactory, StoredRecord, _make_unchecked
+from steadyloop.records import (
+    JSONValue,
+    RecordFactory,
+    StoredRecord,
+    _Checked,
+    _make_unchecked,
+)
 from steadyloop.sessions._fold import fold_session
 from steadyloop.sessions._memory import MemoryHit, memory_records, rank, read_entries
 from steadyloop.sessions._model import Event, Part, Session, Summary, json_copy, key_scope
@@ -289,12 +295,18 @@ class SessionService:
                 [`Event`][steadyloop.sessions.Event], or an event id is already used.
         """
         session = self._check_session(session)
-        return self._event_writes(session, self._events(session, event))[0]
+        return self._event_writes(session, self._events(session, event), checked=False)[0]
 
     def _event_writes(
-        self, session: Session, events: list[Event]
+        self, session: Session, events: list[Event], *, checked: bool
     ) -> tuple[list[StreamWrite], list[Event]]:
-        """`event_writes` for checked events, and the events as stored (no ``temp:``)."""
+        """`event_writes` for checked events, and the events as stored (no ``temp:``).
+
+        With ``checked``, the event records are appended at once, by us: their payloads
+        are marked as checked (``_Checked``), since an event checks its content when it
+        is built. Records handed to a caller are not, the caller may change them.
+        """
+        wrap = _Checked if checked else dict
         make = self.records
         by_stream: dict[str, list[StreamWrite]] = {}
         for e in events:
@@ -311,7 +323,7 @@ class SessionService:
         writes = [
             StreamWrite(
                 _stream_of(session),
-                [_make_unchecked(make, KIND_EVENT, {"event": e.to_dict()}) for e in stored],
+                [_make_unchecked(make, KIND_EVENT, wrap(event=e.to_dict())) for e in stored],
                 expected_next=session.version + 1,
             )
         ]
@@ -361,7 +373,7 @@ class SessionService:
         """
         session = self._check_session(session)
         events = self._events(session, event)
-        writes, stored = self._event_writes(session, events)
+        writes, stored = self._event_writes(session, events, checked=True)
         if extra:
             ours = {w.stream for w in writes}
             for w in extra:
