@@ -8,6 +8,7 @@ from session_helpers import APP, all_records
 from steadyloop import ConflictError, CorruptionError, Journal, RecordFactory, StreamWrite
 from steadyloop.journal import open_journal
 from steadyloop.sessions import (
+    KIND_SNAPSHOT,
     KIND_SUMMARY_BEGIN,
     KIND_SUMMARY_COMMIT,
     Session,
@@ -160,7 +161,12 @@ async def test_failed_summary_is_never_visible(service: SessionService, journal:
         s, "broken", summary_id="b", version=2, replaces="a", covers_through=e[4]
     )
     kinds = [r.kind for r in await journal.read(APP, session_stream("u1", "s1"))]
-    assert kinds[-3:] == [KIND_SUMMARY_BEGIN, KIND_SUMMARY_COMMIT, KIND_SUMMARY_BEGIN]
+    assert kinds[-4:] == [
+        KIND_SUMMARY_BEGIN,
+        KIND_SUMMARY_COMMIT,
+        KIND_SNAPSHOT,
+        KIND_SUMMARY_BEGIN,
+    ]
     reread = await service.get_session("u1", "s1")
     assert reread == s
     assert reread.summaries == visible.summaries

@@ -330,9 +330,10 @@ class _Driver:
             RunBusy: The session already holds an event this driver was about to write:
                 another driver of this run wrote it.
         """
-        self.session = await self.service.get_session(self.state.user_id, self.state.session_id)
-        ours = {e.id for e in self.pending_events}
-        taken = sorted(ours.intersection(e.id for e in self.session.all_events))
+        self.session = await self.service.get_session(
+            self.state.user_id, self.state.session_id, history=False
+        )
+        taken = sorted(e.id for e in self.pending_events if self.session.has_event(e.id))
         if taken:
             raise RunBusy(
                 f"run {self.state.run_id!r} is driven by another driver too: it wrote "
@@ -719,14 +720,20 @@ def _describe(exc: BaseException) -> str:
 
 
 async def _session(service: SessionService, user_id: str, session_id: str) -> Session:
+    """The session a run talks in, created if need be.
+
+    Read partial (from its latest snapshot, see
+    [`get_session`][steadyloop.sessions.SessionService.get_session]): a driver needs what
+    the model is shown and the checks of its appends, never the historical events.
+    """
     try:
-        return await service.get_session(user_id, session_id)
+        return await service.get_session(user_id, session_id, history=False)
     except SessionNotFound:
         pass
     try:
         return await service.create_session(user_id, session_id)
     except SessionExists:
-        return await service.get_session(user_id, session_id)
+        return await service.get_session(user_id, session_id, history=False)
 
 
 async def run(  # noqa: PLR0917 - the positional order is the documented API
@@ -909,7 +916,7 @@ async def resume(
     _check_owner(state, takeover)
     service = SessionService(journal, app, records=records)
     try:
-        session = await service.get_session(state.user_id, state.session_id)
+        session = await service.get_session(state.user_id, state.session_id, history=False)
     except SessionNotFound:
         raise LoopError(
             f"run {run_id!r} talks in session {state.session_id!r} of user "
