@@ -73,7 +73,8 @@ from steadyloop.loop import (
     resume,
     run,
 )
-from steadyloop.testing import CrashingJournal, SimulatedCrash
+from steadyloop.sessions import SessionService
+from steadyloop.testing import SimulatedCrash
 
 RESULTS = Path(__file__).parent / "results" / "loop.json"
 APP = "bench"
@@ -212,13 +213,73 @@ def syncs_per_step(directory: Path, steps: int) -> float | None:
     return (counts[0] - counts[1]) / steps
 
 
+SUMMARY_EVERY = 50
+"""Steps between summaries in the ``resume`` runs, as an agent that summarises would."""
+
+
+class ResumeModel:
+    """Calls ``work`` until ``steps`` tool calls were made, then answers; dies before that.
+
+    The call index comes from the last tool message (its call id), so it holds however
+    the session was summarised. With ``crash`` set, the final call dies (a simulated
+    crash) after its intent is durable: the run is interrupted before its last batch.
+    """
+
+    name = "bench"
+
+    def __init__(self, steps: int, *, crash: bool = False) -> None:
+        self.steps, self.crash = steps, crash
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        """Return the next scripted reply."""
+        last = messages[-1]
+        index = int(last.tool_call_id[1:]) + 1 if last.tool_call_id else 0
+        if index < self.steps:
+            return ModelReply.call("work", {"i": index}, id=f"c{index}")
+        if self.crash:
+            raise SimulatedCrash("the final model call")
+        return ModelReply.final(f"did {self.steps} steps")
+
+
+def resume_agent(journal: Journal, steps: int, *, crash: bool = False) -> Agent:
+    """An agent whose tool summarises the session every ``SUMMARY_EVERY`` steps.
+
+    The summary is written by the tool, between the tool's intent and its result, as a
+    second writer of the session; the driver sees the session move, reads it again
+    (partial, from the new snapshot) and goes on.
+    """
+    tools = ToolRegistry()
+    service = SessionService(journal, APP)
+
+    @tools.tool(policy=ReplayPolicy.SAFE)
+    async def work(i: int) -> int:
+        if i % SUMMARY_EVERY == SUMMARY_EVERY - 1:
+            s = await service.get_session("u", "s", history=False)
+            latest = s.latest_summary
+            await service.summarize(
+                s,
+                f"steps up to {i}",
+                summary_id=f"sum-{i}",
+                version=1 if latest is None else latest.version + 1,
+                replaces=None if latest is None else latest.id,
+                covers_through=s.events[-1].id,
+            )
+        return i
+
+    return Agent(
+        "bench",
+        ResumeModel(steps, crash=crash),
+        tools,
+        budgets=Budgets(max_steps=steps + 1, max_actions=steps, max_prompt_chars=10**12),
+    )
+
+
 async def build_interrupted(db: Path, steps: int) -> None:
-    """A ``steps``-step run whose last batch (final result + end) was never written."""
-    last = 2 * steps + 3  # session, first batch, two per step, the final batch
-    inner = await SQLiteJournal.open(db, synchronous="OFF")
-    journal = CrashingJournal(inner, crash_at=last, side="before")
+    """A ``steps``-step run, summarised every ``SUMMARY_EVERY`` steps, whose last batch
+    (final result + end) was never written."""
+    journal = await SQLiteJournal.open(db, synchronous="OFF")
     try:
-        await run(bench_agent(steps), journal, APP, "u", "s", "r", "go")
+        await run(resume_agent(journal, steps, crash=True), journal, APP, "u", "s", "r", "go")
         raise AssertionError("the run was expected to crash")  # pragma: no cover
     except SimulatedCrash:
         pass
@@ -231,7 +292,7 @@ async def resume_time(db: Path, steps: int) -> float:
     journal = await SQLiteJournal.open(db)  # FULL
     try:
         t = time.perf_counter()
-        result = await resume(bench_agent(steps), journal, APP, "r")
+        result = await resume(resume_agent(journal, steps), journal, APP, "r")
         elapsed = time.perf_counter() - t
     finally:
         await journal.close()
