@@ -275,8 +275,10 @@ def resume_agent(journal: Journal, steps: int, *, crash: bool = False) -> Agent:
 
 
 async def build_interrupted(db: Path, steps: int) -> None:
-    """A ``steps``-step run, summarised every ``SUMMARY_EVERY`` steps, whose last batch
-    (final result + end) was never written."""
+    """A ``steps``-step run, summarised every ``SUMMARY_EVERY`` steps, cut before its end.
+
+    Its last batch (the final model call's result and the end) was never written.
+    """
     journal = await SQLiteJournal.open(db, synchronous="OFF")
     try:
         await run(resume_agent(journal, steps, crash=True), journal, APP, "u", "s", "r", "go")

@@ -8,6 +8,7 @@ import pytest
 from session_helpers import APP
 
 from steadyloop import Journal, StreamWrite
+from steadyloop.cli._journal import diagnose
 from steadyloop.journal import AppendResult, ForwardingJournal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.records import StoredRecord
@@ -106,9 +107,7 @@ async def test_partial_read_matches_the_whole_session(service: SessionService) -
     assert all(part.has_event(e.id) for e in whole.historical_events)
 
 
-async def test_partial_read_reads_only_the_tail(
-    service: SessionService, journal: Journal
-) -> None:
+async def test_partial_read_reads_only_the_tail(service: SessionService, journal: Journal) -> None:
     """A partial read of a summarised session starts after the latest snapshot's region."""
     await _summarised(service, n=200, every=10)
     head = await journal.head(APP, STREAM)
@@ -219,6 +218,10 @@ async def test_snapshot_that_does_not_match_its_fold_is_reported(
     assert problems == [
         f"{APP}/{STREAM}#{s.version + 1}: the session snapshot does not match the fold "
         "of the records before it"
+    ]
+    findings = [f for f in await diagnose(journal) if f.severity == "error"]
+    assert [(f.what, f.location) for f in findings] == [
+        ("snapshot-mismatch", f"{APP}/{STREAM}#{s.version + 1}")
     ]
 
 
