@@ -201,31 +201,9 @@ class _Recorder:
         return wrapped
 
     async def summarize(self) -> None:
-        """Summarise the session through its last event, as an agent that summarises would.
-
-        Done before the tool's effect, so a tool that runs again after a crash summarises
-        again (in place: same text, same id, the next version) and one that is not run
-        again had its summary committed already: the model's prompts are the same as in
-        the uninterrupted run either way.
-        """
+        """Summarise the case's session (see `summarize_session`)."""
         assert self.where is not None
-        journal, app, _ = self.where
-        service = SessionService(journal, app)
-        s = await service.get_session(*self.session, history=False)
-        latest = s.latest_summary
-        if not s.events and latest is None:
-            return
-        through = s.events[-1].id if s.events else latest.covers_through  # type: ignore[union-attr]
-        same = latest is not None and latest.covers_through == through
-        count = len(s.event_ids)  # the text must not name ids: they hold the run id
-        await service.summarize(
-            s,
-            f"a summary of the first {count} events",
-            summary_id=latest.id if same and latest is not None else f"summary-{through}",
-            version=1 if latest is None else latest.version + 1,
-            replaces=None if latest is None else latest.id,
-            covers_through=through,
-        )
+        await summarize_session(self.where[0], self.where[1], *self.session)
 
     def decide(self, intent_id: str) -> Happened | NotHappened:
         """The truth about an intent: did the model or tool run, and with what outcome."""
@@ -237,6 +215,32 @@ class _Recorder:
         if status == "error":
             return Happened(error=str(value), note="crash matrix: the tool ran and raised")
         return Happened(value=value, note="crash matrix: the tool ran")
+
+
+async def summarize_session(journal: Journal, app: str, user_id: str, session_id: str) -> None:
+    """Summarise a session through its last event, as an agent that summarises would.
+
+    The kit does it before a tool's effect, so a tool that runs again after a crash
+    summarises again (in place: same text, same id, the next version) and one that is not
+    run again had its summary committed already: the model's prompts are those of the
+    uninterrupted run either way. The text counts the events instead of naming them (ids
+    hold the run id, which differs from case to case).
+    """
+    service = SessionService(journal, app)
+    s = await service.get_session(user_id, session_id, history=False)
+    latest = s.latest_summary
+    if not s.events and latest is None:
+        return
+    through = s.events[-1].id if s.events else latest.covers_through  # type: ignore[union-attr]
+    same = latest is not None and latest.covers_through == through
+    await service.summarize(
+        s,
+        f"a summary of the first {len(s.event_ids)} events",
+        summary_id=latest.id if same and latest is not None else f"summary-{through}",
+        version=1 if latest is None else latest.version + 1,
+        replaces=None if latest is None else latest.id,
+        covers_through=through,
+    )
 
 
 @dataclass(frozen=True)
