@@ -29,12 +29,12 @@ Record kinds (payload fields in brackets):
     their prefix. ``event_id`` is ``null`` for the initial state of ``create_session``.
     Later records win, key by key.
 ``summary.begin`` (``summary``, the summary as
-[`Summary.to_dict`][steadyloop.sessions.Summary.to_dict] gives it)
+    [`Summary.to_dict`][steadyloop.sessions.Summary.to_dict] gives it)
     First half of a summary attempt. Invisible on its own.
 ``summary.commit`` (``summary_id``, ``version``, ``begin``, the record id of its begin)
     Second half, written in a later batch. Only a begin with its commit is a summary.
 ``session.snapshot`` (``head``, ``user_id``, ``session_id``, ``state``, ``summary``,
-``events``, ``history``)
+    ``events``, ``history``)
     The fold of the ``head`` records before it, written in the batch of a
     ``summary.commit`` (no extra sync): the session-scope ``state``, the latest
     ``summary``, the ``events`` it does not cover, and of the rest only ids: ``history``
