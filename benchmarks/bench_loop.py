@@ -306,6 +306,13 @@ async def resume_time(db: Path, steps: int) -> float:
     return elapsed
 
 
+def copy_db(source: Path, target: Path) -> None:
+    """Copy an SQLite database, with the WAL it may have left behind."""
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(f"{source}{suffix}"):
+            shutil.copyfile(f"{source}{suffix}", f"{target}{suffix}")
+
+
 async def resume_ms(directory: Path, steps: int, repeats: int = 3) -> float:
     """Median milliseconds of ``resume`` over fresh copies of one interrupted run."""
     built = directory / f"resume-{steps}.db"
@@ -313,9 +320,7 @@ async def resume_ms(directory: Path, steps: int, repeats: int = 3) -> float:
     samples = []
     for i in range(repeats):
         copy = directory / f"resume-{steps}-{i}.db"
-        for suffix in ("", "-wal", "-shm"):  # a WAL left behind belongs to the copy too
-            if Path(f"{built}{suffix}").exists():
-                shutil.copyfile(f"{built}{suffix}", f"{copy}{suffix}")
+        copy_db(built, copy)
         samples.append(await resume_time(copy, steps) * 1e3)
     return statistics.median(samples)
 
