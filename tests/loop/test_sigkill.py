@@ -15,7 +15,8 @@ from loop_helpers import APP
 from steadyloop._errors import RunNotFound
 from steadyloop.journal import open_journal
 from steadyloop.loop import Happened, NotHappened, StopReason, load_run, resolve, run_stream
-from steadyloop.sessions import KIND_SNAPSHOT, SessionService, session_stream
+from steadyloop.sessions import SessionService, session_stream
+from steadyloop.sessions._streams import KIND_SNAPSHOT
 
 CHILD = Path(__file__).with_name("sigkill_child.py")
 STEPS = 150

@@ -26,8 +26,9 @@ from steadyloop.loop import (
 from steadyloop.loop import _run as run_module
 from steadyloop.loop._run import _read_state
 from steadyloop.records import RecordFactory
-from steadyloop.sessions import KIND_SNAPSHOT, session_stream
+from steadyloop.sessions import session_stream
 from steadyloop.sessions._fold import SessionFold, snapshot_problems
+from steadyloop.sessions._streams import KIND_SNAPSHOT
 from steadyloop.testing import CrashingJournal, SimulatedCrash, crash_matrix
 
 

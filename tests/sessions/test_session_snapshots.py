@@ -13,7 +13,6 @@ from steadyloop.journal import AppendResult, ForwardingJournal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.records import StoredRecord
 from steadyloop.sessions import (
-    KIND_SNAPSHOT,
     KIND_SUMMARY_COMMIT,
     Session,
     SessionError,
@@ -24,6 +23,7 @@ from steadyloop.sessions import (
 )
 from steadyloop.sessions._fold import snapshot_problems
 from steadyloop.sessions._history import IdSet
+from steadyloop.sessions._streams import KIND_SNAPSHOT
 from steadyloop.sessions._summaries import begin_record, commit_record
 
 STREAM = session_stream("u1", "s1")

@@ -8,7 +8,6 @@ from session_helpers import APP, all_records
 from steadyloop import ConflictError, CorruptionError, Journal, RecordFactory, StreamWrite
 from steadyloop.journal import open_journal
 from steadyloop.sessions import (
-    KIND_SNAPSHOT,
     KIND_SUMMARY_BEGIN,
     KIND_SUMMARY_COMMIT,
     Session,
@@ -17,6 +16,7 @@ from steadyloop.sessions import (
     TextPart,
     session_stream,
 )
+from steadyloop.sessions._streams import KIND_SNAPSHOT
 
 
 async def _session(service: SessionService, n: int = 5) -> Session:

@@ -17,8 +17,9 @@ from steadyloop.cli._common import EXIT_PROBLEM, console, run_async
 from steadyloop.journal import Journal, JSONLJournal, open_journal, redact_url
 from steadyloop.loop import check_session_copies, load_run, parse_run_stream
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
-from steadyloop.sessions import KIND_SNAPSHOT, parse_session_stream
+from steadyloop.sessions import parse_session_stream
 from steadyloop.sessions._fold import snapshot_problems
+from steadyloop.sessions._streams import KIND_SNAPSHOT
 
 __all__ = ["Finding", "diagnose", "journal_app"]
 

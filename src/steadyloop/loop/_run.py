@@ -487,6 +487,7 @@ class _Driver:
             check_canonical(result)
         except EncodingError as exc:
             result = {"status": "error", "error": _safe(f"the reply has no JSON form: {exc}")}
+
         def unparsed(why: str) -> dict[str, JSONValue]:
             # The reply parsed, yet cannot be recorded as session events (a call id the
             # session refuses, say): it counts as a reply that did not parse.
