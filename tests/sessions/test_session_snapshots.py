@@ -130,7 +130,8 @@ async def test_partial_session_refuses_a_historical_event_id(service: SessionSer
 
 async def test_summaries_from_a_partial_session_keep_the_chain(service: SessionService) -> None:
     """Summarising a partial session checks the whole chain and writes a true snapshot."""
-    await _summarised(service)
+    s = await _summarised(service)
+    await service.append_event(s, service.new_event("user", [TextPart("tail")]))
     part = await service.get_session("u1", "s1", history=False)
     whole = await service.get_session("u1", "s1")
     latest = part.latest_summary
@@ -150,6 +151,10 @@ async def test_summaries_from_a_partial_session_keep_the_chain(service: SessionS
         covers_through=part.events[0].id,
     )  # fmt: skip
     fresh = await service.get_session("u1", "s1")
+    for taken in (part.events[0].id, part.events[-1].id):  # now historical, and still current
+        assert after.has_event(taken)
+        with pytest.raises(SessionError, match="already has an event"):
+            await service.append_event(after, service.new_event("user", event_id=taken))
     assert after.events == fresh.events
     assert after.version == fresh.version
     assert [x.id for x in fresh.summaries][-2:] == [latest.id, "sum-p"]

@@ -589,7 +589,9 @@ class SessionService:
             self.app,
             [StreamWrite(stream, [commit, snapshot], expected_next=session.version + 2)],
         )
-        return session._share_index(successor)
+        # A whole session keeps the order of its events, so its successor shares the
+        # event index; a partial one drops the covered events, and builds its own.
+        return successor if history is not None else session._share_index(successor)
 
     async def fail_summary(
         self,
