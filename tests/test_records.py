@@ -198,3 +198,110 @@ def test_read_only_mappings_encode_as_the_dicts_they_hold() -> None:
     from types import MappingProxyType
 
     assert canonical_json({"m": MappingProxyType({"b": 1, "a": 2})}) == '{"m":{"a":2,"b":1}}'
+
+
+def test_record_text_is_pinned_byte_for_byte() -> None:
+    """A record's canonical text, assembled from its fields, is exactly these bytes."""
+    rec = Record(
+        kind="session.event",
+        payload={
+            "event": {
+                "id": "运行/1:reply",
+                "parts": [{"type": "text", "text": 'tab\t"q" é😀 \x00 \u2028'}],
+                "state_delta": {"z": -0.0, "a": 1e16, "m": [2**70, True, None, 1.5]},
+            }
+        },
+        id="id-é",
+        time=1_700_000_000_000_001,
+    )
+    expected = (
+        '{"id":"id-é","kind":"session.event","payload":{"event":{"id":"运行/1:reply",'
+        '"parts":[{"text":"tab\\t\\"q\\" é😀 \\u0000 \u2028","type":"text"}],'
+        '"state_delta":{"a":1e+16,"m":[1180591620717411303424,true,null,1.5],"z":-0.0}}},'
+        '"time":1700000000000001}'
+    )
+    assert rec.to_json() == expected
+    assert rec.to_json() == canonical_json(rec.to_dict())
+
+
+@given(
+    json_values,
+    st.text(min_size=1, max_size=6),
+    st.text(min_size=1, max_size=6),
+    st.integers(),
+)
+def test_record_text_is_the_canonical_json_of_its_dict(
+    value: object, kind: str, record_id: str, time: int
+) -> None:
+    """Record.to_json gives what canonical_json of the record's dict gives, for any record."""
+    try:
+        rec = Record(kind=kind, payload={"v": value}, id=record_id, time=time)
+    except EncodingError:
+        return  # a lone surrogate in the kind or id: refused, as it must be
+    assert rec.to_json() == canonical_json(rec.to_dict())
+
+
+def test_unchecked_records_with_bad_fields_are_refused_with_their_place() -> None:
+    """A record built around its checks still fails to encode, naming the field."""
+    from steadyloop.journal._protocol import StreamWrite, prepare_batch
+
+    rec = object.__new__(Record)
+    for name, value in (("kind", "k"), ("payload", {}), ("id", "\ud800"), ("time", 0)):
+        object.__setattr__(rec, name, value)
+    with pytest.raises(EncodingError, match=r"record 0 of stream 's'.*lone surrogate") as info:
+        prepare_batch("ns", [StreamWrite("s", [rec])], None)
+    assert info.value.path == "/id"
+    object.__setattr__(rec, "id", "x")
+    object.__setattr__(rec, "payload", {"v": {1: 2}})
+    with pytest.raises(EncodingError, match="not a string") as info:
+        prepare_batch("ns", [StreamWrite("s", [rec])], None)
+    assert info.value.path == "/payload/v"
+
+
+def test_batch_digest_is_pinned_and_ignores_ids_and_times() -> None:
+    """A keyed batch's digest is the SHA-256 of [[stream, [[kind, payload], ...]], ...]."""
+    import hashlib
+
+    from steadyloop.journal._protocol import StreamWrite, prepare_batch
+
+    def batch(make: RecordFactory) -> list[StreamWrite]:
+        return [
+            StreamWrite("run/é", [make("a", {"x": [1, "ü"]}), make("b", {})]),
+            StreamWrite("s", [make("c", {"n": None})], expected_next=3),
+        ]
+
+    one = prepare_batch("ns", batch(RecordFactory(StepClock(1), SequentialIds("p"))), "key")
+    two = prepare_batch("ns", batch(RecordFactory(StepClock(9), SequentialIds("q"))), "key")
+    parts = [["run/é", [["a", {"x": [1, "ü"]}], ["b", {}]]], ["s", [["c", {"n": None}]]]]
+    expected = hashlib.sha256(canonical_json(parts).encode("utf-8")).hexdigest()
+    assert one.digest == two.digest == expected
+    assert (
+        one.digest
+        == hashlib.sha256(
+            '[["run/é",[["a",{"x":[1,"ü"]}],["b",{}]]],["s",[["c",{"n":null}]]]]'.encode()
+        ).hexdigest()
+    )
+    assert prepare_batch("ns", batch(RecordFactory()), None).digest == ""
+
+
+def test_checked_payloads_encode_to_the_same_bytes_and_still_refuse_bad_values() -> None:
+    """A payload marked checked encodes exactly as a plain one, and a bad value still fails."""
+    from steadyloop.journal._protocol import StreamWrite, prepare_batch
+    from steadyloop.records import _Checked
+
+    payload = {"z": [1, {"b": "é", "a": None}], "a": 1.5}
+    plain = Record(kind="k", payload=payload, id="x", time=1)
+    checked = Record(kind="k", payload=_Checked(payload), id="x", time=1)
+    assert checked.to_json() == plain.to_json() == canonical_json(plain.to_dict())
+    assert checked == plain
+    for bad, path, message in (
+        ({"v": [math.nan]}, "/payload/v/0", "not a finite number"),
+        ({"v": {1, 2}}, "/payload/v", "set has no canonical JSON form"),
+        ({"v": "\ud800"}, "/payload/v", "lone surrogate"),
+    ):
+        rec = object.__new__(Record)
+        for name, value in (("kind", "k"), ("payload", _Checked(bad)), ("id", "x"), ("time", 0)):
+            object.__setattr__(rec, name, value)
+        with pytest.raises(EncodingError, match=message) as info:
+            prepare_batch("ns", [StreamWrite("s", [rec])], None)
+        assert info.value.path == path

@@ -89,7 +89,7 @@ def check_canonical(value: object, path: str = "") -> None:
             number, boolean, null, list or string-keyed mapping, or holds a string that
             is not valid Unicode (a lone surrogate). The error names the JSON Pointer.
     """
-    if _plainly_valid(value):
+    if _plain_structure(value, texts=True):
         return
     # The slow pass runs only when the fast one found something unusual: it names the
     # JSON Pointer of the problem, or accepts what the fast pass does not know (a
@@ -138,36 +138,6 @@ def check_canonical(value: object, path: str = "") -> None:
         )
 
 
-def _plainly_valid(value: object) -> bool:
-    """Fast check of the common case: only dict, list, str, int, float, bool and None."""
-    return _plain_structure(value) and _texts_valid(value)
-
-
-def _texts_valid(value: object) -> bool:
-    """Whether every string (keys included) in a plain structure is valid Unicode."""
-    stack = [value]
-    pop, push, extend = stack.pop, stack.append, stack.extend
-    while stack:
-        item = pop()
-        kind = type(item)
-        if kind is str:
-            if not item.isascii() and not _utf8_ok(item):  # type: ignore[attr-defined,arg-type]
-                return False
-        elif kind is dict:
-            for key, v in item.items():  # type: ignore[attr-defined]
-                if type(key) is not str or (not key.isascii() and not _utf8_ok(key)):
-                    return False
-                push(v)
-        elif kind is list:
-            extend(item)  # type: ignore[arg-type]
-        elif kind is float:
-            if not math.isfinite(item):  # type: ignore[arg-type]
-                return False
-        elif item is not None and kind is not int and kind is not bool:
-            return False
-    return True
-
-
 def _utf8_ok(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -199,8 +169,17 @@ def canonical_json(value: object) -> str:
     Raises:
         EncodingError: If the value cannot be encoded canonically.
     """
+    return _canonical(value, "")
+
+
+def _canonical(value: object, path: str) -> str:
+    """[`canonical_json`][steadyloop.records.canonical_json], naming ``path`` in its errors.
+
+    ``path`` is where ``value`` sits in the document it is part of (``"/payload"`` for a
+    record's payload).
+    """
     if _c_encode is None:  # pragma: no cover - CPython always has the C encoder
-        check_canonical(value)
+        check_canonical(value, path)
         return json.dumps(
             value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         )
@@ -211,23 +190,60 @@ def canonical_json(value: object) -> str:
         text: str = "".join(_c_encode(value, 0))
         if text.isascii() or _utf8_ok(text):
             return text
-    check_canonical(value)  # raises with the JSON Pointer, or accepts a rarer shape
+    check_canonical(value, path)  # raises with the JSON Pointer, or accepts a rarer shape
     return "".join(_c_encode(value, 0))
 
 
-_SCALARS = frozenset({int, bool, type(None)})
-
-
-def _plain_structure(value: object) -> bool:
+def _plain_structure(value: object, *, texts: bool = False) -> bool:
     """Whether ``value`` holds only exact dicts, lists, strs, ints, floats, bools, None.
 
-    Keys must be strings and floats finite; strings themselves are not looked into.
+    Keys must be strings and floats finite. Strings themselves are looked into only
+    with ``texts`` (each must be valid Unicode); ``canonical_json`` checks its whole
+    output at once instead.
+
+    Nesting depth is not tracked while the value holds fewer containers than
+    ``MAX_DEPTH`` (it cannot be deeper than that); past that, the walk starts again
+    with depths (`_plain_structure_deep`), which also ends any cycle.
     """
     kind = type(value)
+    if kind is str:
+        return not texts or value.isascii() or _utf8_ok(value)  # type: ignore[attr-defined,arg-type]
     if kind is int:
         return value.bit_length() <= _MAX_INT_BITS  # type: ignore[attr-defined,no-any-return]
     if kind is not dict and kind is not list:
-        return kind is str or kind in _SCALARS or (kind is float and _isfinite(value))  # type: ignore[arg-type]
+        return kind in _SCALARS or (kind is float and _isfinite(value))  # type: ignore[arg-type]
+    stack: list[Any] = [value]
+    pop, push = stack.pop, stack.append
+    containers = 1
+    while stack:
+        item = pop()
+        if type(item) is dict:
+            for key in item:
+                if type(key) is not str or (texts and not key.isascii() and not _utf8_ok(key)):
+                    return False
+            values = item.values()
+        else:
+            values = item
+        for v in values:
+            kind = type(v)
+            if kind is str:
+                if texts and not v.isascii() and not _utf8_ok(v):
+                    return False
+            elif kind is int:
+                if v.bit_length() > _MAX_INT_BITS:
+                    return False
+            elif kind is dict or kind is list:
+                containers += 1
+                if containers >= MAX_DEPTH:
+                    return _plain_structure_deep(value, texts)
+                push(v)
+            elif kind is not bool and v is not None and (kind is not float or not _isfinite(v)):
+                return False
+    return True
+
+
+def _plain_structure_deep(value: object, texts: bool) -> bool:
+    """`_plain_structure` for a value of many containers: tracks depth, so ends cycles."""
     stack: list[Any] = [(value, 0)]
     pop, push = stack.pop, stack.append
     while stack:
@@ -236,26 +252,27 @@ def _plain_structure(value: object) -> bool:
             return False
         if type(item) is dict:
             for key in item:
-                if type(key) is not str:
+                if type(key) is not str or (texts and not key.isascii() and not _utf8_ok(key)):
                     return False
             values = item.values()
         else:
             values = item
         for v in values:
             kind = type(v)
-            if kind is str or kind is bool or v is None:
-                continue
-            if kind is int:
+            if kind is str:
+                if texts and not v.isascii() and not _utf8_ok(v):
+                    return False
+            elif kind is int:
                 if v.bit_length() > _MAX_INT_BITS:
                     return False
-                continue
-            if kind is dict or kind is list:
+            elif kind is dict or kind is list:
                 push((v, depth + 1))
-            elif kind is not float or not _isfinite(v):
+            elif kind is not bool and v is not None and (kind is not float or not _isfinite(v)):
                 return False
     return True
 
 
+_SCALARS = frozenset({bool, type(None)})
 _isfinite = math.isfinite
 
 
@@ -286,6 +303,10 @@ def _as_json(value: object) -> object:
 
 
 _c_encode = _make_c_encoder()
+_encode_str: Any = (
+    getattr(json.encoder, "c_encode_basestring", None) or json.encoder.py_encode_basestring
+)
+"""Encodes one string as the canonical encoder does (``ensure_ascii=False``)."""
 
 
 def encode(value: object) -> bytes:
@@ -308,6 +329,17 @@ def decode(data: bytes | str) -> Any:
 
 def _check_fields(kind: object, payload: object, id: object, time: object) -> None:
     """Check a record's fields, all but the payload's content."""
+    if (
+        type(kind) is str
+        and type(id) is str
+        and type(time) is int
+        and (type(payload) is dict or type(payload) is _Checked)
+        and kind
+        and id
+        and kind.isascii()
+        and id.isascii()
+    ):
+        return  # the common case, decided without the checks below
     if not isinstance(kind, str) or not kind:
         raise EncodingError(f"record kind must be a non-empty string, got {kind!r}")
     if not isinstance(id, str) or not id:
@@ -351,7 +383,7 @@ class Record:
 
     def to_json(self) -> str:
         """Return the record's canonical JSON text."""
-        return canonical_json(self.to_dict())
+        return _record_json(self, _payload_json(self))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Record:
@@ -372,6 +404,58 @@ class Record:
         if not isinstance(data, dict):
             raise EncodingError("a record must be a JSON object")
         return cls.from_dict(data)
+
+
+class _Checked(dict[str, JSONValue]):
+    """A record payload steadyloop built only from values it has checked already.
+
+    Its own writers (the agent loop, the session service) make one for a record they
+    append right away; [`prepare_batch`][steadyloop.journal.PreparedBatch] then encodes
+    it without walking it first (`_payload_json`). The encoder still refuses a value
+    with no JSON form and the text is still checked, so what is stored is canonical
+    JSON either way; only a value changed in place after it was checked (a key that is
+    not a string, say) would not be refused as it would be in a plain payload.
+    """
+
+    __slots__ = ()
+
+
+def _payload_json(rec: Record) -> str:
+    """The canonical JSON text of a record's payload (errors name ``/payload/...``)."""
+    payload = rec.payload
+    if type(payload) is _Checked and _c_encode is not None:
+        try:
+            text: str = "".join(_c_encode(payload, 0))
+        except (ValueError, TypeError, RecursionError):
+            pass  # the full check below names the problem
+        else:
+            if text.isascii() or _utf8_ok(text):
+                return text
+    return _canonical(payload if type(payload) is dict else dict(payload), "/payload")
+
+
+def _record_json(rec: Record, payload: str) -> str:
+    """A record's canonical JSON text, given its payload's (from `_payload_json`).
+
+    The same text as ``canonical_json(rec.to_dict())``, put together from its fields:
+    the keys in their sorted order, each string as the canonical encoder writes it. So
+    a payload encoded once serves both the record and the batch digest.
+    """
+    kind, id, time = rec.kind, rec.id, rec.time
+    if (
+        type(kind) is str
+        and type(id) is str
+        and type(time) is int
+        and (kind.isascii() or _utf8_ok(kind))
+        and (id.isascii() or _utf8_ok(id))
+    ):
+        return (
+            f'{{"id":{_encode_str(id)},"kind":{_encode_str(kind)},'
+            f'"payload":{payload},"time":{time}}}'
+        )
+    # A record made around its checks (object.__new__): the long way, which refuses
+    # what it must and names where.
+    return canonical_json({"id": id, "kind": kind, "payload": decode(payload), "time": time})
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,3 +187,13 @@ def test_has_event_across_successors() -> None:
     assert not base.has_event("x")
     assert not base.has_event("y")
     assert left.event_ids == {"e1", "x"}
+
+
+def test_read_only_mappings_in_parts_are_copied_as_their_dicts() -> None:
+    """A part's JSON value may hold a MappingProxyType: it is copied as the equal dict."""
+    from types import MappingProxyType
+
+    part = ToolCallPart("c", "t", {"m": MappingProxyType({"b": [1], "a": 2})})  # type: ignore[dict-item]
+    assert part.arguments == {"m": {"b": [1], "a": 2}}
+    assert type(part.arguments["m"]) is dict
+    assert list(part.arguments["m"]) == ["b", "a"]  # type: ignore[arg-type]

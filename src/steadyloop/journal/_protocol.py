@@ -21,7 +21,13 @@ from types import TracebackType
 from typing import Self
 
 from steadyloop._errors import EncodingError, InvalidBatch, JournalClosed
-from steadyloop.records import Record, StoredRecord, canonical_json
+from steadyloop.records import (
+    Record,
+    StoredRecord,
+    _encode_str,
+    _payload_json,
+    _record_json,
+)
 
 __all__ = [
     "MAX_NAME_BYTES",
@@ -156,6 +162,9 @@ def prepare_batch(
 ) -> PreparedBatch:
     """Validate a batch and encode its records, before any backend sees it.
 
+    Each record's payload is encoded once: its text goes into the record's text and,
+    for a batch with an idempotency key, into the digest's.
+
     Raises:
         InvalidBatch: If the batch is empty, names a stream twice, or has a bad name or
             expected sequence number.
@@ -170,47 +179,55 @@ def prepare_batch(
         raise InvalidBatch(f"empty batch for namespace {namespace!r}: nothing to append")
     seen: set[str] = set()
     encoded: list[tuple[str, ...]] = []
-    digest_parts: list[object] = []
+    digest_parts: list[str] = []
+    keyed = idempotency_key is not None
     for i, w in enumerate(writes):
-        if not isinstance(w, StreamWrite):
+        if type(w) is not StreamWrite and not isinstance(w, StreamWrite):
             raise InvalidBatch(f"batch item {i} is a {type(w).__name__}, not a StreamWrite")
-        check_name(w.stream, f"stream name of batch item {i}")
-        if w.stream in seen:
-            raise InvalidBatch(f"stream {w.stream!r} appears twice in one batch")
-        seen.add(w.stream)
+        stream = w.stream
+        if type(stream) is not str or stream not in _VALID_NAMES:
+            check_name(stream, f"stream name of batch item {i}")
+        if stream in seen:
+            raise InvalidBatch(f"stream {stream!r} appears twice in one batch")
+        seen.add(stream)
         if not w.records:
-            raise InvalidBatch(f"stream {w.stream!r} has no records in the batch")
-        if w.expected_next is not None and (
-            isinstance(w.expected_next, bool)
-            or not isinstance(w.expected_next, int)
-            or w.expected_next < 1
+            raise InvalidBatch(f"stream {stream!r} has no records in the batch")
+        expected = w.expected_next
+        if expected is not None and (
+            isinstance(expected, bool) or not isinstance(expected, int) or expected < 1
         ):
             raise InvalidBatch(
-                f"expected_next for stream {w.stream!r} must be an integer >= 1, "
-                f"got {w.expected_next!r}"
+                f"expected_next for stream {stream!r} must be an integer >= 1, got {expected!r}"
             )
         texts: list[str] = []
+        kinds: list[str] = []
         for j, rec in enumerate(w.records):
-            if not isinstance(rec, Record):
+            if type(rec) is not Record and not isinstance(rec, Record):
                 raise InvalidBatch(
-                    f"record {j} of stream {w.stream!r} is a {type(rec).__name__}, not a Record"
+                    f"record {j} of stream {stream!r} is a {type(rec).__name__}, not a Record"
                 )
             try:
-                texts.append(rec.to_json())
+                payload = _payload_json(rec)
+                texts.append(_record_json(rec, payload))
+                if keyed:
+                    kinds.append(f"[{_encode_str(rec.kind)},{payload}]")
             except EncodingError as exc:
                 raise EncodingError(
-                    f"record {j} of stream {w.stream!r}: {exc}", path=exc.path
+                    f"record {j} of stream {stream!r}: {exc}", path=exc.path
                 ) from None
             except (ValueError, TypeError, RecursionError) as exc:
                 raise EncodingError(
-                    f"record {j} of stream {w.stream!r} has no canonical JSON form: {exc}"
+                    f"record {j} of stream {stream!r} has no canonical JSON form: {exc}"
                 ) from None
         encoded.append(tuple(texts))
-        if idempotency_key is not None:
-            digest_parts.append([w.stream, [[r.kind, dict(r.payload)] for r in w.records]])
+        if keyed:
+            digest_parts.append(f"[{_encode_str(stream)},[{','.join(kinds)}]]")
     digest = ""
-    if idempotency_key is not None:
-        digest = hashlib.sha256(canonical_json(digest_parts).encode("utf-8")).hexdigest()
+    if keyed:
+        # The canonical JSON of [[stream, [[kind, payload], ...]], ...], put together
+        # from the payload texts already made.
+        text = f"[{','.join(digest_parts)}]"
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return PreparedBatch(
         namespace=namespace,
         writes=tuple(writes),

@@ -113,11 +113,26 @@ def _arguments_text(part: ToolCallPart) -> str:
     raw = args.get(UNPARSED)
     if len(args) == 1 and isinstance(raw, str):
         return raw
-    return _ARGUMENTS_ENCODER.encode(args)
+    return "".join(_ARGUMENTS_ENCODER(args, 0))
 
 
-_ARGUMENTS_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
-"""What ``json.dumps(args, ensure_ascii=False, sort_keys=True)`` uses, built once."""
+def _make_arguments_encoder() -> Any:
+    """The encoder ``json.dumps(args, ensure_ascii=False, sort_keys=True)`` builds, once.
+
+    It checks no cycles: a part's arguments are a JSON copy, which holds none.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - not CPython
+        return json.JSONEncoder(ensure_ascii=False, sort_keys=True).iterencode
+    encode_str = json.encoder.encode_basestring
+    return make(None, _no_json, encode_str, None, ": ", ", ", True, False, True)
+
+
+def _no_json(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_ARGUMENTS_ENCODER = _make_arguments_encoder()
 
 
 def event_messages(event: Event) -> list[Message]:

@@ -100,6 +100,7 @@ from steadyloop.records import (
     Record,
     RecordFactory,
     StoredRecord,
+    _Checked,
     _make_unchecked,
     canonical_json,
     check_canonical,
@@ -238,17 +239,24 @@ class _Driver:
 
     # -- writing ----------------------------------------------------------------------
 
-    def _record(self, kind: str, payload: Mapping[str, JSONValue]) -> Record:
+    def _record(
+        self, kind: str, payload: Mapping[str, JSONValue], *, checked: bool = False
+    ) -> Record:
         """Make a run record.
 
         Its payload is checked once, by the journal's ``append`` (before anything is
-        written), not also here.
+        written), not also here; with ``checked`` (it holds only values checked where
+        they came in) it is only encoded there.
         """
-        return _make_unchecked(self.records, kind, dict(payload))
+        return _make_unchecked(self.records, kind, (_Checked if checked else dict)(payload))
 
     def _queue(self, kind: str, payload: Mapping[str, JSONValue]) -> Record:
-        """Queue a record for the next batch and fold it into the state now."""
-        rec = self._record(kind, payload)
+        """Queue a record for the next batch and fold it into the state now.
+
+        Queued are run.started, run.claimed and results, whose values were checked where
+        they came in (a reply or a tool's value, by ``check_canonical``).
+        """
+        rec = self._record(kind, payload, checked=True)
         self.pending.append(rec)
         self.state.apply(kind, rec.payload, parse=self.parse, where=self.stream)
         return rec
@@ -442,7 +450,9 @@ class _Driver:
         False if a cancel request or a session write came first: the caller goes back
         to the loop, which checks the stop reasons and budgets again.
         """
-        rec = self._record(INTENT_KIND, payload)
+        # A model intent holds only the loop's own values; a tool intent holds arguments
+        # that, on resume, a custom parser may have made: checked in full.
+        rec = self._record(INTENT_KIND, payload, checked=payload.get("what") == "model")
         try:
             await self._flush(rec, is_intent=True)
         except (_CancelSeen, _SessionMoved):

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from steadyloop._errors import EncodingError, SessionError
-from steadyloop.records import JSONValue, check_canonical, decode
+from steadyloop.records import JSONValue, _as_json, check_canonical, decode
 from steadyloop.sessions._history import History
 
 __all__ = [
@@ -101,14 +101,28 @@ def json_copy(value: object, where: str) -> Any:
         raise SessionError(f"{where} is not a JSON value: {exc}") from None
     if value is None or isinstance(value, str | int | float):
         return value
-    return decode(_COPY_ENCODER.encode(value))
+    return decode("".join(_COPY_ENCODER(value, 0)))
 
 
-_COPY_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False)
-"""What ``json.dumps(value, ensure_ascii=False, allow_nan=False)`` uses, built once."""
+def _make_copy_encoder() -> Any:
+    """The encoder ``json.dumps(value, ensure_ascii=False, allow_nan=False)`` builds, once.
+
+    Keys keep their order. It checks no cycles: it only sees values ``check_canonical``
+    accepted, which hold none; a ``Mapping`` that is not a dict encodes as its dict.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - not CPython
+        return json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=_as_json).iterencode
+    encode_str = json.encoder.encode_basestring
+    return make(None, _as_json, encode_str, None, ": ", ", ", False, False, False)
+
+
+_COPY_ENCODER = _make_copy_encoder()
 
 
 def _check_str(value: object, what: str, *, empty: bool = False) -> str:
+    if type(value) is str and value.isascii() and (empty or value):
+        return value  # the common case, decided without encoding the text
     if not isinstance(value, str) or (not empty and not value):
         kind = "a string" if empty else "a non-empty string"
         raise SessionError(f"{what} must be {kind}, got {value!r}")
@@ -282,20 +296,24 @@ class Event:
     def __post_init__(self) -> None:
         _check_str(self.id, "event id")
         _check_str(self.author, f"author of event {self.id!r}")
-        if isinstance(self.parts, str | bytes | Mapping) or not isinstance(self.parts, Iterable):
+        raw = self.parts
+        if (type(raw) is not list and type(raw) is not tuple) and (
+            isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable)
+        ):
             raise SessionError(f"parts of event {self.id!r} must be a sequence of parts")
-        parts = tuple(self.parts)
+        parts = tuple(raw)
         for i, part in enumerate(parts):
-            if not isinstance(part, _PART_TYPES):
+            if type(part) not in _PART_TYPES and not isinstance(part, _PART_TYPES):
                 raise SessionError(
                     f"part {i} of event {self.id!r} is a {type(part).__name__}; expected "
                     "TextPart, ToolCallPart or ToolResultPart"
                 )
         object.__setattr__(self, "parts", parts)
-        if not isinstance(self.state_delta, Mapping):
+        given = self.state_delta
+        if type(given) is not dict and not isinstance(given, Mapping):
             raise SessionError(f"state_delta of event {self.id!r} must be a mapping")
         delta: dict[str, JSONValue] = {}
-        for key, value in self.state_delta.items():
+        for key, value in given.items():
             key_scope(key)
             delta[key] = json_copy(value, f"state key {key!r} of event {self.id!r}")
         object.__setattr__(self, "state_delta", delta)
@@ -314,7 +332,7 @@ class Event:
 
     def without_temp(self) -> Event:
         """Return the event as it is stored: its ``temp:`` keys removed."""
-        if not any(key_scope(k) == "temp" for k in self.state_delta):
+        if not self.state_delta or not any(key_scope(k) == "temp" for k in self.state_delta):
             return self
         kept = {k: v for k, v in self.state_delta.items() if key_scope(k) != "temp"}
         return Event(self.id, self.author, self.parts, kept, self.time, self.invocation_id)
@@ -444,18 +462,50 @@ class SessionContext:
         return None if self.summary is None else self.summary.text
 
 
-class _EventIndex:
-    """Event id → positions in ``all_events``; shared, append-only, by successors."""
+class _EventChain:
+    """Every event of a session, in order, shared append-only by its successors.
 
-    __slots__ = ("positions",)
+    A session sees the first ``end`` events of its chain (the first ``split`` of them
+    historical), so appending to the session that sees the whole chain extends the
+    chain in place, in time independent of the session's length; a successor of an
+    older session gets a copy of the part it sees.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("events", "positions")
+
+    def __init__(self, events: Iterable[Event] = ()) -> None:
+        self.events: list[Event] = []
         self.positions: dict[str, list[int]] = {}
+        self.extend(events)
 
-    def add(self, event_id: str, pos: int) -> None:
-        known = self.positions.setdefault(event_id, [])
-        if pos not in known:
-            known.append(pos)
+    def extend(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self.positions.setdefault(event.id, []).append(len(self.events))
+            self.events.append(event)
+
+    def tip(self, end: int) -> _EventChain:
+        """This chain, if ``end`` is its length; otherwise a copy of its first ``end``."""
+        return self if len(self.events) == end else _EventChain(self.events[:end])
+
+
+class _FromChain:
+    """A session's ``events`` or ``historical_events``, made from its chain when first read.
+
+    Sessions made by [`append_event`][steadyloop.sessions.SessionService.append_event] share
+    one chain instead of copying every event into a new tuple on each append.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.historical = name == "historical_events"
+
+    def __get__(self, obj: Session | None, owner: type | None = None) -> tuple[Event, ...]:
+        if obj is None:
+            return ()
+        chain, split, end = obj.__dict__["_view"]
+        value = tuple(chain.events[:split] if self.historical else chain.events[split:end])
+        obj.__dict__[self.name] = value
+        return value
 
 
 @dataclass(frozen=True)
@@ -514,11 +564,10 @@ class Session:
         return held if self._history is None else held | frozenset(self._history.ids)
 
     @functools.cached_property
-    def _index(self) -> _EventIndex:
-        index = _EventIndex()
-        for pos, event in enumerate(self.all_events):
-            index.add(event.id, pos)
-        return index
+    def _view(self) -> tuple[_EventChain, int, int]:
+        """The chain of every event, how many of them are historical, how many are seen."""
+        historical, events = self.historical_events, self.events
+        return _EventChain((*historical, *events)), len(historical), len(historical) + len(events)
 
     def has_event(self, event_id: str) -> bool:
         """Whether the session (historical events included) has an event with this id.
@@ -526,27 +575,49 @@ class Session:
         Takes constant time, however long the session, so an agent loop can check
         every append.
         """
-        split = len(self.historical_events)
-        for pos in self._index.positions.get(event_id, ()):
-            if pos < split:
-                event = self.historical_events[pos]
-            elif pos - split < len(self.events):
-                event = self.events[pos - split]
-            else:
-                continue
-            if event.id == event_id:
-                return True
+        chain, _, end = self._view
+        if any(pos < end for pos in chain.positions.get(event_id, ())):
+            return True
         return self._history is not None and event_id in self._history.ids
 
     def _share_index(self, successor: Session, added: Sequence[Event] = ()) -> Session:
         # A successor keeps the order of all_events and may add events at the end, so
-        # it can share the index; has_event checks each position it finds, so events
-        # added by other successors of the same session never give a false answer.
-        index = self._index
-        start = len(self.historical_events) + len(self.events)
-        for offset, event in enumerate(added):
-            index.add(event.id, start + offset)
-        successor.__dict__["_index"] = index
+        # it can share the chain: extended in place when this session sees all of it,
+        # copied otherwise (a second successor of one session never sees the first's).
+        chain, _, end = self._view
+        if added:
+            chain = chain.tip(end)
+            chain.extend(added)
+        successor.__dict__["_view"] = (chain, len(successor.historical_events), end + len(added))
+        return successor
+
+    def _appended(
+        self, added: Sequence[Event], state: Mapping[str, JSONValue], version: int
+    ) -> Session:
+        """This session with ``added`` appended, ``state`` and ``version``; O(len(added)).
+
+        Its events are not copied into a new tuple now: they are made from the shared
+        chain if and when they are read.
+        """
+        chain, split, end = self._view
+        chain = chain.tip(end)
+        chain.extend(added)
+        successor = object.__new__(Session)
+        mine, theirs = self.__dict__, successor.__dict__
+        theirs.update(
+            app=self.app,
+            user_id=self.user_id,
+            id=self.id,
+            state=state,
+            summaries=self.summaries,
+            version=version,
+            _history=self._history,
+            _view=(chain, split, end + len(added)),
+        )
+        if "historical_events" in mine:
+            theirs["historical_events"] = mine["historical_events"]
+        if "_stream" in mine:
+            theirs["_stream"] = mine["_stream"]
         return successor
 
     @property
@@ -623,3 +694,9 @@ class Session:
             summaries=tuple(Summary.from_dict(s) for s in d["summaries"]),
             version=version,
         )
+
+
+# Read from the instance when set there (by __init__ or on first read), else made from
+# the shared chain (a session made by _appended): see _FromChain.
+Session.events = _FromChain("events")  # type: ignore[assignment]
+Session.historical_events = _FromChain("historical_events")  # type: ignore[assignment]

@@ -12,7 +12,13 @@ from collections.abc import Mapping, Sequence
 
 from steadyloop._errors import ConflictError, SessionError, SessionExists, SessionNotFound
 from steadyloop.journal import Journal, StreamWrite
-from steadyloop.records import JSONValue, RecordFactory, StoredRecord, _make_unchecked
+from steadyloop.records import (
+    JSONValue,
+    RecordFactory,
+    StoredRecord,
+    _Checked,
+    _make_unchecked,
+)
 from steadyloop.sessions._fold import fold_session, fold_tail, snapshot_of
 from steadyloop.sessions._history import History, Positions
 from steadyloop.sessions._memory import MemoryHit, memory_records, rank, read_entries
@@ -348,7 +354,18 @@ class SessionService:
                 [`Event`][steadyloop.sessions.Event], or an event id is already used.
         """
         session = self._check_session(session)
-        events = self._events(session, event)
+        return self._event_writes(session, self._events(session, event), checked=False)[0]
+
+    def _event_writes(
+        self, session: Session, events: list[Event], *, checked: bool
+    ) -> tuple[list[StreamWrite], list[Event]]:
+        """`event_writes` for checked events, and the events as stored (no ``temp:``).
+
+        With ``checked``, the event records are appended at once, by us: their payloads
+        are marked as checked (``_Checked``), since an event checks its content when it
+        is built. Records handed to a caller are not, the caller may change them.
+        """
+        wrap = _Checked if checked else dict
         make = self.records
         by_stream: dict[str, list[StreamWrite]] = {}
         for e in events:
@@ -358,24 +375,23 @@ class SessionService:
                 session.user_id, session.id, e.id, e.delta_in("user"), e.delta_in("app")
             ):
                 by_stream.setdefault(w.stream, []).append(w)
+        stored = [e.without_temp() for e in events]
         # Events validated their content when they were built, and the journal checks
         # every record again as it encodes it, before writing anything: the event
         # records need no third check here.
         writes = [
             StreamWrite(
-                session_stream(session.user_id, session.id),
-                [
-                    _make_unchecked(make, KIND_EVENT, {"event": e.without_temp().to_dict()})
-                    for e in events
-                ],
+                _stream_of(session),
+                [_make_unchecked(make, KIND_EVENT, wrap(event=e.to_dict())) for e in stored],
                 expected_next=session.version + 1,
             )
         ]
-        for stream in (user_stream(session.user_id), app_stream()):
-            if stream in by_stream:
-                records = [r for w in by_stream[stream] for r in w.records]
-                writes.append(StreamWrite(stream, records))
-        return writes
+        if by_stream:
+            for stream in (user_stream(session.user_id), app_stream()):
+                if stream in by_stream:
+                    records = [r for w in by_stream[stream] for r in w.records]
+                    writes.append(StreamWrite(stream, records))
+        return writes, stored
 
     async def append_event(
         self,
@@ -386,6 +402,9 @@ class SessionService:
         idempotency_key: str | None = None,
     ) -> Session:
         """Append an event, and the state it changes in every scope, in one batch.
+
+        Takes time independent of the session's length: the returned session shares
+        the given one's events instead of copying them.
 
         Args:
             session: The session as last read or returned; its ``version`` is the
@@ -411,34 +430,30 @@ class SessionService:
             SessionError: If the session or an event is invalid, or ``extra`` names a
                 stream the events write; nothing was written.
         """
-        writes = self.event_writes(session, event)
-        events = [event] if isinstance(event, Event) else list(event)
-        ours = {w.stream for w in writes}
-        for w in extra:
-            if not isinstance(w, StreamWrite):
-                raise SessionError(f"extra writes must be StreamWrite, got {type(w).__name__}")
-            if w.stream in ours:
-                raise SessionError(
-                    f"an extra write targets stream {w.stream!r}, which the event writes itself"
-                )
+        session = self._check_session(session)
+        events = self._events(session, event)
+        writes, stored = self._event_writes(session, events, checked=True)
+        if extra:
+            ours = {w.stream for w in writes}
+            for w in extra:
+                if not isinstance(w, StreamWrite):
+                    raise SessionError(f"extra writes must be StreamWrite, got {type(w).__name__}")
+                if w.stream in ours:
+                    raise SessionError(
+                        f"an extra write targets stream {w.stream!r}, which the event writes itself"
+                    )
         result = await self.journal.append(
             self.app, [*writes, *extra], idempotency_key=idempotency_key
         )
         state = dict(session.state)
         for e in events:
-            state.update(e.state_delta)
+            if e.state_delta:
+                state.update(e.state_delta)
         if result.duplicate:
             fresh = await self.get_session(session.user_id, session.id)
             temp = {k: v for k, v in state.items() if key_scope(k) == "temp"}
             return _with(fresh, state={**fresh.state, **temp})
-        stored = [e.without_temp() for e in events]
-        successor = _with(
-            session,
-            events=(*session.events, *stored),
-            state=state,
-            version=result.positions[writes[0].stream][1],
-        )
-        return session._share_index(successor, stored)
+        return session._appended(stored, state, result.positions[writes[0].stream][1])
 
     # -- memory -------------------------------------------------------------------
 
@@ -658,3 +673,11 @@ def _with(
         version=session.version if version is None else version,
         _history=session._history if history is None else history,
     )
+
+
+def _stream_of(session: Session) -> str:
+    """The session's stream name, worked out once and kept by its successors."""
+    known: str | None = session.__dict__.get("_stream")
+    if known is None:
+        known = session.__dict__["_stream"] = session_stream(session.user_id, session.id)
+    return known
