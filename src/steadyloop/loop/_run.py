@@ -122,8 +122,13 @@ __all__ = [
 _LIVE: set[str] = set()
 """Tokens of the drivers running in this process right now."""
 
-SNAPSHOT_EVERY = 1000
-"""Run records between snapshots: resume folds at most about this many (and the session)."""
+SNAPSHOT_EVERY = 200
+"""Run records between snapshots: resume reads and folds at most about this many.
+
+About 50 steps: small enough that resuming any long run costs about what resuming a
+short one does, and a snapshot (a few hundred bytes) is rare enough not to show in a
+step's cost.
+"""
 
 _log = logging.getLogger("steadyloop.loop")
 
