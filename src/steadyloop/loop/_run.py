@@ -681,15 +681,16 @@ class _Driver:
         and stays resumable. A run with no durable ``run.started`` gets nothing.
         """
         try:
+            app = self.service.app
             durable = self.state.head - len(self.pending)
-            records = await self.journal.read(self.service.app, self.stream)
-            if not records or records[0].kind != RUN_STARTED:
+            head = await self.journal.head(app, self.stream)
+            if head == 0:
                 return  # the run never started: an end record would be its first record
-            newer = [r for r in records if r.seq > durable]
-            if records[-1].seq >= durable and all(r.kind == RUN_CANCEL_REQUESTED for r in newer):
+            newer = await self.journal.read(app, self.stream, start=durable + 1)
+            if durable and head >= durable and all(r.kind == RUN_CANCEL_REQUESTED for r in newer):
                 self._apply_cancels(newer)  # our view is current: keep what we queued
-            else:
-                self.state = RunState.fold(self.service.app, self.state.run_id, records, self.parse)
+            else:  # another driver wrote, or nothing of ours is durable: as the journal says
+                self.state = await _read_state(self.journal, app, self.state.run_id, self.parse)
                 self._drop_queued()
             state = self.state
             if state.ended is not None:
