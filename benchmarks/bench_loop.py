@@ -24,7 +24,8 @@ Everything is measured in one run, on one disk (``--dir``, a temp dir by default
   to read and fold the run and the session, redo that model call and write the end.
   The runs are built at ``synchronous=OFF`` to save time; resume runs at ``FULL``.
   Median of three resumes of copies of each run; the 10,000 / 100 ratio is the goal
-  (at most 2).
+  (at most 2). The same through the CLI (``steadyloop resume``, a fresh process: start-up
+  included).
 * ``peers``, per durable unit (one recorded effect), ``--steps`` steps of the same
   shape (a "model" step and a "tool" step per loop), on SQLite on the same disk:
   LangGraph's ``SqliteSaver`` (a two-node graph, ``durability="sync"``: one checkpoint
@@ -284,14 +285,15 @@ def resume_agent(journal: Journal, steps: int, *, crash: bool = False) -> Agent:
     )
 
 
-async def build_interrupted(db: Path, steps: int) -> None:
+async def build_interrupted(db: Path | str, steps: int | str) -> None:
     """A ``steps``-step run, summarised every ``SUMMARY_EVERY`` steps, cut before its end.
 
     Its last batch (the final model call's result and the end) was never written.
     """
     journal = await SQLiteJournal.open(db, synchronous="OFF")
     try:
-        await run(resume_agent(journal, steps, crash=True), journal, APP, "u", "s", "r", "go")
+        agent = resume_agent(journal, int(steps), crash=True)
+        await run(agent, journal, APP, "u", "s", "r", "go")
         raise AssertionError("the run was expected to crash")  # pragma: no cover
     except SimulatedCrash:
         pass
@@ -319,16 +321,58 @@ def copy_db(source: Path, target: Path) -> None:
             shutil.copyfile(f"{source}{suffix}", f"{target}{suffix}")
 
 
-async def resume_ms(directory: Path, steps: int, repeats: int = 3) -> float:
-    """Median milliseconds of ``resume`` over fresh copies of one interrupted run."""
+def cli_resume_agent() -> Agent:
+    """The ``resume`` agent for ``steadyloop resume --agent bench_loop:cli_resume_agent``.
+
+    Its step count comes from ``BENCH_RESUME_STEPS``. Resuming the interrupted run only
+    redoes the final model call, so its tool (and the journal it would summarise in)
+    is never used.
+    """
+    return resume_agent(MemoryJournal(), int(os.environ["BENCH_RESUME_STEPS"]))
+
+
+def build_in_child(db: Path, steps: int) -> None:
+    """`build_interrupted` in a child process, which then exits.
+
+    Like a crashed driver, its claim is then dead for every later process, the CLI's
+    included (a claim of this process would make ``steadyloop resume`` refuse).
+    """
+    code = (
+        "import asyncio, sys, bench_loop; asyncio.run(bench_loop.build_interrupted(*sys.argv[1:]))"
+    )
+    cmd = [sys.executable, "-c", code, str(db), str(steps)]
+    subprocess.run(cmd, check=True, cwd=Path(__file__).parent)
+
+
+def cli_resume_s(db: Path, steps: int) -> float:
+    """Wall seconds of ``steadyloop resume`` (a fresh process) on the run in ``db``."""
+    cmd = [sys.executable, "-m", "steadyloop", "resume", "r", "--agent"]
+    cmd += ["bench_loop:cli_resume_agent", "--journal", f"sqlite:///{db}", "--app", APP]
+    env = {**os.environ, "BENCH_RESUME_STEPS": str(steps)}
+    t = time.perf_counter()
+    here = Path(__file__).parent
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=here)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return time.perf_counter() - t
+
+
+async def resume_ms(directory: Path, steps: int, repeats: int = 3) -> tuple[float, float]:
+    """Median milliseconds of ``resume`` and of ``steadyloop resume``, on copies of one run.
+
+    The run is built once, in a child process, interrupted before its last batch; each
+    resume gets a fresh copy of it.
+    """
     built = directory / f"resume-{steps}.db"
-    await build_interrupted(built, steps)
-    samples = []
+    build_in_child(built, steps)
+    api, cli = [], []
     for i in range(repeats):
         copy = directory / f"resume-{steps}-{i}.db"
         copy_db(built, copy)
-        samples.append(await resume_time(copy, steps) * 1e3)
-    return statistics.median(samples)
+        api.append(await resume_time(copy, steps) * 1e3)
+        copy = directory / f"resume-{steps}-{i}-cli.db"
+        copy_db(built, copy)
+        cli.append(cli_resume_s(copy, steps) * 1e3)
+    return statistics.median(api), statistics.median(cli)
 
 
 def langgraph_per_unit(directory: Path, steps: int) -> float | None:
@@ -502,7 +546,9 @@ async def main_async(
     no_sync_us = statistics.median(no_sync) * 1e6
     memory_us = statistics.median([await memory_step_run(steps) for _ in range(repeats)]) * 1e6
     syscalls = syncs_per_step(directory, steps)
-    resumes = {str(n): await resume_ms(directory, n) for n in (100, 1_000, 10_000)}
+    both = {str(n): await resume_ms(directory, n) for n in (100, 1_000, 10_000)}
+    resumes = {n: api for n, (api, _) in both.items()}
+    cli_resumes = {n: cli for n, (_, cli) in both.items()}
     appends_per_step = (appends - 3) / steps  # session, first and final batches aside
     peers: dict[str, Any] = {}
     for name, fn in (("langgraph_sqlite_sync", langgraph_per_unit), ("dbos_sqlite", dbos_per_unit)):
@@ -544,6 +590,7 @@ async def main_async(
         "resume_ms": resumes,
         "resume_summary_every": SUMMARY_EVERY,
         "resume_ratio_10000_100": resumes["10000"] / resumes["100"],
+        "resume_cli_ms": cli_resumes,
         "peers": peers,
         "concurrent": await concurrent(directory, 32, max(1, steps // 4)),
         "startup": startup(directory, startup_repeats),
@@ -582,6 +629,10 @@ def main() -> None:
         for n, ms in data["resume_ms"].items()
     ]
     rows.append(("  10,000 / 100 (goal <= 2)", f"{data['resume_ratio_10000_100']:.2f}"))
+    rows += [
+        (f"  through the CLI, {int(n):,} steps", f"{ms:.0f} ms")
+        for n, ms in data["resume_cli_ms"].items()
+    ]
     for name, peer in data["peers"].items():
         rows.append(
             (
