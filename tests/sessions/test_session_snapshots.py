@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from session_helpers import APP
 
 from steadyloop import Journal, StreamWrite
 from steadyloop.cli._journal import diagnose
-from steadyloop.journal import AppendResult, ForwardingJournal
+from steadyloop.journal import AppendResult, ForwardingJournal, MemoryJournal
 from steadyloop.journal._protocol import PreparedBatch
-from steadyloop.records import StoredRecord
+from steadyloop.records import RecordFactory, SequentialIds, StepClock, StoredRecord
 from steadyloop.sessions import (
     KIND_SUMMARY_COMMIT,
     Session,
@@ -250,3 +254,62 @@ def test_id_set_holds_exactly_its_ids(ids: list[str]) -> None:
         assert (other in back) == (other in ids)
     if ids[0] == "run/1:reply":
         assert len(got.to_json()["runs"]) == 1  # type: ignore[arg-type]
+
+
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.sampled_from(["a", "b", "run/7:reply", "x"])),
+        st.tuples(st.just("summarize"), st.integers(0, 5)),
+        st.tuples(st.just("fail"), st.integers(0, 5)),
+        st.tuples(st.just("partial"), st.just(0)),
+    ),
+    max_size=25,
+)
+_prop_sessions = itertools.count()
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(ops=_ops)
+async def test_partial_reads_equal_whole_reads_after_any_history(ops: list[Any]) -> None:
+    """After any appends and summaries (some through partial sessions), both reads agree."""
+    journal = MemoryJournal()
+    service = SessionService(journal, APP, records=RecordFactory(StepClock(), SequentialIds("r")))
+    sid = f"p{next(_prop_sessions)}"
+    s = await service.create_session("u1", sid)
+    n = 0
+    for k, (op, arg) in enumerate(ops):
+        if op == "append":
+            n += 1
+            event_id = f"{arg}{n}" if arg != "run/7:reply" else f"run/{n}:reply"
+            s = await service.append_event(
+                s, service.new_event("user", [TextPart(f"m{n}")], event_id=event_id)
+            )
+        elif op == "partial":
+            s = await service.get_session("u1", sid, history=False)
+        elif s.events:
+            latest = s.latest_summary
+            through = s.events[min(arg, len(s.events) - 1)].id
+            args: dict[str, Any] = {
+                "summary_id": f"sum{k}",
+                "version": 1 if latest is None else latest.version + 1,
+                "replaces": None if latest is None else latest.id,
+                "covers_through": through,
+            }
+            if op == "summarize":
+                s = await service.summarize(s, f"through {through}", **args)
+            else:
+                s = await service.fail_summary(s, "failed", **args)
+    whole = await service.get_session("u1", sid)
+    part = await service.get_session("u1", sid, history=False)
+    assert (part.events, part.state, part.version) == (whole.events, whole.state, whole.version)
+    assert part.summaries == whole.summaries[-1:]
+    assert part.event_ids == whole.event_ids
+    assert s.events == whole.events and s.version == whole.version
+    for e in whole.all_events:
+        assert part.has_event(e.id) and s.has_event(e.id)
+    records = await journal.read(APP, session_stream("u1", sid))
+    assert snapshot_problems(APP, "u1", sid, records) == []
