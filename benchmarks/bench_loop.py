@@ -17,10 +17,15 @@ Everything is measured in one run, on one disk (``--dir``, a temp dir by default
   the rest (encoding, validation, SQLite's own work, the loop).
 * ``memory``: the same run on the in-memory journal: the loop, sessions, records and
   the journal protocol alone, without SQLite or its worker thread.
-* ``resume``: runs of 100, 1,000 and 10,000 steps, each interrupted before its last
+* ``resume``: runs of 100, 1,000 and 10,000 steps whose session is summarised every
+  ``SUMMARY_EVERY`` (50) steps, as an agent that summarises would (the tool writes the
+  summary, and with it a session snapshot), each interrupted before its last
   batch (the final model call's result was never written); the time ``resume`` takes
   to read and fold the run and the session, redo that model call and write the end.
   The runs are built at ``synchronous=OFF`` to save time; resume runs at ``FULL``.
+  Median of three resumes of copies of each run; the 10,000 / 100 ratio is the goal
+  (at most 2). The same through the CLI (``steadyloop resume``, a fresh process: start-up
+  included).
 * ``peers``, per durable unit (one recorded effect), ``--steps`` steps of the same
   shape (a "model" step and a "tool" step per loop), on SQLite on the same disk:
   LangGraph's ``SqliteSaver`` (a two-node graph, ``durability="sync"``: one checkpoint
@@ -76,7 +81,8 @@ from steadyloop.loop import (
     resume,
     run,
 )
-from steadyloop.testing import CrashingJournal, SimulatedCrash
+from steadyloop.sessions import SessionService
+from steadyloop.testing import SimulatedCrash
 
 RESULTS = Path(__file__).parent / "results" / "loop.json"
 APP = "bench"
@@ -221,13 +227,76 @@ def syncs_per_step(directory: Path, steps: int) -> float | None:
     return (counts[0] - counts[1]) / steps
 
 
-async def build_interrupted(db: Path, steps: int) -> None:
-    """A ``steps``-step run whose last batch (final result + end) was never written."""
-    last = 2 * steps + 3  # session, first batch, two per step, the final batch
-    inner = await SQLiteJournal.open(db, synchronous="OFF")
-    journal = CrashingJournal(inner, crash_at=last, side="before")
+SUMMARY_EVERY = 50
+"""Steps between summaries in the ``resume`` runs, as an agent that summarises would."""
+
+
+class ResumeModel:
+    """Calls ``work`` until ``steps`` tool calls were made, then answers; dies before that.
+
+    The call index comes from the last tool message (its call id), so it holds however
+    the session was summarised. With ``crash`` set, the final call dies (a simulated
+    crash) after its intent is durable: the run is interrupted before its last batch.
+    """
+
+    name = "bench"
+
+    def __init__(self, steps: int, *, crash: bool = False) -> None:
+        self.steps, self.crash = steps, crash
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        """Return the next scripted reply."""
+        last = messages[-1]
+        index = int(last.tool_call_id[1:]) + 1 if last.tool_call_id else 0
+        if index < self.steps:
+            return ModelReply.call("work", {"i": index}, id=f"c{index}")
+        if self.crash:
+            raise SimulatedCrash("the final model call")
+        return ModelReply.final(f"did {self.steps} steps")
+
+
+def resume_agent(journal: Journal, steps: int, *, crash: bool = False) -> Agent:
+    """An agent whose tool summarises the session every ``SUMMARY_EVERY`` steps.
+
+    The summary is written by the tool, between the tool's intent and its result, as a
+    second writer of the session; the driver sees the session move, reads it again
+    (partial, from the new snapshot) and goes on.
+    """
+    tools = ToolRegistry()
+    service = SessionService(journal, APP)
+
+    @tools.tool(policy=ReplayPolicy.SAFE)
+    async def work(i: int) -> int:
+        if i % SUMMARY_EVERY == SUMMARY_EVERY - 1:
+            s = await service.get_session("u", "s", history=False)
+            latest = s.latest_summary
+            await service.summarize(
+                s,
+                f"steps up to {i}",
+                summary_id=f"sum-{i}",
+                version=1 if latest is None else latest.version + 1,
+                replaces=None if latest is None else latest.id,
+                covers_through=s.events[-1].id,
+            )
+        return i
+
+    return Agent(
+        "bench",
+        ResumeModel(steps, crash=crash),
+        tools,
+        budgets=Budgets(max_steps=steps + 1, max_actions=steps, max_prompt_chars=10**12),
+    )
+
+
+async def build_interrupted(db: Path | str, steps: int | str) -> None:
+    """A ``steps``-step run, summarised every ``SUMMARY_EVERY`` steps, cut before its end.
+
+    Its last batch (the final model call's result and the end) was never written.
+    """
+    journal = await SQLiteJournal.open(db, synchronous="OFF")
     try:
-        await run(bench_agent(steps), journal, APP, "u", "s", "r", "go")
+        agent = resume_agent(journal, int(steps), crash=True)
+        await run(agent, journal, APP, "u", "s", "r", "go")
         raise AssertionError("the run was expected to crash")  # pragma: no cover
     except SimulatedCrash:
         pass
@@ -236,16 +305,77 @@ async def build_interrupted(db: Path, steps: int) -> None:
 
 
 async def resume_time(db: Path, steps: int) -> float:
-    await build_interrupted(db, steps)
-    journal = await SQLiteJournal.open(db)  # FULL
+    """Seconds one ``resume`` of the interrupted run in ``db`` takes, at ``FULL``."""
+    journal = await SQLiteJournal.open(db)
     try:
         t = time.perf_counter()
-        result = await resume(bench_agent(steps), journal, APP, "r")
+        result = await resume(resume_agent(journal, steps), journal, APP, "r")
         elapsed = time.perf_counter() - t
     finally:
         await journal.close()
     assert result.stop_reason.value == "completed" and result.steps == steps + 1, result
     return elapsed
+
+
+def copy_db(source: Path, target: Path) -> None:
+    """Copy an SQLite database, with the WAL it may have left behind."""
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(f"{source}{suffix}"):
+            shutil.copyfile(f"{source}{suffix}", f"{target}{suffix}")
+
+
+def cli_resume_agent() -> Agent:
+    """The ``resume`` agent for ``steadyloop resume --agent bench_loop:cli_resume_agent``.
+
+    Its step count comes from ``BENCH_RESUME_STEPS``. Resuming the interrupted run only
+    redoes the final model call, so its tool (and the journal it would summarise in)
+    is never used.
+    """
+    return resume_agent(MemoryJournal(), int(os.environ["BENCH_RESUME_STEPS"]))
+
+
+def build_in_child(db: Path, steps: int) -> None:
+    """`build_interrupted` in a child process, which then exits.
+
+    Like a crashed driver, its claim is then dead for every later process, the CLI's
+    included (a claim of this process would make ``steadyloop resume`` refuse).
+    """
+    code = (
+        "import asyncio, sys, bench_loop; asyncio.run(bench_loop.build_interrupted(*sys.argv[1:]))"
+    )
+    cmd = [sys.executable, "-c", code, str(db), str(steps)]
+    subprocess.run(cmd, check=True, cwd=Path(__file__).parent)
+
+
+def cli_resume_s(db: Path, steps: int) -> float:
+    """Wall seconds of ``steadyloop resume`` (a fresh process) on the run in ``db``."""
+    cmd = [sys.executable, "-m", "steadyloop", "resume", "r", "--agent"]
+    cmd += ["bench_loop:cli_resume_agent", "--journal", f"sqlite:///{db}", "--app", APP]
+    env = {**os.environ, "BENCH_RESUME_STEPS": str(steps)}
+    t = time.perf_counter()
+    here = Path(__file__).parent
+    done = subprocess.run(cmd, check=False, capture_output=True, text=True, env=env, cwd=here)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return time.perf_counter() - t
+
+
+async def resume_ms(directory: Path, steps: int, repeats: int = 3) -> tuple[float, float]:
+    """Median milliseconds of ``resume`` and of ``steadyloop resume``, on copies of one run.
+
+    The run is built once, in a child process, interrupted before its last batch; each
+    resume gets a fresh copy of it.
+    """
+    built = directory / f"resume-{steps}.db"
+    build_in_child(built, steps)
+    api, cli = [], []
+    for i in range(repeats):
+        copy = directory / f"resume-{steps}-{i}.db"
+        copy_db(built, copy)
+        api.append(await resume_time(copy, steps) * 1e3)
+        copy = directory / f"resume-{steps}-{i}-cli.db"
+        copy_db(built, copy)
+        cli.append(cli_resume_s(copy, steps) * 1e3)
+    return statistics.median(api), statistics.median(cli)
 
 
 def langgraph_per_unit(directory: Path, steps: int) -> float | None:
@@ -541,9 +671,9 @@ async def main_async(
     no_sync_us = statistics.median(no_sync) * 1e6
     memory_us = statistics.median([await memory_step_run(steps) for _ in range(repeats)]) * 1e6
     syscalls = syncs_per_step(directory, steps)
-    resumes = {}
-    for n in (100, 1_000, 10_000):
-        resumes[str(n)] = await resume_time(directory / f"resume-{n}.db", n) * 1e3
+    both = {str(n): await resume_ms(directory, n) for n in (100, 1_000, 10_000)}
+    resumes = {n: api for n, (api, _) in both.items()}
+    cli_resumes = {n: cli for n, (_, cli) in both.items()}
     appends_per_step = (appends - 3) / steps  # session, first and final batches aside
     peers: dict[str, Any] = {}
     for name, fn in (("langgraph_sqlite_sync", langgraph_per_unit), ("dbos_sqlite", dbos_per_unit)):
@@ -583,6 +713,9 @@ async def main_async(
         "appends_per_step": appends_per_step,
         "fsync_syscalls_per_step": syscalls,
         "resume_ms": resumes,
+        "resume_summary_every": SUMMARY_EVERY,
+        "resume_ratio_10000_100": resumes["10000"] / resumes["100"],
+        "resume_cli_ms": cli_resumes,
         "peers": peers,
         "concurrent": await concurrent(directory, 32, max(1, steps // 4), repeats),
         "startup": startup(directory, startup_repeats),
@@ -632,7 +765,15 @@ def main() -> None:
             "fsync+fdatasync calls per step",
             "not measured (strace missing)" if syscalls is None else f"{syscalls:.2f}",
         ),
-    ] + [(f"resume, {int(n):,} steps", f"{ms:.1f} ms") for n, ms in data["resume_ms"].items()]
+    ] + [
+        (f"resume, {int(n):,} steps (summarised)", f"{ms:.1f} ms")
+        for n, ms in data["resume_ms"].items()
+    ]
+    rows.append(("  10,000 / 100 (goal <= 2)", f"{data['resume_ratio_10000_100']:.2f}"))
+    rows += [
+        (f"  through the CLI, {int(n):,} steps", f"{ms:.0f} ms")
+        for n, ms in data["resume_cli_ms"].items()
+    ]
     for name, peer in data["peers"].items():
         rows.append(
             (

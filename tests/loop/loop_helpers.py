@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,8 @@ def counting_agent(
 ) -> Agent:
     """An agent that calls ``send(n)`` for n = 1..steps, then answers.
 
+    It counts by the last observation, so it works in a session that is summarised.
+
     With ``sink``, ``send`` appends ``<intent id> <n>`` to that file (O_APPEND, fsync)
     before returning: a record the journal's process cannot take back.
     """
@@ -107,6 +110,11 @@ def counting_agent(
         return {"sent": n}
 
     def script(index: int, messages: Sequence[Message]) -> ModelReply | str:
+        # The last observation says how many were sent, even after a summary hid the
+        # turns before it (the assistant turns the index counts).
+        last = messages[-1] if messages else None
+        if last is not None and last.role == "tool" and (last.content or "").startswith('{"sent"'):
+            index = int(json.loads(last.content or "")["sent"])
         if index < steps:
             return ModelReply.call("send", {"n": index + 1}, id=f"c{index + 1}")
         return f"sent {steps}"

@@ -15,7 +15,8 @@ from loop_helpers import APP
 from steadyloop._errors import RunNotFound
 from steadyloop.journal import open_journal
 from steadyloop.loop import Happened, NotHappened, StopReason, load_run, resolve, run_stream
-from steadyloop.sessions import SessionService
+from steadyloop.sessions import SessionService, session_stream
+from steadyloop.sessions._streams import KIND_SNAPSHOT
 
 CHILD = Path(__file__).with_name("sigkill_child.py")
 STEPS = 150
@@ -100,8 +101,12 @@ async def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
         assert info.state.ended is not None
         assert (info.state.steps, info.state.actions) == (STEPS + 1, STEPS)
         session = await SessionService(journal, APP).get_session("user", "session-soak")
-        observed = [p.response for e in session.events if e.author == "tool" for p in e.parts]
+        every = session.all_events
+        observed = [p.response for e in every if e.author == "tool" for p in e.parts]
         assert observed == [{"sent": n} for n in range(1, STEPS + 1)]
+        assert len(session.summaries) >= STEPS // 5  # the child summarises every 5 steps
+        kinds = [r.kind for r in await journal.read(APP, session_stream("user", "session-soak"))]
+        assert kinds.count(KIND_SNAPSHOT) == len(session.summaries)
         records = await journal.read(APP, run_stream("soak"))
         claims = sum(r.kind == "run.claimed" for r in records)
     assert claims > 1  # the run really was resumed

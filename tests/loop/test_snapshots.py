@@ -1,4 +1,4 @@
-"""Run snapshots: resume folds the latest snapshot and the tail, and falls back, saying so."""
+"""Run and session snapshots: resume folds the latest snapshot and the tail, and falls back."""
 
 from __future__ import annotations
 
@@ -26,6 +26,9 @@ from steadyloop.loop import (
 from steadyloop.loop import _run as run_module
 from steadyloop.loop._run import _read_state
 from steadyloop.records import RecordFactory
+from steadyloop.sessions import session_stream
+from steadyloop.sessions._fold import SessionFold, snapshot_problems
+from steadyloop.sessions._streams import KIND_SNAPSHOT
 from steadyloop.testing import CrashingJournal, SimulatedCrash, crash_matrix
 
 
@@ -138,3 +141,30 @@ async def test_resumes_in_the_crash_matrix_start_from_snapshots(
     )
     report.assert_ok()
     assert report.boundaries >= 10 and len(used) >= report.boundaries
+
+
+async def test_the_crash_matrix_passes_with_crashes_around_session_snapshot_writes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Summaries (each carrying a session snapshot) every 2 steps: every crash case matches."""
+    monkeypatch.setattr(run_module, "SNAPSHOT_EVERY", 3)
+    used: list[int] = []
+    original = SessionFold.from_snapshot
+
+    def spy(*args: Any, **kwargs: Any) -> SessionFold:
+        fold = original(*args, **kwargs)
+        used.append(fold.head)
+        return fold
+
+    monkeypatch.setattr(SessionFold, "from_snapshot", spy)
+    url = f"sqlite:///{tmp_path}/session-snap.db"
+    report = await crash_matrix(
+        lambda: counting_agent(6), lambda: open_journal(url), summarize_every=2
+    )
+    report.assert_ok()
+    async with await open_journal(url) as journal:
+        records = await journal.read("crash-matrix", session_stream("user", "session-baseline"))
+    kinds = [r.kind for r in records]
+    assert kinds.count(KIND_SNAPSHOT) >= 3
+    assert snapshot_problems("crash-matrix", "user", "session-baseline", records) == []
+    assert report.boundaries >= 20 and len(used) >= report.boundaries

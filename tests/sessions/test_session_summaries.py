@@ -16,6 +16,7 @@ from steadyloop.sessions import (
     TextPart,
     session_stream,
 )
+from steadyloop.sessions._streams import KIND_SNAPSHOT
 
 
 async def _session(service: SessionService, n: int = 5) -> Session:
@@ -160,7 +161,12 @@ async def test_failed_summary_is_never_visible(service: SessionService, journal:
         s, "broken", summary_id="b", version=2, replaces="a", covers_through=e[4]
     )
     kinds = [r.kind for r in await journal.read(APP, session_stream("u1", "s1"))]
-    assert kinds[-3:] == [KIND_SUMMARY_BEGIN, KIND_SUMMARY_COMMIT, KIND_SUMMARY_BEGIN]
+    assert kinds[-4:] == [
+        KIND_SUMMARY_BEGIN,
+        KIND_SUMMARY_COMMIT,
+        KIND_SNAPSHOT,
+        KIND_SUMMARY_BEGIN,
+    ]
     reread = await service.get_session("u1", "s1")
     assert reread == s
     assert reread.summaries == visible.summaries

@@ -17,6 +17,9 @@ from steadyloop.cli._common import EXIT_PROBLEM, console, run_async
 from steadyloop.journal import Journal, JSONLJournal, open_journal, redact_url
 from steadyloop.loop import check_session_copies, load_run, parse_run_stream
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
+from steadyloop.sessions import parse_session_stream
+from steadyloop.sessions._fold import snapshot_problems
+from steadyloop.sessions._streams import KIND_SNAPSHOT
 
 __all__ = ["Finding", "diagnose", "journal_app"]
 
@@ -99,8 +102,9 @@ async def diagnose(journal: Journal) -> list[Finding]:
     Looks for corruption (unreadable records, sequence gaps, broken batches, JSONL
     batches that do not match their check), torn tails of file backends, JSONL batches
     written before checksums (unchecked), intents without a result (an effect that may
-    or may not have happened: resuming such a run must decide, not guess), and run
-    results that differ from the session events copying them.
+    or may not have happened: resuming such a run must decide, not guess), run
+    results that differ from the session events copying them, and run and session
+    snapshots that do not hold the fold of the records before them.
     """
     findings: list[Finding] = []
     for ns in await journal.namespaces():
@@ -142,6 +146,24 @@ async def diagnose(journal: Journal) -> list[Finding]:
             findings.extend(_open_intents(ns, name, records))
             if parse_run_stream(name) is not None and records:
                 findings.extend(await _copies(journal, ns, name, records))
+            elif any(r.kind == KIND_SNAPSHOT for r in records):
+                findings.extend(_session_snapshots(ns, name, records))
+    return findings
+
+
+def _session_snapshots(ns: str, stream: str, records: list[StoredRecord]) -> list[Finding]:
+    """The session snapshots that do not hold the fold of the records before them."""
+    parsed = parse_session_stream(stream)
+    if parsed is None:
+        return []
+    try:
+        problems = snapshot_problems(ns, *parsed, records)
+    except CorruptionError as exc:
+        return [Finding("error", "corruption", exc.location, exc.detail)]
+    findings = []
+    for problem in problems:
+        where, _, detail = problem.partition(": ")
+        findings.append(Finding("error", "snapshot-mismatch", where, detail))
     return findings
 
 

@@ -43,7 +43,7 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,6 +99,7 @@ from steadyloop.records import (
     JSONValue,
     Record,
     RecordFactory,
+    StoredRecord,
     _Checked,
     _make_unchecked,
     canonical_json,
@@ -121,8 +122,13 @@ __all__ = [
 _LIVE: set[str] = set()
 """Tokens of the drivers running in this process right now."""
 
-SNAPSHOT_EVERY = 1000
-"""Run records between snapshots: resume folds at most about this many (and the session)."""
+SNAPSHOT_EVERY = 200
+"""Run records between snapshots: resume reads and folds at most about this many.
+
+About 50 steps: small enough that resuming any long run costs about what resuming a
+short one does, and a snapshot (a few hundred bytes) is rare enough not to show in a
+step's cost.
+"""
 
 _log = logging.getLogger("steadyloop.loop")
 
@@ -200,21 +206,18 @@ class _Driver:
     def __init__(
         self,
         agent: Agent,
-        journal: Journal,
-        state: RunState,
-        *,
-        records: RecordFactory,
         service: SessionService,
+        state: RunState,
         session: Session,
+        *,
         cancel: asyncio.Event | None,
         stop: asyncio.Event | None,
     ) -> None:
         self.agent = agent
-        self.journal = journal
-        self.state = state
-        self.records = records
         self.service = service
-        self.session = session
+        self.journal = service.journal
+        self.records = service.records
+        self.state = state
         self.cancel = cancel
         self.stop = stop
         self.stream = run_stream(state.run_id)
@@ -224,9 +227,20 @@ class _Driver:
         self.parse = _parse_hook(agent)
         self.tool_specs = agent.tools.specs()
         self.spec_chars = len(canonical_json([t.to_json() for t in self.tool_specs]))
-        self.messages: list[Message] = session_messages(agent.system_prompt, session)
+        self._show(session)
+
+    def _show(self, session: Session, queued: Sequence[Event] = ()) -> None:
+        """Take ``session`` as the session, and build the prompt from it and ``queued``."""
+        self.session = session
+        self.messages: list[Message] = session_messages(self.agent.system_prompt, session)
+        for event in queued:
+            self.messages.extend(event_messages(event))
         self.message_chars = sum(m.size for m in self.messages)
-        self._why = ""
+
+    def _drop_queued(self) -> None:
+        """Forget the records and events queued for the next batch."""
+        self.pending.clear()
+        self.pending_events.clear()
 
     # -- writing ----------------------------------------------------------------------
 
@@ -295,8 +309,7 @@ class _Driver:
                 await self._absorb_cancel(durable)
                 if is_intent:
                     raise _CancelSeen() from None
-        self.pending.clear()
-        self.pending_events.clear()
+        self._drop_queued()
         for rec in after:
             self.state.apply(
                 rec.kind, rec.payload, parse=self.parse, where=self.stream, time=rec.time
@@ -326,8 +339,14 @@ class _Driver:
                 f"run {self.state.run_id!r} was written by another driver "
                 f"({', '.join(r.kind for r in newer) or 'unknown'}); this one stops"
             )
-        # Cancel requests only set a flag: folding them now, after our queued records,
-        # gives the state they give in journal order.
+        self._apply_cancels(newer)
+
+    def _apply_cancels(self, newer: Sequence[StoredRecord]) -> None:
+        """Fold cancel requests written by others since our last durable record.
+
+        They only set a flag: folding them now, after our queued records, gives the
+        state they give in journal order.
+        """
         for r in newer:
             self.state.apply(r.kind, r.payload, where=f"{self.stream}#{r.seq}")
 
@@ -338,18 +357,16 @@ class _Driver:
             RunBusy: The session already holds an event this driver was about to write:
                 another driver of this run wrote it.
         """
-        self.session = await self.service.get_session(self.state.user_id, self.state.session_id)
-        ours = {e.id for e in self.pending_events}
-        taken = sorted(ours.intersection(e.id for e in self.session.all_events))
+        session = await self.service.get_session(
+            self.state.user_id, self.state.session_id, history=False
+        )
+        taken = sorted(e.id for e in self.pending_events if session.has_event(e.id))
         if taken:
             raise RunBusy(
                 f"run {self.state.run_id!r} is driven by another driver too: it wrote "
                 f"event {taken[0]!r} first; this one stops"
             )
-        self.messages = session_messages(self.agent.system_prompt, self.session)
-        for event in self.pending_events:
-            self.messages.extend(event_messages(event))
-        self.message_chars = sum(m.size for m in self.messages)
+        self._show(session, self.pending_events)
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -359,11 +376,19 @@ class _Driver:
     def _stopping(self) -> bool:
         return self.stop is not None and self.stop.is_set()
 
+    async def _close(
+        self, kind: str, payload: dict[str, JSONValue], reason: StopReason
+    ) -> RunResult:
+        """Write what is queued with a record that stops the driver; the run's result."""
+        rec = self._record(kind, payload)
+        await self._flush(rec)
+        if self.state.ended is not None:
+            return self.state.ended
+        return self.state.result(reason, str(payload["detail"]), None, rec.time)
+
     async def _stopped(self, detail: str) -> RunResult:
         """Write what is queued with a ``run.stopped`` record: the run can be resumed."""
-        rec = self._record(RUN_STOPPED, {"detail": detail})
-        await self._flush(rec)
-        return self.state.result(StopReason.STOPPED, detail, None, rec.time)
+        return await self._close(RUN_STOPPED, {"detail": detail}, StopReason.STOPPED)
 
     async def drive(self) -> RunResult:
         """Run until a stop reason; the end record is durable before this returns."""
@@ -384,46 +409,45 @@ class _Driver:
             for event in self._events_for(resolved["intent"], resolved["result"]):
                 self._queue_event(event)
         while True:
+            outcome: RunResult | None = None
             if state.open_intent is not None:
                 outcome = await self._open_intent()
-                if outcome is not None:
-                    return outcome
-                continue
-            if self._cancelled():
+            elif self._cancelled():
                 return await self._end(StopReason.CANCELLED, "the run was cancelled", None)
-            if state.end is not None:
+            elif state.end is not None:
                 return await self._end(*state.end)
-            if self._stopping():
+            elif self._stopping():
                 return await self._stopped(
                     "a stop was requested; the run stopped before its next effect "
                     "and can be resumed"
                 )
-            if state.pending_calls:
-                if state.actions >= state.budgets.max_actions:
-                    return await self._end(
-                        StopReason.BUDGET_EXHAUSTED,
-                        f"the action budget is spent ({state.budgets.max_actions} actions)",
-                        None,
-                    )
+            elif (spent := self._spent()) is not None:
+                return await self._end(StopReason.BUDGET_EXHAUSTED, spent, None)
+            elif state.pending_calls:
                 outcome = await self._call_tool()
-                if outcome is not None:
-                    return outcome
-                continue
-            if state.steps >= state.budgets.max_steps:
-                return await self._end(
-                    StopReason.BUDGET_EXHAUSTED,
-                    f"the step budget is spent ({state.budgets.max_steps} steps)",
-                    None,
-                )
-            prompt = self.message_chars + self.spec_chars
-            if prompt > state.budgets.max_prompt_chars:
-                return await self._end(
-                    StopReason.BUDGET_EXHAUSTED,
-                    f"the prompt would be {prompt} characters; the budget is "
-                    f"{state.budgets.max_prompt_chars}",
-                    None,
-                )
-            await self._call_model(prompt)
+            else:
+                await self._call_model(self.message_chars + self.spec_chars)
+            if outcome is not None:
+                return outcome
+
+    def _spent(self) -> str | None:
+        """Which budget the next effect would exceed, in words; ``None`` if none.
+
+        The next effect is a pending tool call if there is one, else a model call.
+        """
+        state, budgets = self.state, self.state.budgets
+        if state.pending_calls:
+            if state.actions >= budgets.max_actions:
+                return f"the action budget is spent ({budgets.max_actions} actions)"
+            return None
+        if state.steps >= budgets.max_steps:
+            return f"the step budget is spent ({budgets.max_steps} steps)"
+        prompt = self.message_chars + self.spec_chars
+        if prompt > budgets.max_prompt_chars:
+            return (
+                f"the prompt would be {prompt} characters; the budget is {budgets.max_prompt_chars}"
+            )
+        return None
 
     async def _announce(self, payload: dict[str, JSONValue]) -> bool:
         """Make an intent durable (with everything queued).
@@ -478,17 +502,17 @@ class _Driver:
             check_canonical(result)
         except EncodingError as exc:
             result = {"status": "error", "error": _safe(f"the reply has no JSON form: {exc}")}
-        events = self._recordable(payload, result)
-        if events is None:
+
+        def unparsed(why: str) -> dict[str, JSONValue]:
             # The reply parsed, yet cannot be recorded as session events (a call id the
             # session refuses, say): it counts as a reply that did not parse.
-            failure = ParseFailure(f"the reply cannot be recorded: {self._why}")
-            result = {**result, "decision": decision_to_json(failure)}
-            events = self._recordable(payload, result)
-        if events is None:
-            result = {"status": "error", "error": f"the reply cannot be recorded: {self._why}"}
-            events = []
-        self._record_result(payload, result, events)
+            failure = ParseFailure(f"the reply cannot be recorded: {why}")
+            return {**result, "decision": decision_to_json(failure)}
+
+        def failed(why: str) -> dict[str, JSONValue]:
+            return {"status": "error", "error": f"the reply cannot be recorded: {why}"}
+
+        self._record_result(payload, result, unparsed, failed)
 
     async def _call_tool(self) -> RunResult | None:
         """Call the next pending tool; a result only if that stops the run."""
@@ -535,37 +559,38 @@ class _Driver:
                 }
             except Exception as exc:  # a tool that raises: that is its observation
                 result = {"status": "error", "error": _describe(exc)}
-        events = self._recordable(payload, result)
-        if events is None:
-            result = {"status": "error", "error": f"the result cannot be recorded: {self._why}"}
-            events = self._recordable(payload, result) or []
-        self._record_result(payload, result, events)
+
+        def failed(why: str) -> dict[str, JSONValue]:
+            return {"status": "error", "error": f"the result cannot be recorded: {why}"}
+
+        self._record_result(payload, result, failed)
         return None
-
-    def _recordable(
-        self, intent: Mapping[str, Any], result: dict[str, JSONValue]
-    ) -> list[Event] | None:
-        """The session events for ``result``, or None if it cannot be recorded (why in _why).
-
-        ``result`` has a JSON form already: the reply or the tool's value was checked
-        where it came in, and every error text is made safe (``_safe``); the journal
-        encodes it once more when it is written.
-        """
-        try:
-            return self._events_for(intent, {"intent_id": intent["intent_id"], **result})
-        except Exception as exc:  # anything the session or the encoder refuses
-            self._why = _describe(exc)
-            return None
 
     def _record_result(
         self,
         intent: Mapping[str, Any],
         result: dict[str, JSONValue],
-        events: Sequence[Event] | None = None,
+        *fallbacks: Callable[[str], dict[str, JSONValue]],
     ) -> None:
-        payload: dict[str, JSONValue] = {"intent_id": intent["intent_id"], **result}
-        if events is None:
-            events = self._events_for(intent, payload)
+        """Queue an effect's result with the session events recording it.
+
+        ``result`` has a JSON form already: the reply or the tool's value was checked
+        where it came in, and every error text is made safe (``_safe``); the journal
+        encodes it once more when it is written. If its events cannot be made (the
+        session refuses them), each fallback in turn makes another result from why;
+        the last one is queued without events if even it cannot be recorded.
+        """
+        iid = intent["intent_id"]
+        payload: dict[str, JSONValue] = {"intent_id": iid, **result}
+        events: list[Event] = []
+        for fallback in (*fallbacks, None):
+            try:
+                events = self._events_for(intent, payload)
+                break
+            except Exception as exc:  # anything the session or the encoder refuses
+                if fallback is None:
+                    break
+                payload = {"intent_id": iid, **fallback(_describe(exc))}
         self._queue(RESULT_KIND, payload)
         for event in events:
             self._queue_event(event)
@@ -607,58 +632,42 @@ class _Driver:
             # Safe to repeat: close the old intent and do the action again, anew.
             self._queue(RESULT_KIND, {"intent_id": iid, "status": "interrupted"})
             return None
-        what = f"tool {intent.get('tool')!r}" if intent.get("what") == "tool" else "model call"
         if self._cancelled():
             # Nobody will decide any more: end, naming the intent whose outcome stays
             # unknown (the end record's open_intent), rather than guess it either way.
             detail = (
-                f"the run was cancelled while the outcome of the never-repeat {what} of "
-                f"intent {iid!r} was unknown; it was left unresolved"
+                f"the run was cancelled while the outcome of the never-repeat {_what(intent)} "
+                f"of intent {iid!r} was unknown; it was left unresolved"
             )
             return await self._end(StopReason.CANCELLED, detail, None)
         if state.suspended == iid:
-            self.pending.clear()  # already recorded: write nothing more
-            self.pending_events.clear()
+            self._drop_queued()  # already recorded: write nothing more
             return state.result(StopReason.RESUME_STATE_UNKNOWN, _unknown(intent), None)
         return await self._suspend(intent)
 
-    def _suspension(self, intent: Mapping[str, Any], why: str = "") -> Record:
-        """A ``run.suspended`` record for a never-repeat intent without a result."""
-        return self._record(
-            RUN_SUSPENDED,
-            {
-                "stop_reason": StopReason.RESUME_STATE_UNKNOWN.value,
-                "intent_id": str(intent["intent_id"]),
-                "detail": _unknown(intent, why),
-            },
-        )
-
     async def _suspend(self, intent: Mapping[str, Any], why: str = "") -> RunResult:
         """Write a ``run.suspended`` (with what is queued): the run waits for a decision."""
-        rec = self._suspension(intent, why)
-        await self._flush(rec)
-        detail = str(rec.payload["detail"])
-        return self.state.result(StopReason.RESUME_STATE_UNKNOWN, detail, None, rec.time)
+        reason = StopReason.RESUME_STATE_UNKNOWN
+        payload: dict[str, JSONValue] = {
+            "stop_reason": reason.value,
+            "intent_id": str(intent["intent_id"]),
+            "detail": _unknown(intent, why),
+        }
+        return await self._close(RUN_SUSPENDED, payload, reason)
 
     async def _end(self, reason: StopReason, detail: str, output: str | None) -> RunResult:
+        """Write what is queued with the ``run.ended`` record."""
         state = self.state
-        rec = self._record(
-            RUN_ENDED,
-            {
-                "stop_reason": reason.value,
-                "output": output,
-                "detail": detail,
-                "steps": state.steps,
-                "actions": state.actions,
-                "parse_failures": state.parse_failures,
-                "open_intent": None
-                if state.open_intent is None
-                else state.open_intent["intent_id"],
-            },
-        )
-        await self._flush(rec)
-        assert state.ended is not None
-        return state.ended
+        payload: dict[str, JSONValue] = {
+            "stop_reason": reason.value,
+            "output": output,
+            "detail": detail,
+            "steps": state.steps,
+            "actions": state.actions,
+            "parse_failures": state.parse_failures,
+            "open_intent": None if state.open_intent is None else state.open_intent["intent_id"],
+        }
+        return await self._close(RUN_ENDED, payload, reason)
 
     async def _end_after_task_cancel(self) -> None:
         """The task was cancelled: record how the run stands, if we still can.
@@ -672,19 +681,17 @@ class _Driver:
         and stays resumable. A run with no durable ``run.started`` gets nothing.
         """
         try:
+            app = self.service.app
             durable = self.state.head - len(self.pending)
-            records = await self.journal.read(self.service.app, self.stream)
-            if not records or records[0].kind != RUN_STARTED:
+            head = await self.journal.head(app, self.stream)
+            if head == 0:
                 return  # the run never started: an end record would be its first record
-            newer = [r for r in records if r.seq > durable]
-            if records[-1].seq >= durable and all(r.kind == RUN_CANCEL_REQUESTED for r in newer):
-                # Our view is current but for cancel requests: keep what we queued.
-                for r in newer:
-                    self.state.apply(r.kind, r.payload, where=f"{self.stream}#{r.seq}")
-            else:
-                self.state = RunState.fold(self.service.app, self.state.run_id, records, self.parse)
-                self.pending.clear()
-                self.pending_events.clear()
+            newer = await self.journal.read(app, self.stream, start=durable + 1)
+            if durable and head >= durable and all(r.kind == RUN_CANCEL_REQUESTED for r in newer):
+                self._apply_cancels(newer)  # our view is current: keep what we queued
+            else:  # another driver wrote, or nothing of ours is durable: as the journal says
+                self.state = await _read_state(self.journal, app, self.state.run_id, self.parse)
+                self._drop_queued()
             state = self.state
             if state.ended is not None:
                 return
@@ -693,9 +700,7 @@ class _Driver:
                 iid = str(intent["intent_id"])
                 if state.suspended == iid and not self.pending and not self.pending_events:
                     return
-                await self._flush(
-                    self._suspension(intent, "the task driving the run was cancelled")
-                )
+                await self._suspend(intent, "the task driving the run was cancelled")
                 return
             if self._stopping():
                 await self._stopped(
@@ -708,12 +713,16 @@ class _Driver:
             pass
 
 
+def _what(intent: Mapping[str, Any]) -> str:
+    """What an intent announces, in words: ``tool 'name'`` or ``model call``."""
+    return f"tool {intent.get('tool')!r}" if intent.get("what") == "tool" else "model call"
+
+
 def _unknown(intent: Mapping[str, Any], why: str = "") -> str:
     """Why a run waits for a decision on a never-repeat intent (after ``why``, if given)."""
-    what = f"tool {intent.get('tool')!r}" if intent.get("what") == "tool" else "model call"
     text = (
-        f"the never-repeat {what} of intent {intent['intent_id']!r} may or may not have "
-        "happened; decide with resolve(), then resume"
+        f"the never-repeat {_what(intent)} of intent {intent['intent_id']!r} may or may not "
+        "have happened; decide with resolve(), then resume"
     )
     return f"{why}; {text}" if why else text
 
@@ -729,14 +738,20 @@ def _describe(exc: BaseException) -> str:
 
 
 async def _session(service: SessionService, user_id: str, session_id: str) -> Session:
+    """The session a run talks in, created if need be.
+
+    Read partial (from its latest snapshot, see
+    [`get_session`][steadyloop.sessions.SessionService.get_session]): a driver needs what
+    the model is shown and the checks of its appends, never the historical events.
+    """
     try:
-        return await service.get_session(user_id, session_id)
+        return await service.get_session(user_id, session_id, history=False)
     except SessionNotFound:
         pass
     try:
         return await service.create_session(user_id, session_id)
     except SessionExists:
-        return await service.get_session(user_id, session_id)
+        return await service.get_session(user_id, session_id, history=False)
 
 
 async def run(  # noqa: PLR0917 - the positional order is the documented API
@@ -796,16 +811,7 @@ async def run(  # noqa: PLR0917 - the positional order is the documented API
     service = SessionService(journal, app, records=records)
     session = await _session(service, user_id, session_id)
     state = RunState(run_id=run_id, namespace=app)
-    driver = _Driver(
-        agent,
-        journal,
-        state,
-        records=records,
-        service=service,
-        session=session,
-        cancel=cancel,
-        stop=stop,
-    )
+    driver = _Driver(agent, service, state, session, cancel=cancel, stop=stop)
     driver._queue(
         RUN_STARTED,
         {
@@ -919,23 +925,13 @@ async def resume(
     _check_owner(state, takeover)
     service = SessionService(journal, app, records=records)
     try:
-        session = await service.get_session(state.user_id, state.session_id)
+        session = await service.get_session(state.user_id, state.session_id, history=False)
     except SessionNotFound:
         raise LoopError(
             f"run {run_id!r} talks in session {state.session_id!r} of user "
             f"{state.user_id!r}, which no longer exists"
         ) from None
-    driver = _Driver(
-        agent,
-        journal,
-        state,
-        records=records,
-        service=service,
-        session=session,
-        cancel=cancel,
-        stop=stop,
-    )
-    return await driver.drive()
+    return await _Driver(agent, service, state, session, cancel=cancel, stop=stop).drive()
 
 
 async def resolve(

@@ -5,25 +5,49 @@ records yields the same session. It refuses loudly what it cannot explain (an un
 record kind, a summary commit without its begin, a broken version chain, a duplicate
 event id) with [`CorruptionError`][steadyloop.CorruptionError] naming the stream and sequence
 number, rather than showing a session that was never written.
+
+**Snapshots.** When a summary commits, a ``session.snapshot`` record rides in the same
+batch (no extra sync): the fold of every record before it, with the events the latest
+summary does not cover in full and the history as ids only (`steadyloop.sessions._history`).
+A reader that needs only what an agent continues from (resume) starts at the latest
+snapshot and folds the records after it ([`fold_tail`][steadyloop.sessions._fold.fold_tail]),
+so its cost follows the session since its latest summary, not the whole session. The full
+fold passes over snapshots; [`snapshot_problems`][steadyloop.sessions._fold.snapshot_problems]
+(``journal doctor``) checks each one against the fold of the records before it.
+
+Snapshots are written when a summary commits, and only then, because a summary is what
+bounds what resume needs: the events before it are covered. A session never summarised
+has nothing to skip (its prompt is every event), so a snapshot would only copy its events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from steadyloop._errors import CorruptionError, SessionError, SessionNotFound
-from steadyloop.records import JSONValue, StoredRecord
+from steadyloop.records import JSONValue, StoredRecord, canonical_json
+from steadyloop.sessions._history import History, IdSet, Positions
 from steadyloop.sessions._model import Event, Scope, Session, Summary, key_scope
 from steadyloop.sessions._streams import (
     KIND_CREATED,
     KIND_EVENT,
+    KIND_SNAPSHOT,
     KIND_STATE_DELTA,
     KIND_SUMMARY_BEGIN,
     KIND_SUMMARY_COMMIT,
 )
 from steadyloop.sessions._summaries import check_next_summary
 
-__all__ = ["fold_scope_state", "fold_session"]
+__all__ = [
+    "SessionFold",
+    "fold_scope_state",
+    "fold_session",
+    "fold_tail",
+    "snapshot_of",
+    "snapshot_payload",
+    "snapshot_problems",
+]
 
 
 def _where(namespace: str, rec: StoredRecord) -> str:
@@ -55,6 +79,261 @@ def fold_scope_state(
     return state
 
 
+class SessionFold:
+    """The fold of a session stream, one record at a time.
+
+    It starts from nothing (the stream's first record must be ``session.created``) or
+    from a snapshot ([`from_snapshot`][steadyloop.sessions._fold.SessionFold.from_snapshot]),
+    in which case it holds only the events the snapshot's summary does not cover and knows
+    the rest through its [`History`][steadyloop.sessions._history.History].
+
+    Args:
+        app: The app (journal namespace).
+        user_id: The session's user.
+        session_id: The session's id.
+    """
+
+    def __init__(self, app: str, user_id: str, session_id: str) -> None:
+        self.app, self.user_id, self.session_id = app, user_id, session_id
+        self.head = 0
+        self.state: dict[str, JSONValue] = {}
+        self.events: list[Event] = []  # held: every event, or those after ``base``
+        self.base = 0  # events before ``events[0]`` that are not held
+        self.positions: dict[str, int] = {}  # held event id -> index among all events
+        self.history = IdSet()  # ids of the events not held
+        self.older: tuple[str, ...] = ()  # ids of the summaries not held
+        self.pending: dict[str, Summary] = {}  # begin record id -> summary
+        self.summaries: list[Summary] = []  # held summaries
+        self.covered = 0  # events the latest summary covers
+        self.partial = False  # started from a snapshot
+
+    def _where(self, rec: StoredRecord) -> str:
+        return _where(self.app, rec)
+
+    def apply(self, rec: StoredRecord) -> None:
+        """Fold one record (the next of the stream).
+
+        Raises:
+            CorruptionError: If the record cannot be explained; names stream and seq.
+        """
+        try:
+            self._apply(rec)
+        except SessionError as exc:
+            raise CorruptionError(str(exc), location=self._where(rec)) from None
+        self.head = rec.seq
+
+    def _apply(self, rec: StoredRecord) -> None:
+        p = rec.payload
+        kind = rec.kind
+        if self.head == 0:
+            self._created(rec)
+        elif kind == KIND_EVENT:
+            event = Event.from_dict(p.get("event"))
+            if event.id in self.positions or event.id in self.history:
+                raise SessionError(f"event id {event.id!r} appears twice")
+            if any(key_scope(k) == "temp" for k in event.state_delta):
+                raise SessionError(f"event {event.id!r} stored a temp: key")
+            self.positions[event.id] = self.base + len(self.events)
+            self.events.append(event)
+            self.state.update(event.delta_in("session"))
+        elif kind == KIND_SUMMARY_BEGIN:
+            self.pending[rec.record.id] = Summary.from_dict(p.get("summary"))
+        elif kind == KIND_SUMMARY_COMMIT:
+            begin = p.get("begin")
+            summary = self.pending.pop(begin, None) if isinstance(begin, str) else None
+            if summary is None:
+                raise SessionError(f"summary.commit of an unknown begin record {begin!r}")
+            if p.get("summary_id") != summary.id or p.get("version") != summary.version:
+                raise SessionError("summary.commit does not match its begin record")
+            latest = self.summaries[-1] if self.summaries else None
+            used = {*self.older, *(s.id for s in self.summaries)}
+            self.covered = check_next_summary(
+                self.session_id, latest, used, self._positions(), summary
+            )
+            self.summaries.append(summary)
+        elif kind != KIND_SNAPSHOT:  # a snapshot is checked by snapshot_problems
+            raise SessionError(f"unexpected record kind {kind!r} in a session stream")
+
+    def _created(self, rec: StoredRecord) -> None:
+        p = rec.payload
+        if rec.kind != KIND_CREATED:
+            raise SessionError(
+                f"a session stream must start with {KIND_CREATED!r}, not {rec.kind!r}"
+            )
+        initial = p.get("state")
+        if not isinstance(initial, Mapping):
+            raise SessionError("session.created without a 'state' object")
+        for key in initial:
+            if key_scope(key) != "session":
+                raise SessionError(f"initial key {key!r} is not session scope")
+        if p.get("user_id") != self.user_id or p.get("session_id") != self.session_id:
+            raise SessionError(
+                f"session.created names user {p.get('user_id')!r} and session "
+                f"{p.get('session_id')!r}"
+            )
+        self.state.update(initial)
+
+    def _positions(self) -> Positions:
+        if not self.partial:
+            return Positions(self.positions)
+        # The last event not held is the one the snapshot's summary covers through.
+        last = self.summaries[0].covers_through
+        return Positions(self.positions, History(self.base, self.history, ()), last)
+
+    def _history_now(self) -> History:
+        """What a snapshot or a partial session keeps of the history, as ids."""
+        split = self.covered - self.base
+        return History(
+            self.covered,
+            self.history.union(e.id for e in self.events[:split]),
+            (*self.older, *(s.id for s in self.summaries[:-1])),
+        )
+
+    def snapshot(self) -> dict[str, JSONValue]:
+        """The fold so far as the payload of a ``session.snapshot`` written after it.
+
+        Raises:
+            SessionError: If no summary has committed yet (a snapshot needs one).
+        """
+        if not self.summaries:
+            raise SessionError("a session snapshot needs a committed summary")
+        return snapshot_payload(
+            self.head,
+            self.user_id,
+            self.session_id,
+            self.state,
+            self.summaries[-1],
+            self.events[self.covered - self.base :],
+            self._history_now(),
+        )
+
+    @classmethod
+    def from_snapshot(
+        cls, app: str, user_id: str, session_id: str, rec: StoredRecord
+    ) -> SessionFold:
+        """The fold a ``session.snapshot`` record holds: as if every record to it was folded.
+
+        Raises:
+            ValueError: If the snapshot is damaged: malformed, of another session, or not
+                at the place it says it was written (its ``head`` must be its seq - 1).
+        """
+        p: Mapping[str, Any] = rec.payload
+        try:
+            if p["head"] != rec.seq - 1:
+                raise ValueError(f"it says it follows {p['head']} records, not {rec.seq - 1}")
+            if p["user_id"] != user_id or p["session_id"] != session_id:
+                raise ValueError(f"it is of session {p['session_id']!r} of {p['user_id']!r}")
+            fold = cls(app, user_id, session_id)
+            fold.partial = True
+            history = History.from_json(p["history"])
+            latest = Summary.from_dict(p["summary"])
+            state = p["state"]
+            if not isinstance(state, Mapping) or any(key_scope(k) != "session" for k in state):
+                raise ValueError("its state must be an object of session-scope keys")
+            fold.state = dict(state)
+            fold.base = fold.covered = history.count
+            fold.history = history.ids
+            fold.older = history.summaries
+            fold.summaries = [latest]
+            if latest.covers_through not in history.ids:
+                raise ValueError(f"its summary covers an unknown event {latest.covers_through!r}")
+            for item in p["events"]:
+                event = Event.from_dict(item)
+                if event.id in fold.positions or event.id in history.ids:
+                    raise ValueError(f"event id {event.id!r} appears twice")
+                fold.positions[event.id] = fold.base + len(fold.events)
+                fold.events.append(event)
+        except (KeyError, TypeError, ValueError, AttributeError, SessionError) as exc:
+            raise ValueError(f"{type(exc).__name__}: {exc}") from None
+        fold.head = rec.seq
+        return fold
+
+    def session(
+        self,
+        user_records: Sequence[StoredRecord] = (),
+        app_records: Sequence[StoredRecord] = (),
+    ) -> Session:
+        """The session folded so far, with the user's and the app's state merged in.
+
+        A fold that started from a snapshot gives a partial session (see
+        [`Session`][steadyloop.sessions.Session]).
+        """
+        merged: dict[str, JSONValue] = dict(self.state)
+        merged.update(fold_scope_state(self.app, user_records, "user"))
+        merged.update(fold_scope_state(self.app, app_records, "app"))
+        split = self.covered - self.base
+        history = self._history_now() if self.partial else None
+        return Session(
+            app=self.app,
+            user_id=self.user_id,
+            id=self.session_id,
+            events=tuple(self.events[split:]),
+            historical_events=() if history is not None else tuple(self.events[:split]),
+            state=merged,
+            summaries=tuple(self.summaries[-1:] if history is not None else self.summaries),
+            version=self.head,
+            _history=history,
+        )
+
+
+def snapshot_payload(  # noqa: PLR0917 - the snapshot's fields, each needed
+    head: int,
+    user_id: str,
+    session_id: str,
+    state: Mapping[str, JSONValue],
+    latest: Summary,
+    events: Sequence[Event],
+    history: History,
+) -> dict[str, JSONValue]:
+    """The payload of a ``session.snapshot`` record that follows ``head`` records.
+
+    Args:
+        head: How many records of the session stream it follows.
+        user_id: The session's user.
+        session_id: The session's id.
+        state: The session-scope state.
+        latest: The latest committed summary.
+        events: The events it does not cover.
+        history: The events it covers and the older summaries, as ids.
+
+    A summary attempt begun before the snapshot and never committed is not kept: the
+    commit of a summary comes right after its begin, so no later commit can name it
+    (a stream that breaks this is read whole, as the full fold reads it).
+    """
+    return {
+        "head": head,
+        "user_id": user_id,
+        "session_id": session_id,
+        "state": {k: state[k] for k in sorted(state)},
+        "summary": latest.to_dict(),
+        "events": [e.to_dict() for e in events],
+        "history": history.to_json(),
+    }
+
+
+def snapshot_of(session: Session, head: int) -> dict[str, JSONValue]:
+    """The payload of the ``session.snapshot`` after ``head`` records that fold to ``session``.
+
+    The session may be whole or partial; it must have a committed summary.
+
+    Raises:
+        SessionError: If the session has no committed summary.
+    """
+    if not session.summaries:
+        raise SessionError("a session snapshot needs a committed summary")
+    history = session._history
+    if history is None:
+        history = History(
+            len(session.historical_events),
+            IdSet().union(e.id for e in session.historical_events),
+            tuple(s.id for s in session.summaries[:-1]),
+        )
+    state = {k: v for k, v in session.state.items() if key_scope(k) == "session"}
+    return snapshot_payload(
+        head, session.user_id, session.id, state, session.summaries[-1], session.events, history
+    )
+
+
 def fold_session(
     app: str,
     user_id: str,
@@ -77,7 +356,7 @@ def fold_session(
     Returns:
         The session: events not covered by the latest summary, covered ones as
             historical events, committed summaries only, merged state, and the session
-            stream's head as its version.
+            stream's head as its version. Snapshot records are passed over.
 
     Raises:
         SessionNotFound: If the session stream is empty.
@@ -85,67 +364,74 @@ def fold_session(
     """
     if not session_records:
         raise SessionNotFound(f"no session {session_id!r} of user {user_id!r} in app {app!r}")
-    first = session_records[0]
-    state: dict[str, JSONValue] = {}
-    events: list[Event] = []
-    positions: dict[str, int] = {}
-    pending: dict[str, Summary] = {}
-    summaries: list[Summary] = []
-    covered = 0
+    fold = SessionFold(app, user_id, session_id)
     for rec in session_records:
-        p = rec.payload
+        fold.apply(rec)
+    return fold.session(user_records, app_records)
+
+
+def fold_tail(
+    app: str, user_id: str, session_id: str, tail: Sequence[StoredRecord]
+) -> tuple[SessionFold | None, str]:
+    """Fold the end of a session stream from the latest snapshot in it.
+
+    Args:
+        app: The app (journal namespace).
+        user_id: The session's user.
+        session_id: The session's id.
+        tail: The last records of the session stream, in order, up to its head.
+
+    Returns:
+        The fold from the latest snapshot in ``tail`` through its last record, and
+            ``""``; or ``None`` and why not (no snapshot in ``tail``, or the latest one
+            is damaged), for the caller to fold the whole stream.
+
+    A record after the snapshot that the fold from it cannot explain gives ``None``
+    too: the full fold decides whether the stream is damaged.
+    """
+    for i in range(len(tail) - 1, -1, -1):
+        rec = tail[i]
+        if rec.kind != KIND_SNAPSHOT:
+            continue
         try:
-            if rec is first:
-                if rec.kind != KIND_CREATED:
-                    raise SessionError(
-                        f"a session stream must start with {KIND_CREATED!r}, not {rec.kind!r}"
-                    )
-                initial = p.get("state")
-                if not isinstance(initial, Mapping):
-                    raise SessionError("session.created without a 'state' object")
-                for key in initial:
-                    if key_scope(key) != "session":
-                        raise SessionError(f"initial key {key!r} is not session scope")
-                if p.get("user_id") != user_id or p.get("session_id") != session_id:
-                    raise SessionError(
-                        f"session.created names user {p.get('user_id')!r} and session "
-                        f"{p.get('session_id')!r}"
-                    )
-                state.update(initial)
-            elif rec.kind == KIND_EVENT:
-                event = Event.from_dict(p.get("event"))
-                if event.id in positions:
-                    raise SessionError(f"event id {event.id!r} appears twice")
-                if any(key_scope(k) == "temp" for k in event.state_delta):
-                    raise SessionError(f"event {event.id!r} stored a temp: key")
-                positions[event.id] = len(events)
-                events.append(event)
-                state.update(event.delta_in("session"))
-            elif rec.kind == KIND_SUMMARY_BEGIN:
-                pending[rec.record.id] = Summary.from_dict(p.get("summary"))
-            elif rec.kind == KIND_SUMMARY_COMMIT:
-                begin = p.get("begin")
-                summary = pending.pop(begin, None) if isinstance(begin, str) else None
-                if summary is None:
-                    raise SessionError(f"summary.commit of an unknown begin record {begin!r}")
-                if p.get("summary_id") != summary.id or p.get("version") != summary.version:
-                    raise SessionError("summary.commit does not match its begin record")
-                covered = check_next_summary(session_id, summaries, positions, summary)
-                summaries.append(summary)
-            else:
-                raise SessionError(f"unexpected record kind {rec.kind!r} in a session stream")
-        except SessionError as exc:
-            raise CorruptionError(str(exc), location=_where(app, rec)) from None
-    merged: dict[str, JSONValue] = dict(state)
-    merged.update(fold_scope_state(app, user_records, "user"))
-    merged.update(fold_scope_state(app, app_records, "app"))
-    return Session(
-        app=app,
-        user_id=user_id,
-        id=session_id,
-        events=tuple(events[covered:]),
-        historical_events=tuple(events[:covered]),
-        state=merged,
-        summaries=tuple(summaries),
-        version=session_records[-1].seq,
-    )
+            fold = SessionFold.from_snapshot(app, user_id, session_id, rec)
+        except ValueError as exc:
+            return None, f"the snapshot at seq {rec.seq} is damaged ({exc})"
+        for later in tail[i + 1 :]:
+            try:
+                fold.apply(later)
+            except CorruptionError as exc:
+                # Perhaps the history explains it (the full fold is the judge).
+                return None, f"a record after the snapshot at seq {rec.seq}: {exc}"
+        return fold, ""
+    return None, "no snapshot"
+
+
+def snapshot_problems(
+    app: str, user_id: str, session_id: str, records: Sequence[StoredRecord]
+) -> list[str]:
+    """Check every ``session.snapshot`` of a session stream against the full fold.
+
+    Returns:
+        One line per snapshot that does not hold the fold of the records before it
+            (where, and that it does not match); empty when all match.
+
+    Raises:
+        CorruptionError: If a record cannot be explained (as the full fold would).
+    """
+    problems: list[str] = []
+    fold = SessionFold(app, user_id, session_id)
+    for rec in records:
+        if rec.kind == KIND_SNAPSHOT:
+            mine: dict[str, Any] | None
+            try:
+                mine = fold.snapshot()
+            except SessionError:
+                mine = None
+            if mine is None or canonical_json(dict(rec.payload)) != canonical_json(mine):
+                problems.append(
+                    f"{_where(app, rec)}: the session snapshot does not match the fold of "
+                    "the records before it"
+                )
+        fold.apply(rec)
+    return problems

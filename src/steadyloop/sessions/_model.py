@@ -32,6 +32,7 @@ from typing import Any, Literal, TypeAlias
 
 from steadyloop._errors import EncodingError, SessionError
 from steadyloop.records import JSONValue, _as_json, check_canonical, decode
+from steadyloop.sessions._history import History
 
 __all__ = [
     "SCOPES",
@@ -523,6 +524,14 @@ class Session:
         summaries: Every committed summary, oldest first; the last is the latest.
         version: The head of the session stream (its last sequence number); the next
             write expects ``version + 1``.
+
+    A session read with ``get_session(..., history=False)`` is *partial*
+    ([`partial`][steadyloop.sessions.Session.partial]): read from the session's latest
+    snapshot, it holds everything an agent continues from (``events``, ``state``,
+    ``version`` and the latest summary) but not the history: ``historical_events`` is
+    empty and ``summaries`` holds only the latest summary. Its checks still see the
+    whole history: [`has_event`][steadyloop.sessions.Session.has_event] and the summary
+    chain use the ids the snapshot keeps.
     """
 
     app: str
@@ -533,16 +542,26 @@ class Session:
     state: Mapping[str, JSONValue] = field(default_factory=dict)
     summaries: tuple[Summary, ...] = ()
     version: int = 0
+    _history: History | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def partial(self) -> bool:
+        """Whether the session was read without its history (see above)."""
+        return self._history is not None
 
     @property
     def all_events(self) -> tuple[Event, ...]:
-        """Historical events, then current events: every event ever appended."""
+        """Historical events, then current events: every event held.
+
+        Of a partial session, its ``events`` only.
+        """
         return self.historical_events + self.events
 
     @property
     def event_ids(self) -> frozenset[str]:
         """The ids of every event of the session, historical ones included."""
-        return frozenset(e.id for e in self.all_events)
+        held = frozenset(e.id for e in self.all_events)
+        return held if self._history is None else held | frozenset(self._history.ids)
 
     @functools.cached_property
     def _view(self) -> tuple[_EventChain, int, int]:
@@ -557,7 +576,9 @@ class Session:
         every append.
         """
         chain, _, end = self._view
-        return any(pos < end for pos in chain.positions.get(event_id, ()))
+        if any(pos < end for pos in chain.positions.get(event_id, ())):
+            return True
+        return self._history is not None and event_id in self._history.ids
 
     def _share_index(self, successor: Session, added: Sequence[Event] = ()) -> Session:
         # A successor keeps the order of all_events and may add events at the end, so
@@ -590,6 +611,7 @@ class Session:
             state=state,
             summaries=self.summaries,
             version=version,
+            _history=self._history,
             _view=(chain, split, end + len(added)),
         )
         if "historical_events" in mine:

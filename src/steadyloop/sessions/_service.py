@@ -7,6 +7,7 @@ from any backend, or after a crash, is exactly what was committed.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
 from steadyloop._errors import ConflictError, SessionError, SessionExists, SessionNotFound
@@ -18,12 +19,14 @@ from steadyloop.records import (
     _Checked,
     _make_unchecked,
 )
-from steadyloop.sessions._fold import fold_session
+from steadyloop.sessions._fold import fold_session, fold_tail, snapshot_of
+from steadyloop.sessions._history import History, Positions
 from steadyloop.sessions._memory import MemoryHit, memory_records, rank, read_entries
 from steadyloop.sessions._model import Event, Part, Session, Summary, json_copy, key_scope
 from steadyloop.sessions._streams import (
     KIND_CREATED,
     KIND_EVENT,
+    KIND_SNAPSHOT,
     KIND_STATE_DELTA,
     app_stream,
     check_id,
@@ -40,6 +43,11 @@ __all__ = ["SessionService"]
 _CONSISTENT_READS = 20
 """Attempts of [`SessionService.get_session`][steadyloop.sessions.SessionService.get_session] to
 read its streams consistently."""
+
+_TAIL_CHUNK = 64
+"""Records of a session stream read in the first chunk when looking for its snapshot."""
+
+_log = logging.getLogger("steadyloop.sessions")
 
 
 class SessionService:
@@ -153,13 +161,26 @@ class SessionService:
             return session
         return _with(session, state={**session.state, **scoped["temp"]})
 
-    async def get_session(self, user_id: str, session_id: str) -> Session:
+    async def get_session(self, user_id: str, session_id: str, *, history: bool = True) -> Session:
         """Read a session: a fold over its stream and its user's and app's state.
 
         The three streams are read so that an event's session, ``user:`` and ``app:``
         changes (committed in one batch) are seen all together or not at all: the
         ``user:`` and ``app:`` streams are read first, then the session, and the read
         is extended until their heads have not moved meanwhile.
+
+        Args:
+            user_id: The session's user.
+            session_id: The session's id.
+            history: ``True`` (the default) folds the whole session stream and gives the
+                whole session. ``False`` reads the session from its latest
+                ``session.snapshot`` (written when a summary commits) and the records
+                after it, and gives a *partial* session (see
+                [`Session`][steadyloop.sessions.Session]): what an agent continues from,
+                at a cost that follows the session since its latest summary rather than
+                its whole length. Resume reads it so. A session without a usable snapshot
+                is folded whole (a warning says why when it has summaries, so should have
+                one), and the result is the whole session.
 
         Raises:
             SessionNotFound: If the user has no session with this id.
@@ -170,32 +191,70 @@ class SessionService:
         journal, app = self.journal, self.app
         stream = session_stream(user_id, session_id)
         shared = (user_stream(user_id), app_stream())
-        read: dict[str, list[StoredRecord]] = {name: [] for name in (*shared, stream)}
+        read: dict[str, list[StoredRecord]] = {name: [] for name in shared}
+        own: list[StoredRecord] = []
         for _ in range(_CONSISTENT_READS):
-            for name in (*shared, stream):  # the session last, then check the others
+            for name in shared:
                 got = read[name]
                 got.extend(await journal.read(app, name, start=len(got) + 1))
-            if not read[stream]:
+            if own:
+                own.extend(await journal.read(app, stream, start=own[-1].seq + 1))
+            elif history:
+                own = await journal.read(app, stream)
+            else:
+                own = await self._read_tail(stream)
+            if not own:
                 raise SessionNotFound(
                     f"user {user_id!r} has no session {session_id!r} in app {app!r}"
                 )
             heads = [await journal.head(app, name) for name in shared]
             if all(h == len(read[n]) for h, n in zip(heads, shared, strict=True)):
-                return fold_session(
-                    app,
-                    user_id,
-                    session_id,
-                    read[stream],
-                    user_records=read[shared[0]],
-                    app_records=read[shared[1]],
-                )
+                break
             for h, name in zip(heads, shared, strict=True):
                 if h < len(read[name]):  # deleted and written again: start it over
                     read[name] = []
-        raise SessionError(
-            f"the user: and app: state of session {session_id!r} kept changing during "
-            f"{_CONSISTENT_READS} reads; nothing consistent could be read"
-        )
+        else:
+            raise SessionError(
+                f"the user: and app: state of session {session_id!r} kept changing during "
+                f"{_CONSISTENT_READS} reads; nothing consistent could be read"
+            )
+        users, apps = read[shared[0]], read[shared[1]]
+        if history:
+            return fold_session(app, user_id, session_id, own, user_records=users, app_records=apps)
+        fold, why = fold_tail(app, user_id, session_id, own)
+        if fold is not None:
+            return fold.session(users, apps)
+        if own[0].seq > 1:  # the latest snapshot is damaged: read what comes before it
+            own = [*await journal.read(app, stream, limit=own[0].seq - 1), *own]
+        session = fold_session(app, user_id, session_id, own, user_records=users, app_records=apps)
+        if session.summaries or why != "no snapshot":
+            _log.warning(
+                "session %r of user %r in app %r: %s; folding the whole session",
+                session_id,
+                user_id,
+                app,
+                why if why != "no snapshot" else "it has summaries but no snapshot",
+            )
+        return session
+
+    async def _read_tail(self, stream: str) -> list[StoredRecord]:
+        """The end of a session stream, back to its latest snapshot or to its start.
+
+        Read backwards in growing chunks, so a session summarised recently costs a read
+        of its last records, and one never summarised costs one read of it all.
+        """
+        journal, app = self.journal, self.app
+        hi = await journal.head(app, stream)
+        size = _TAIL_CHUNK
+        got: list[StoredRecord] = []
+        while hi > 0:
+            lo = max(1, hi - size + 1)
+            chunk = await journal.read(app, stream, start=lo, limit=hi - lo + 1)
+            got[:0] = chunk
+            if any(r.kind == KIND_SNAPSHOT for r in chunk):
+                break
+            hi, size = lo - 1, size * 4
+        return got
 
     async def list_sessions(self, user_id: str) -> list[str]:
         """Return the ids of a user's sessions, sorted by code point."""
@@ -411,6 +470,8 @@ class SessionService:
                 was written, and storing again is safe.
         """
         session = self._check_session(session)
+        if session.partial:
+            session = await self.get_session(session.user_id, session.id)
         stream = memory_stream(session.user_id)
         existing = await self.journal.read(self.app, stream)
         stored = read_entries(existing, f"{self.app}/{stream}")
@@ -458,9 +519,14 @@ class SessionService:
             text=text,
             time=self.records.clock.now_us(),
         )
-        positions = {e.id: i for i, e in enumerate(session.all_events)}
-        covered = check_next_summary(session.id, session.summaries, positions, summary)
-        return session, summary, covered
+        history = session._history
+        base = 0 if history is None else history.count
+        latest = session.latest_summary
+        held = {e.id: base + i for i, e in enumerate(session.all_events)}
+        used = {s.id for s in session.summaries}.union(() if history is None else history.summaries)
+        positions = Positions(held, history, None if latest is None else latest.covers_through)
+        covered = check_next_summary(session.id, latest, used, positions, summary)
+        return session, summary, covered - base
 
     async def summarize(
         self,
@@ -483,8 +549,12 @@ class SessionService:
             covers_through: The id of the last event it covers; that event and all
                 before it become historical events.
 
+        The second batch also holds a ``session.snapshot`` of the session as it then
+        stands, so that a later partial read (resume) starts there.
+
         Returns:
-            The session with the summary in force and the covered events historical.
+            The session with the summary in force and the covered events historical
+                (of a partial session: known by their ids).
 
         Raises:
             SessionError: If the summary breaks the version chain (wrong version or
@@ -506,19 +576,37 @@ class SessionService:
         await self.journal.append(
             self.app, [StreamWrite(stream, [begin], expected_next=session.version + 1)]
         )
-        commit = commit_record(self.records, summary, begin)
-        result = await self.journal.append(
-            self.app, [StreamWrite(stream, [commit], expected_next=session.version + 2)]
-        )
         every = session.all_events
-        successor = _with(
-            session,
-            events=every[covered:],
-            historical_events=every[:covered],
-            summaries=(*session.summaries, summary),
-            version=result.positions[stream][1],
+        history = session._history
+        if history is None:
+            successor = _with(
+                session,
+                events=every[covered:],
+                historical_events=every[:covered],
+                summaries=(*session.summaries, summary),
+                version=session.version + 3,
+            )
+        else:
+            successor = _with(
+                session,
+                events=every[covered:],
+                summaries=(summary,),
+                version=session.version + 3,
+                history=History(
+                    history.count + covered,
+                    history.ids.union(e.id for e in every[:covered]),
+                    (*history.summaries, *(s.id for s in session.summaries)),
+                ),
+            )
+        commit = commit_record(self.records, summary, begin)
+        snapshot = self.records(KIND_SNAPSHOT, snapshot_of(successor, session.version + 2))
+        await self.journal.append(
+            self.app,
+            [StreamWrite(stream, [commit, snapshot], expected_next=session.version + 2)],
         )
-        return session._share_index(successor)
+        # A whole session keeps the order of its events, so its successor shares the
+        # event index; a partial one drops the covered events, and builds its own.
+        return successor if history is not None else session._share_index(successor)
 
     async def fail_summary(
         self,
@@ -570,6 +658,7 @@ def _with(
     state: Mapping[str, JSONValue] | None = None,
     summaries: tuple[Summary, ...] | None = None,
     version: int | None = None,
+    history: History | None = None,
 ) -> Session:
     return Session(
         app=session.app,
@@ -582,6 +671,7 @@ def _with(
         state=session.state if state is None else state,
         summaries=session.summaries if summaries is None else summaries,
         version=session.version if version is None else version,
+        _history=session._history if history is None else history,
     )
 
 

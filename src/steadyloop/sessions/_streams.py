@@ -29,10 +29,19 @@ Record kinds (payload fields in brackets):
     their prefix. ``event_id`` is ``null`` for the initial state of ``create_session``.
     Later records win, key by key.
 ``summary.begin`` (``summary``, the summary as
-[`Summary.to_dict`][steadyloop.sessions.Summary.to_dict] gives it)
+    [`Summary.to_dict`][steadyloop.sessions.Summary.to_dict] gives it)
     First half of a summary attempt. Invisible on its own.
 ``summary.commit`` (``summary_id``, ``version``, ``begin``, the record id of its begin)
     Second half, written in a later batch. Only a begin with its commit is a summary.
+``session.snapshot`` (``head``, ``user_id``, ``session_id``, ``state``, ``summary``,
+    ``events``, ``history``)
+    The fold of the ``head`` records before it, written in the batch of a
+    ``summary.commit`` (no extra sync): the session-scope ``state``, the latest
+    ``summary``, the ``events`` it does not cover, and of the rest only ids: ``history``
+    (``count`` of covered events, their ``ids``, the ids of older ``summaries``).
+    Resume reads the latest
+    snapshot and what follows it; a full fold passes over it, and ``journal doctor``
+    checks it against the fold of the records before it.
 ``memory.entry`` (``session_id``, ``event_id``, ``author``, ``text``, ``time``)
     The text of one event, stored into the user's memory.
 """
@@ -47,6 +56,7 @@ __all__ = [
     "KIND_CREATED",
     "KIND_EVENT",
     "KIND_MEMORY_ENTRY",
+    "KIND_SNAPSHOT",
     "KIND_STATE_DELTA",
     "KIND_SUMMARY_BEGIN",
     "KIND_SUMMARY_COMMIT",
@@ -74,6 +84,10 @@ KIND_SUMMARY_BEGIN = "summary.begin"
 KIND_SUMMARY_COMMIT = "summary.commit"
 """Second half of a summary attempt, in a later batch: ``summary_id``, ``version``, ``begin``."""
 
+KIND_SNAPSHOT = "session.snapshot"
+"""The fold of a session stream so far, in the batch of a summary commit: ``head``,
+``user_id``, ``session_id``, ``state``, ``summary``, ``events``, ``history``."""
+
 KIND_MEMORY_ENTRY = "memory.entry"
 """The text of one event in a user's memory: ``session_id``, ``event_id``, ``author``,
 ``text``, ``time``."""
@@ -84,6 +98,7 @@ RECORD_KINDS: tuple[str, ...] = (
     KIND_STATE_DELTA,
     KIND_SUMMARY_BEGIN,
     KIND_SUMMARY_COMMIT,
+    KIND_SNAPSHOT,
     KIND_MEMORY_ENTRY,
 )
 """Every record kind the sessions layer writes."""

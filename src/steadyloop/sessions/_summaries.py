@@ -18,10 +18,11 @@ breaks it is reported as corruption instead of being shown:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container
 
 from steadyloop._errors import SessionError
 from steadyloop.records import Record, RecordFactory
+from steadyloop.sessions._history import Positions
 from steadyloop.sessions._model import Summary
 from steadyloop.sessions._streams import KIND_SUMMARY_BEGIN, KIND_SUMMARY_COMMIT
 
@@ -30,16 +31,19 @@ __all__ = ["begin_record", "check_next_summary", "commit_record"]
 
 def check_next_summary(
     session_id: str,
-    summaries: Sequence[Summary],
-    positions: Mapping[str, int],
+    latest: Summary | None,
+    used: Container[str],
+    positions: Positions,
     candidate: Summary,
 ) -> int:
-    """Check that ``candidate`` may follow ``summaries`` in a session's chain.
+    """Check that ``candidate`` may follow ``latest`` in a session's chain.
 
     Args:
         session_id: The session the summary is written into.
-        summaries: The committed summaries so far, oldest first.
-        positions: Each event id of the session mapped to its index (from 0).
+        latest: The latest committed summary, if any.
+        used: The ids of every committed summary.
+        positions: Where each event of the session is (of a partial session, the
+            history's events too, through its ids).
         candidate: The summary to check.
 
     Returns:
@@ -48,7 +52,6 @@ def check_next_summary(
     Raises:
         SessionError: If the candidate breaks the chain rule; the message says how.
     """
-    latest = summaries[-1] if summaries else None
     want_version = 1 if latest is None else latest.version + 1
     want_replaces = None if latest is None else latest.id
     name = f"summary {candidate.id!r}"
@@ -66,11 +69,7 @@ def check_next_summary(
             f"{name} replaces {candidate.replaces!r}; version {want_version} of session "
             f"{session_id!r} must replace {want_replaces!r}"
         )
-    if (
-        latest is not None
-        and candidate.id != latest.id
-        and any(s.id == candidate.id for s in summaries)
-    ):
+    if latest is not None and candidate.id != latest.id and candidate.id in used:
         raise SessionError(f"{name} reuses the id of an older summary of session {session_id!r}")
     index = positions.get(candidate.covers_through)
     if index is None:

@@ -116,7 +116,15 @@ class CrashingJournal(ForwardingJournal):
         if hit and self.side == "before":
             self.crashed = True
             raise SimulatedCrash(f"crash before append {self.appends}")
-        result = await super()._append(batch)
+        try:
+            result = await super()._append(batch)
+        except Exception:
+            # A refused batch (another writer came first) is a boundary too: the
+            # process dies before the code after it runs, just as after a durable one.
+            if hit:
+                self.crashed = True
+                raise SimulatedCrash(f"crash after append {self.appends}") from None
+            raise
         if hit:
             self.crashed = True
             raise SimulatedCrash(f"crash after append {self.appends}")
@@ -126,8 +134,10 @@ class CrashingJournal(ForwardingJournal):
 class _Recorder:
     """What the instrumented agent did across the attempts of one case."""
 
-    def __init__(self, sink: EffectSink) -> None:
+    def __init__(self, sink: EffectSink, summarize_every: int = 0) -> None:
         self.sink = sink
+        self.summarize_every = summarize_every
+        self.session: tuple[str, str] = ("", "")  # user id, session id
         self.prompts: list[tuple[Message, ...]] = []
         self.executions: dict[str, tuple[str, JSONValue]] = {}  # intent id -> outcome
         self.never_runs: dict[tuple[int, int], int] = {}  # (step, index) -> executions
@@ -174,6 +184,9 @@ class _Recorder:
         recorder = self
 
         async def wrapped(context: ToolContext, **arguments: Any) -> Any:
+            every = recorder.summarize_every
+            if every and context.index == 0 and context.step % every == 0:
+                await recorder.summarize()
             recorder.sink.record(
                 tool.name, tool.policy.value, context.idempotency_key, intent=context.intent_id
             )
@@ -187,6 +200,11 @@ class _Recorder:
 
         return wrapped
 
+    async def summarize(self) -> None:
+        """Summarise the case's session (see `summarize_session`)."""
+        assert self.where is not None
+        await summarize_session(self.where[0], self.where[1], *self.session)
+
     def decide(self, intent_id: str) -> Happened | NotHappened:
         """The truth about an intent: did the model or tool run, and with what outcome."""
         if intent_id in self.replies:
@@ -197,6 +215,32 @@ class _Recorder:
         if status == "error":
             return Happened(error=str(value), note="crash matrix: the tool ran and raised")
         return Happened(value=value, note="crash matrix: the tool ran")
+
+
+async def summarize_session(journal: Journal, app: str, user_id: str, session_id: str) -> None:
+    """Summarise a session through its last event, as an agent that summarises would.
+
+    The kit does it before a tool's effect, so a tool that runs again after a crash
+    summarises again (in place: same text, same id, the next version) and one that is not
+    run again had its summary committed already: the model's prompts are those of the
+    uninterrupted run either way. The text counts the events instead of naming them (ids
+    hold the run id, which differs from case to case).
+    """
+    service = SessionService(journal, app)
+    s = await service.get_session(user_id, session_id, history=False)
+    latest = s.latest_summary
+    if not s.events and latest is None:
+        return
+    through = s.events[-1].id if s.events else latest.covers_through  # type: ignore[union-attr]
+    same = latest is not None and latest.covers_through == through
+    await service.summarize(
+        s,
+        f"a summary of the first {len(s.event_ids)} events",
+        summary_id=latest.id if same and latest is not None else f"summary-{through}",
+        version=1 if latest is None else latest.version + 1,
+        replaces=None if latest is None else latest.id,
+        covers_through=through,
+    )
 
 
 @dataclass(frozen=True)
@@ -324,6 +368,7 @@ class _Matrix:
     user_id: str
     records: Callable[[], RecordFactory]
     sink: EffectSink
+    summarize_every: int = 0
     dead: list[Journal] = field(default_factory=list)
 
     async def _attempt(
@@ -339,6 +384,7 @@ class _Matrix:
         """One process lifetime: (result or None if it crashed, appends, resolutions)."""
         journal = CrashingJournal(await self.journal_factory(), crash_at, side)
         recorder.where = (journal, self.app, run_id)
+        recorder.session = (self.user_id, session_id)
         agent = recorder.instrument(self.agent_factory())
         resolutions = 0
 
@@ -384,7 +430,7 @@ class _Matrix:
                 await journal.close()  # a live process shuts down cleanly
 
     async def baseline(self) -> tuple[RunResult, int, list[Any], list[tuple[Message, ...]]]:
-        recorder = _Recorder(self.sink)
+        recorder = _Recorder(self.sink, self.summarize_every)
         result, appends, _ = await self._attempt(
             "baseline", "session-baseline", recorder, crash_at=None, side="before", first=True
         )
@@ -402,7 +448,7 @@ class _Matrix:
     ) -> CrashCase:
         tag = f"{k}-{side}" + (f"-{second}" if second else "")
         run_id, session_id = f"run-{tag}", f"session-{tag}"
-        recorder = _Recorder(self.sink)
+        recorder = _Recorder(self.sink, self.summarize_every)
         problems: list[str] = []
         result, _, _ = await self._attempt(
             run_id, session_id, recorder, crash_at=k, side=side, first=True
@@ -433,17 +479,14 @@ class _Matrix:
             problems.append("the session's events differ from the uninterrupted run")
         if info.state.ended is None:
             problems.append("the run has no end record")
-        by_size = {len(p): p for p in clean_prompts}
-        seen = set()
+        asked = set(recorder.prompts)
         for prompt in recorder.prompts:
-            seen.add(len(prompt))
-            if by_size.get(len(prompt)) != prompt:
+            if prompt not in clean_prompts:
                 problems.append(f"the model saw different messages at {len(prompt)} messages")
                 break
-        if seen != set(by_size):
-            problems.append(
-                f"the model was asked at prompt sizes {sorted(seen)}, not {sorted(by_size)}"
-            )
+        missing = sorted(len(p) for p in clean_prompts if p not in asked)
+        if missing:
+            problems.append(f"the model was never asked with the prompts of sizes {missing}")
         twice = {key: n for key, n in recorder.never_runs.items() if n > 1}
         if twice:
             problems.append(f"never-repeat model calls ran more than once: {twice}")
@@ -470,6 +513,7 @@ async def crash_matrix(
     records: Callable[[], RecordFactory] = RecordFactory,
     boundaries: Sequence[int] | None = None,
     sink: EffectSink | None = None,
+    summarize_every: int = 0,
 ) -> CrashMatrixReport:
     """Crash a run at every write boundary, resume it, and compare with a clean run.
 
@@ -487,6 +531,11 @@ async def crash_matrix(
         records: Makes the record factory of each process lifetime.
         boundaries: Only these appends (1-based); all by default.
         sink: Where the kit counts every tool's effects; a temporary file by default.
+        summarize_every: If set, the kit summarises the session before the first tool
+            call of every step that is a multiple of it (through the session's last
+            event, as a second writer of the session), so that crashes also hit summary
+            writes and the session snapshots they carry, and resumes read the session
+            from a snapshot.
 
     Returns:
         The report; call
@@ -497,7 +546,9 @@ async def crash_matrix(
     if sink is None:
         scratch = tempfile.mkdtemp(prefix="steadyloop-crash-matrix-")
         sink = EffectSink(os.path.join(scratch, "effects.log"))
-    matrix = _Matrix(agent_factory, journal_factory, input, app, user_id, records, sink)
+    matrix = _Matrix(
+        agent_factory, journal_factory, input, app, user_id, records, sink, summarize_every
+    )
     try:
         return await _cases(matrix, sides, second_crash, boundaries)
     finally:
