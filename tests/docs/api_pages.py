@@ -203,6 +203,7 @@ PACKAGES: dict[str, Package] = {
                     "KIND_STATE_DELTA",
                     "KIND_SUMMARY_BEGIN",
                     "KIND_SUMMARY_COMMIT",
+                    "KIND_SNAPSHOT",
                     "KIND_MEMORY_ENTRY",
                     "RECORD_KINDS",
                 ],
