@@ -1,13 +1,14 @@
-"""Review rv1: depth limits counted from the record (journal, sessions)."""
+"""Review rv1: depth limits counted from the record (journal, sessions), JSONL groups refuse alone."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from steadyloop import EncodingError
-from steadyloop.journal import SQLiteJournal, StreamWrite
+from steadyloop.journal import JSONLJournal, SQLiteJournal, StreamWrite
 from steadyloop.records import (
     JSONValue,
     Record,
@@ -32,6 +33,28 @@ def nested(levels: int) -> JSONValue:
 
 def rec(i: int, payload: dict[str, JSONValue] | None = None) -> Record:
     return Record(kind="test.item", payload=payload or {"i": i}, id=f"r-{i}", time=1)
+
+
+async def test_jsonl_batch_refused_at_write_fails_alone_in_its_group(tmp_path: Path) -> None:
+    """A JSONL batch whose line nests too deep is refused alone; the others of its group commit."""
+    journal = await JSONLJournal.open(tmp_path / "j")
+    await journal.append(NS, [StreamWrite("warm-up", [rec(0)])])
+    bad = rec(2, {"v": nested(511)})  # the record's check passes; its line is one level deeper
+    async with journal._mutex_for(NS):
+        first = asyncio.ensure_future(journal.append(NS, [StreamWrite("s", [rec(1)], 1)]))
+        refused = asyncio.ensure_future(journal.append(NS, [StreamWrite("s", [bad], 2)]))
+        after = asyncio.ensure_future(journal.append(NS, [StreamWrite("s", [rec(3)], 2)]))
+        await asyncio.sleep(0.05)
+    outcomes = await asyncio.gather(first, refused, after, return_exceptions=True)
+    assert isinstance(outcomes[1], EncodingError)
+    assert "/record/payload/v/0" in str(outcomes[1])
+    assert outcomes[0].positions == {"s": (1, 1)}  # type: ignore[union-attr]
+    assert outcomes[2].positions == {"s": (2, 2)}  # type: ignore[union-attr]
+    await journal.close()
+    again = await JSONLJournal.open(tmp_path / "j")
+    assert [r.record.id for r in await again.read(NS, "s")] == ["r-1", "r-3"]
+    await again.append(NS, [StreamWrite("s", [rec(4)], 3)])  # the batch numbers still run on
+    await again.close()
 
 
 @pytest.mark.parametrize("checked", [False, True], ids=["plain", "checked"])
