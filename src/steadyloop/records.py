@@ -428,15 +428,23 @@ class _Checked(dict[str, JSONValue]):
 def _payload_json(rec: Record) -> str:
     """The canonical JSON text of a record's payload (errors name ``/payload/...``)."""
     payload = rec.payload
+    text: str | None = None
     if type(payload) is _Checked and _c_encode is not None:
         try:
-            text: str = "".join(_c_encode(payload, 0))
+            text = "".join(_c_encode(payload, 0))
         except (ValueError, TypeError, RecursionError):
             pass  # the full check below names the problem
         else:
-            if text.isascii() or _utf8_ok(text):
-                return text
-    return _canonical(payload if type(payload) is dict else dict(payload), "/payload")
+            if not text.isascii() and not _utf8_ok(text):
+                text = None
+    if text is None:
+        text = _canonical(payload if type(payload) is dict else dict(payload), "/payload")
+    if text.count("[") + text.count("{") >= MAX_DEPTH:
+        # Depth counts from the record, as in ``canonical_json(rec.to_dict())``: the
+        # payload itself is one level down (and a checked payload was not walked at all).
+        # Only a payload of this many brackets can be that deep.
+        check_canonical({"payload": payload})
+    return text
 
 
 def _record_json(rec: Record, payload: str) -> str:

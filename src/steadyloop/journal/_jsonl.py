@@ -52,6 +52,7 @@ from steadyloop._errors import (
     BackendUnavailable,
     ConflictError,
     CorruptionError,
+    EncodingError,
     IdempotencyKeyReused,
     SteadyloopError,
 )
@@ -516,6 +517,7 @@ class JSONLJournal(Journal):
                 outcomes.append((None, refused))
                 continue
             number += 1
+            before = {w.stream: heads[w.stream] for w in batch.writes}
             lines: list[dict[str, Any]] = []
             positions: dict[str, tuple[int, int]] = {}
             texts_in_order: list[str] = []
@@ -537,11 +539,21 @@ class JSONLJournal(Journal):
                 obj["index"], obj["size"] = index, len(lines)
             if key is not None:
                 lines[0]["key"], lines[0]["digest"] = key, batch.digest
+            try:
+                payload = _with_check([canonical_json(obj) for obj in lines])
+            except EncodingError as exc:
+                # A line nests its record one level deeper than the record's own check
+                # counts: such a batch is refused here, alone, and takes no number.
+                number -= 1
+                heads.update(before)
+                outcomes.append((None, exc))
+                continue
+            if key is not None:
                 keys[key] = (
                     batch.digest,
                     AppendResult(namespace="", positions=positions).to_dict(),
                 )
-            payloads.append(_with_check([canonical_json(obj) for obj in lines]))
+            payloads.append(payload)
             planned.append((lines, texts_in_order))
             outcomes.append((AppendResult(namespace=ns, positions=positions), None))
         if payloads:
