@@ -294,6 +294,7 @@ class Worker:
         self._nudge = asyncio.Event()  # a cancel in this app may have come (PostgreSQL)
         self._unwatch: Callable[[], None] | None = None
         self._watching = False
+        self._cancel_timer: asyncio.TimerHandle | None = None  # a cancel's grace, this claim's
 
     # -- public ------------------------------------------------------------------------
 
@@ -423,6 +424,11 @@ class Worker:
             self._emit("error", claim.task_id, f"{type(exc).__name__}: {exc}")
         finally:
             self._work = None
+            if self._cancel_timer is not None:
+                # The cancelled round ended within its grace: the timer must not
+                # interrupt the next claim's round.
+                self._cancel_timer.cancel()
+                self._cancel_timer = None
             for helper in (beat, look):
                 helper.cancel()
                 with contextlib.suppress(BaseException):
@@ -499,7 +505,9 @@ class Worker:
         if self._verifying:
             self.interrupt_round()
         else:
-            asyncio.get_running_loop().call_later(self.grace, self.interrupt_round)
+            self._cancel_timer = asyncio.get_running_loop().call_later(
+                self.grace, self.interrupt_round
+            )
 
     def interrupt_round(self) -> None:
         """Interrupt the current round now, without stopping the worker.

@@ -1,0 +1,55 @@
+"""Review rv2: bugs found in the audit loop's app scoping, prompt cancel and queue migration."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from pathlib import Path
+
+from audit_helpers import wait_for
+
+from steadyloop.audit import TaskBoard, TaskContext, TaskSpec, TaskStatus, Worker
+from steadyloop.loop import Agent, Message, ModelReply, ReplayPolicy, ScriptedModel, ToolRegistry
+
+
+async def test_a_cancels_grace_timer_does_not_interrupt_the_next_task(
+    queue_url: str, tmp_path: Path
+) -> None:
+    """A cancelled round that ends at its next write, before the grace period, leaves no timer behind that interrupts the worker's next task."""
+    gate = asyncio.Event()
+
+    def make(ctx: TaskContext) -> Agent:
+        tools = ToolRegistry()
+
+        @tools.tool(policy=ReplayPolicy.SAFE)
+        async def step() -> str:
+            """Wait for the test's word (first task) or a few seconds (second task)."""
+            (ctx.workdir / "stepping").write_text("1")
+            if ctx.task_id == "s1":
+                await gate.wait()
+            else:
+                await asyncio.sleep(3.0)
+            return "ok"
+
+        def script(index: int, messages: Sequence[Message]) -> ModelReply | str:
+            return ModelReply.call("step", {}) if index < 1 else "done"
+
+        return Agent("stepper", ScriptedModel(script), tools)
+
+    async with (
+        await TaskBoard.open(queue_url, poll=0.2) as board,
+        await TaskBoard.open(queue_url) as person,
+    ):
+        await board.submit(TaskSpec(prompt="Step.", task_id="s1", priority=1))
+        await board.submit(TaskSpec(prompt="Step too.", task_id="s2"))
+        worker = Worker(board, make, scratch_root=tmp_path, lease=60, grace=2.0)
+        running = asyncio.ensure_future(worker.run())
+        assert await asyncio.to_thread(wait_for, (tmp_path / "s1" / "stepping").exists, 30)
+        assert await person.cancel("s1", "enough") is TaskStatus.RUNNING
+        await asyncio.sleep(0.6)  # the worker sees the cancel: its grace timer starts
+        gate.set()  # the run's next write ends it, well within the grace
+        await asyncio.wait_for(running, 60)
+        assert (await person.get("s1")).status is TaskStatus.CANCELLED
+        kinds = [r.kind for r in await person.trail("s2")]
+        assert "task.released" not in kinds, kinds
+        assert not worker.errors
