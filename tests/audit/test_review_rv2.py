@@ -53,3 +53,20 @@ async def test_a_cancels_grace_timer_does_not_interrupt_the_next_task(
         kinds = [r.kind for r in await person.trail("s2")]
         assert "task.released" not in kinds, kinds
         assert not worker.errors
+
+
+async def test_a_stopped_worker_no_longer_watches_for_cancels(
+    queue_url: str, tmp_path: Path
+) -> None:
+    """Once ``Worker.run`` returns, the worker's cancel watch is off its queue, so workers run one after another on one board do not pile up."""
+
+    def make(ctx: TaskContext) -> Agent:
+        return Agent("quick", ScriptedModel(lambda i, m: "done"), ToolRegistry())
+
+    async with await TaskBoard.open(queue_url, poll=0.2) as board:
+        for n in range(3):
+            await board.submit(TaskSpec(prompt="Quick.", task_id=f"q{n}"))
+            worker = Worker(board, make, scratch_root=tmp_path, lease=60)
+            await asyncio.wait_for(worker.run(), 60)
+            assert not worker.errors
+        assert board.queue._cancel_watchers == set()

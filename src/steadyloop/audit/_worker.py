@@ -341,26 +341,31 @@ class Worker:
         """
         done = 0
         backoff = _Backoff()
-        while not self._stop.is_set() and (max_tasks is None or done < max_tasks):
-            try:
-                worked = await self.run_once()
-                if worked is not None:
-                    done += 1
+        try:
+            while not self._stop.is_set() and (max_tasks is None or done < max_tasks):
+                try:
+                    worked = await self.run_once()
+                    if worked is not None:
+                        done += 1
+                        backoff.reset()
+                        continue
+                    if until_idle:
+                        counts = await self.board.counts()
+                        if counts[TaskStatus.QUEUED] + counts[TaskStatus.RUNNING] == 0:
+                            break
+                    await self._idle()
                     backoff.reset()
-                    continue
-                if until_idle:
-                    counts = await self.board.counts()
-                    if counts[TaskStatus.QUEUED] + counts[TaskStatus.RUNNING] == 0:
-                        break
-                await self._idle()
-                backoff.reset()
-            except BackendUnavailable as exc:
-                # The store is gone for longer than the queue's own retries: a worker
-                # outlives it, waiting (and saying so) until it is back.
-                pause = backoff.next()
-                self._emit("store-unavailable", None, f"{exc}; trying again in {pause:.1f} s")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), pause)
+                except BackendUnavailable as exc:
+                    # The store is gone for longer than the queue's own retries: a worker
+                    # outlives it, waiting (and saying so) until it is back.
+                    pause = backoff.next()
+                    self._emit("store-unavailable", None, f"{exc}; trying again in {pause:.1f} s")
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), pause)
+        finally:
+            if self._unwatch is not None:
+                self._unwatch()  # no claim is held any more: no cancel to watch for
+            self._unwatch, self._watching = None, False
         if self._timer is not None:
             self._timer.cancel()  # a shutdown's grace timer has nothing left to interrupt
         return done
