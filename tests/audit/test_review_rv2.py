@@ -6,9 +6,12 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from audit_helpers import wait_for
+from test_audit_apps import _write_version_2_queue
 
-from steadyloop.audit import TaskBoard, TaskContext, TaskSpec, TaskStatus, Worker
+from backends import remove_prefix, require_server, unique_prefix, with_options
+from steadyloop.audit import TaskBoard, TaskContext, TaskSpec, TaskStatus, Worker, open_queue
 from steadyloop.loop import Agent, Message, ModelReply, ReplayPolicy, ScriptedModel, ToolRegistry
 
 
@@ -70,3 +73,18 @@ async def test_a_stopped_worker_no_longer_watches_for_cancels(
             await asyncio.wait_for(worker.run(), 60)
             assert not worker.errors
         assert board.queue._cancel_watchers == set()
+
+
+@pytest.mark.parametrize(("backend", "length"), [("postgres", 52), ("mysql", 51)])
+async def test_a_version_2_queue_under_a_long_prefix_is_migrated(backend: str, length: int) -> None:
+    """Under the longest prefix whose queue names fit the server (PostgreSQL cuts longer names at 63 bytes, MySQL refuses them past 64), a version-2 queue migrates with every task kept."""
+    base = await require_server(backend)
+    prefix = unique_prefix(backend).ljust(length, "x")
+    url = with_options(base, prefix=prefix)
+    try:
+        await _write_version_2_queue(url)
+        async with await open_queue(url) as queue:
+            assert [t.task_id for t in await queue.tasks()] == ["a", "b", "k", "r"]
+            assert await queue.dependents("a") == ["b"]
+    finally:
+        await remove_prefix(backend, base, prefix)
