@@ -88,3 +88,29 @@ async def test_a_version_2_queue_under_a_long_prefix_is_migrated(backend: str, l
             assert await queue.dependents("a") == ["b"]
     finally:
         await remove_prefix(backend, base, prefix)
+
+
+async def test_an_interrupt_right_after_a_claim_hands_the_lease_back(
+    queue_url: str, tmp_path: Path
+) -> None:
+    """A worker interrupted (a second Ctrl-C) just after its claim, before the claim's trail record is written, leaves no lease held: the task is claimable at once."""
+    from steadyloop.audit import WorkerEvent
+
+    def make(ctx: TaskContext) -> Agent:
+        return Agent("quick", ScriptedModel(lambda i, m: "done"), ToolRegistry())
+
+    async with await TaskBoard.open(queue_url, poll=0.2) as board:
+        await board.submit(TaskSpec(prompt="Quick.", task_id="i1"))
+        worker: Worker
+
+        def on_event(event: WorkerEvent) -> None:
+            if event.kind == "claimed":
+                worker.interrupt()
+
+        worker = Worker(board, make, scratch_root=tmp_path, lease=600, on_event=on_event)
+        await asyncio.wait_for(worker.run(), 60)
+        row = await board.get("i1")
+        assert row.status is not TaskStatus.RUNNING, row.lease_token
+        if row.status is TaskStatus.QUEUED:  # handed back (unless the round beat the interrupt)
+            after = Worker(board, make, scratch_root=tmp_path, lease=600)
+            assert await asyncio.wait_for(after.run_once(), 60) == "i1"

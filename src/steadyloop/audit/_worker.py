@@ -595,7 +595,15 @@ class Worker:
         """After an interrupt: hand the task back at once, naming the run that was stopped."""
         state = await self.board.state(claim.task_id)
         if state.status is not TaskStatus.RUNNING or state.lease_token != claim.lease_token:
-            return  # nothing is held: the round ended, or was never claimed in the trail
+            # Nothing of this claim is in the trail: the round ended, or the claim's
+            # record was never written (interrupted just after the claim). The queue row
+            # may still hold the lease: hand it back too, so nobody waits for it to expire.
+            status = state.status
+            if status is None or not status.terminal:
+                status = TaskStatus.QUEUED
+            with contextlib.suppress(LeaseLost):
+                await self._settle(claim, state, status)
+            return
         interrupted = None
         if state.phase == "running" and state.run_id is not None:
             with contextlib.suppress(RunNotFound):
