@@ -305,40 +305,43 @@ def _version_3_rebuild(d: Dialect) -> list[str]:
     """Rebuild a version-2 queue with the app in its keys; its tasks go to the default app.
 
     SQLite cannot change a table's keys in place, so every dialect copies into new
-    tables and swaps them in (MySQL in one atomic ``RENAME TABLE``).
+    tables and swaps them in (MySQL in one atomic ``RENAME TABLE``). The scratch names
+    (``{p}audit_nt``/``nd`` new, ``ot``/``od`` old, on MySQL) are shorter than the
+    queue's own: PostgreSQL cuts names at 63 bytes and MySQL refuses longer ones, so a
+    long prefix the queue works under must not make them collide with (or drop) its
+    tables and indexes.
     """
     kind = type(d).__name__
     app = f"'{DEFAULT_APP}'"  # a constant name: safe as a literal
     out = [
-        "DROP TABLE IF EXISTS {p}audit_tasks_v3",
-        "DROP TABLE IF EXISTS {p}audit_deps_v3",
-        *_table_statements(d, "audit_tasks_v3", "audit_deps_v3"),
-        f"INSERT INTO {{p}}audit_tasks_v3 (app, {_COPIED}) SELECT {app}, {_COPIED} "
-        "FROM {p}audit_tasks",
-        f"INSERT INTO {{p}}audit_deps_v3 (app, task_id, depends_on) SELECT {app}, task_id, "
+        "DROP TABLE IF EXISTS {p}audit_nt",
+        "DROP TABLE IF EXISTS {p}audit_nd",
+        *_table_statements(d, "audit_nt", "audit_nd"),
+        f"INSERT INTO {{p}}audit_nt (app, {_COPIED}) SELECT {app}, {_COPIED} FROM {{p}}audit_tasks",
+        f"INSERT INTO {{p}}audit_nd (app, task_id, depends_on) SELECT {app}, task_id, "
         "depends_on FROM {p}audit_deps",
     ]
     if kind == "MySQLDialect":
         # MySQL commits each DDL statement: a crash after the swap and before the drops
-        # leaves the old tables under their _v2 names, so a rerun first drops them (the
+        # leaves the old tables under their scratch names, so a rerun first drops them (the
         # swapped-in tables already hold every row).
         out[:0] = [
-            "DROP TABLE IF EXISTS {p}audit_tasks_v2",
-            "DROP TABLE IF EXISTS {p}audit_deps_v2",
+            "DROP TABLE IF EXISTS {p}audit_ot",
+            "DROP TABLE IF EXISTS {p}audit_od",
         ]
         out += [
-            "RENAME TABLE {p}audit_tasks TO {p}audit_tasks_v2, {p}audit_tasks_v3 TO "
-            "{p}audit_tasks, {p}audit_deps TO {p}audit_deps_v2, {p}audit_deps_v3 TO "
+            "RENAME TABLE {p}audit_tasks TO {p}audit_ot, {p}audit_nt TO "
+            "{p}audit_tasks, {p}audit_deps TO {p}audit_od, {p}audit_nd TO "
             "{p}audit_deps",
-            "DROP TABLE {p}audit_tasks_v2",
-            "DROP TABLE {p}audit_deps_v2",
+            "DROP TABLE {p}audit_ot",
+            "DROP TABLE {p}audit_od",
         ]
     else:
         out += [
             "DROP TABLE {p}audit_deps",
             "DROP TABLE {p}audit_tasks",
-            "ALTER TABLE {p}audit_tasks_v3 RENAME TO {p}audit_tasks",
-            "ALTER TABLE {p}audit_deps_v3 RENAME TO {p}audit_deps",
+            "ALTER TABLE {p}audit_nt RENAME TO {p}audit_tasks",
+            "ALTER TABLE {p}audit_nd RENAME TO {p}audit_deps",
         ]
     out += _INDEXES
     if kind == "PostgresDialect":

@@ -294,6 +294,7 @@ class Worker:
         self._nudge = asyncio.Event()  # a cancel in this app may have come (PostgreSQL)
         self._unwatch: Callable[[], None] | None = None
         self._watching = False
+        self._cancel_timer: asyncio.TimerHandle | None = None  # a cancel's grace, this claim's
 
     # -- public ------------------------------------------------------------------------
 
@@ -340,26 +341,31 @@ class Worker:
         """
         done = 0
         backoff = _Backoff()
-        while not self._stop.is_set() and (max_tasks is None or done < max_tasks):
-            try:
-                worked = await self.run_once()
-                if worked is not None:
-                    done += 1
+        try:
+            while not self._stop.is_set() and (max_tasks is None or done < max_tasks):
+                try:
+                    worked = await self.run_once()
+                    if worked is not None:
+                        done += 1
+                        backoff.reset()
+                        continue
+                    if until_idle:
+                        counts = await self.board.counts()
+                        if counts[TaskStatus.QUEUED] + counts[TaskStatus.RUNNING] == 0:
+                            break
+                    await self._idle()
                     backoff.reset()
-                    continue
-                if until_idle:
-                    counts = await self.board.counts()
-                    if counts[TaskStatus.QUEUED] + counts[TaskStatus.RUNNING] == 0:
-                        break
-                await self._idle()
-                backoff.reset()
-            except BackendUnavailable as exc:
-                # The store is gone for longer than the queue's own retries: a worker
-                # outlives it, waiting (and saying so) until it is back.
-                pause = backoff.next()
-                self._emit("store-unavailable", None, f"{exc}; trying again in {pause:.1f} s")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), pause)
+                except BackendUnavailable as exc:
+                    # The store is gone for longer than the queue's own retries: a worker
+                    # outlives it, waiting (and saying so) until it is back.
+                    pause = backoff.next()
+                    self._emit("store-unavailable", None, f"{exc}; trying again in {pause:.1f} s")
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._stop.wait(), pause)
+        finally:
+            if self._unwatch is not None:
+                self._unwatch()  # no claim is held any more: no cancel to watch for
+            self._unwatch, self._watching = None, False
         if self._timer is not None:
             self._timer.cancel()  # a shutdown's grace timer has nothing left to interrupt
         return done
@@ -423,6 +429,11 @@ class Worker:
             self._emit("error", claim.task_id, f"{type(exc).__name__}: {exc}")
         finally:
             self._work = None
+            if self._cancel_timer is not None:
+                # The cancelled round ended within its grace: the timer must not
+                # interrupt the next claim's round.
+                self._cancel_timer.cancel()
+                self._cancel_timer = None
             for helper in (beat, look):
                 helper.cancel()
                 with contextlib.suppress(BaseException):
@@ -499,7 +510,9 @@ class Worker:
         if self._verifying:
             self.interrupt_round()
         else:
-            asyncio.get_running_loop().call_later(self.grace, self.interrupt_round)
+            self._cancel_timer = asyncio.get_running_loop().call_later(
+                self.grace, self.interrupt_round
+            )
 
     def interrupt_round(self) -> None:
         """Interrupt the current round now, without stopping the worker.
@@ -582,7 +595,15 @@ class Worker:
         """After an interrupt: hand the task back at once, naming the run that was stopped."""
         state = await self.board.state(claim.task_id)
         if state.status is not TaskStatus.RUNNING or state.lease_token != claim.lease_token:
-            return  # nothing is held: the round ended, or was never claimed in the trail
+            # Nothing of this claim is in the trail: the round ended, or the claim's
+            # record was never written (interrupted just after the claim). The queue row
+            # may still hold the lease: hand it back too, so nobody waits for it to expire.
+            status = state.status
+            if status is None or not status.terminal:
+                status = TaskStatus.QUEUED
+            with contextlib.suppress(LeaseLost):
+                await self._settle(claim, state, status)
+            return
         interrupted = None
         if state.phase == "running" and state.run_id is not None:
             with contextlib.suppress(RunNotFound):
