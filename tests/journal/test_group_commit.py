@@ -12,6 +12,7 @@ connection's thread; JSONL: the namespace's lock) while the appends queue up beh
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -43,6 +44,7 @@ from steadyloop.journal import (
     StreamWrite,
 )
 from steadyloop.records import Record
+from steadyloop.replay import bundled_cases, load_cases, replay
 
 NS = "app"
 CHILD = Path(__file__).with_name("group_commit_child.py")
@@ -457,3 +459,20 @@ async def test_sqlite_a_group_that_sqlite_rolled_back_is_rerun_one_by_one(tmp_pa
         assert await stored(h, "r3") == [{"i": 3, "tag": "x"}]
     finally:
         await journal.close()
+
+
+async def test_jsonl_a_crash_inside_the_write_leaves_no_unread_future(tmp_path: Path) -> None:
+    """A torn write (the replay harness's simulated death inside a JSONL write) leaves asyncio no future whose error was never read."""
+    cases = [c for c in load_cases([bundled_cases()]) if c.case_id == "crash_mid_batch"]
+    assert cases, "the bundled torn-write case"
+    unread: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: unread.append(context))
+    try:
+        report = await replay(cases, ["jsonl"], workdir=tmp_path)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert report.counts()["unexpected"] == 0
+    assert unread == []

@@ -650,6 +650,9 @@ class JSONLJournal(Journal):
                             await self._finish(work)
                     finally:
                         self._settle(namespace=ns, group=group, work=work)
+                        # Marked as read: a caller leaving by a crash (a BaseException
+                        # from the write) or a cancel never reads its own future.
+                        mine.exception()
             return mine.result()
         except asyncio.CancelledError:
             mine.cancel()  # not yet taken: no group writes it; taken: it runs to its end
