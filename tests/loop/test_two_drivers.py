@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from loop_helpers import APP
 
-from steadyloop._errors import RunBusy
+from steadyloop._errors import RunBusy, RunFinished
 from steadyloop.journal import AppendResult, ForwardingJournal, MemoryJournal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.loop import (
@@ -17,8 +18,11 @@ from steadyloop.loop import (
     ScriptedModel,
     StopReason,
     ToolRegistry,
+    load_run,
     run,
+    run_stream,
 )
+from steadyloop.records import StoredRecord
 
 
 class Slow(ForwardingJournal):
@@ -52,3 +56,45 @@ async def test_the_losing_driver_of_two_concurrent_runs_gets_run_busy() -> None:
     assert [r.stop_reason for r in results] == [StopReason.COMPLETED]
     assert [type(e) for e in errors] == [RunBusy]
     assert paid == [1]
+
+
+class StartsItMeanwhile(ForwardingJournal):
+    """While this driver looks at the run's stream, another driver starts the run and ends it.
+
+    As when a worker is stopped (SIGSTOP) between its look and its first write, and the
+    task's next holder drives the whole run in between.
+    """
+
+    def __init__(self, inner: MemoryJournal, other: Agent) -> None:
+        super().__init__(inner)
+        self.other: Agent | None = other
+
+    async def _read(
+        self, namespace: str, stream: str, start: int, limit: int | None
+    ) -> list[StoredRecord]:
+        records = await super()._read(namespace, stream, start, limit)
+        if self.other is not None and stream == run_stream("r1"):
+            other, self.other = self.other, None
+            await run(other, self.inner, APP, "ada", "s1", "r1", "go")
+        return records
+
+
+async def test_a_run_started_by_another_driver_after_the_first_look_is_not_started_twice() -> None:
+    """A run() whose first look found no run, while another driver then started and finished it, raises RunFinished and writes nothing."""
+    journal, paid = MemoryJournal(), []
+    tools = ToolRegistry()
+
+    @tools.tool(policy=ReplayPolicy.NEVER)
+    def pay() -> str:
+        paid.append(1)
+        return "paid"
+
+    def agent() -> Agent:
+        return Agent("a", ScriptedModel([ModelReply.call("pay"), "done"]), tools=tools)
+
+    wrapped = StartsItMeanwhile(journal, agent())
+    with pytest.raises(RunFinished):
+        await run(agent(), wrapped, APP, "ada", "s1", "r1", "go")
+    assert paid == [1]
+    info = await load_run(journal, APP, "r1")
+    assert info.state.ended is not None and info.state.ended.stop_reason is StopReason.COMPLETED

@@ -797,19 +797,28 @@ async def run(  # noqa: PLR0917 - the positional order is the documented API
     """
     records = records or RecordFactory()
     stream = run_stream(run_id)
-    head = await journal.read(app, stream, limit=1)
-    if head:
-        started = head[0].payload
-        given = {"agent": agent.name, "user_id": user_id, "session_id": session_id, "input": input}
-        differs = [k for k, v in given.items() if started.get(k) != v]
+    given = {"agent": agent.name, "user_id": user_id, "session_id": session_id, "input": input}
+
+    async def started() -> bool:
+        """Whether the run exists (with these arguments: else LoopError)."""
+        head = await journal.read(app, stream, limit=1)
+        if not head:
+            return False
+        differs = [k for k, v in given.items() if head[0].payload.get(k) != v]
         if differs:
             raise LoopError(
                 f"run {run_id!r} already exists in app {app!r} with a different "
                 f"{', '.join(differs)}; choose a new run id, or resume it"
             )
-        return await resume(agent, journal, app, run_id, records=records, cancel=cancel, stop=stop)
+        return True
+
+    input_id = f"{run_id}:input"
     service = SessionService(journal, app, records=records)
-    session = await _session(service, user_id, session_id)
+    session = None if await started() else await _session(service, user_id, session_id)
+    # The input and run.started are one batch: a session that holds the input means
+    # another driver started the run after the first look, and it is there now.
+    if session is None or (session.has_event(input_id) and await started()):
+        return await resume(agent, journal, app, run_id, records=records, cancel=cancel, stop=stop)
     state = RunState(run_id=run_id, namespace=app)
     driver = _Driver(agent, service, state, session, cancel=cancel, stop=stop)
     driver._queue(
@@ -823,7 +832,7 @@ async def run(  # noqa: PLR0917 - the positional order is the documented API
             "budgets": agent.budgets.to_json(),
         },
     )
-    driver._queue_event(driver._new_event(f"{run_id}:input", USER_AUTHOR, [TextPart(input)]))
+    driver._queue_event(driver._new_event(input_id, USER_AUTHOR, [TextPart(input)]))
     try:
         return await driver.drive()
     except ConflictError as exc:
