@@ -92,6 +92,13 @@ LABELS: dict[str, dict[str, str]] = {
         "loop_off": "per step, synchronous=OFF",
         "resume_chart": "Resume of an interrupted run, in milliseconds, by run length",
         "resume_row": "{n} steps",
+        "concurrent_chart": "Runs at once in one process: durable effects per second",
+        "concurrent_row": "{n} runs",
+        "grouped": "SQLite FULL, group commit",
+        "ungrouped": "SQLite FULL, one commit per append",
+        "memory_journal": "memory journal",
+        "concurrent_ratio": "32 runs: SQLite FULL ÷ memory journal",
+        "langgraph_ratio": "LangGraph SqliteSaver (sync) per unit ÷ ours per effect",
         "steps": "steps per run",
         "appends": "journal appends per step",
         "fsyncs": "fsync calls per step (strace)",
@@ -176,6 +183,13 @@ LABELS: dict[str, dict[str, str]] = {
         "loop_off": "每一步，synchronous=OFF",
         "resume_chart": "恢复一次中断的运行，单位毫秒，按运行长度",
         "resume_row": "{n} 步",
+        "concurrent_chart": "同一进程中的并发运行：每秒持久的副作用数，按运行数",
+        "concurrent_row": "{n} 个运行",
+        "grouped": "SQLite FULL，组提交",
+        "ungrouped": "SQLite FULL，每次追加单独提交",
+        "memory_journal": "内存日志",
+        "concurrent_ratio": "32 个运行：SQLite FULL ÷ 内存日志",
+        "langgraph_ratio": "LangGraph SqliteSaver（sync）每单元 ÷ 我们每个副作用",
         "steps": "每次运行的步数",
         "appends": "每步的日志追加次数",
         "fsyncs": "每步的 fsync 调用次数（strace）",
@@ -507,6 +521,23 @@ def render_loop(data: Mapping[str, Any], lang: str) -> str:
                 [Series("ms", [resume[n] for n in lengths])],
             )
         )
+    curve: Sequence[Mapping[str, Any]] = data.get("concurrent", {}).get("curve", [])
+    if curve:
+        out.append(
+            bar_chart(
+                t["concurrent_chart"],
+                [t["concurrent_row"].format(n=point["runs"]) for point in curve],
+                [
+                    Series(t["grouped"], [p.get("sqlite_full_effects_per_s") for p in curve]),
+                    Series(
+                        t["ungrouped"],
+                        [p.get("sqlite_full_ungrouped_effects_per_s") for p in curve],
+                    ),
+                    Series(t["memory_journal"], [p.get("memory_effects_per_s") for p in curve]),
+                ],
+            )
+        )
+    peer = data.get("peers", {}).get("langgraph_sqlite_sync", {}).get("per_unit_us")
     rows = [
         [t["steps"], fmt(data.get("steps"))],
         [t["appends"], fmt(data.get("appends_per_step"))],
@@ -514,6 +545,11 @@ def render_loop(data: Mapping[str, Any], lang: str) -> str:
         [t["x_floor_effect"], fmt(step.get("per_effect_x_floor_median"))],
         [t["x_floor_step"], fmt(step.get("x_floor_median"))],
         [t["sync_share"], fmt(step.get("sync_share_us"))],
+        [t["concurrent_ratio"], fmt(data.get("concurrent", {}).get("ratio"))],
+        [
+            t["langgraph_ratio"],
+            fmt(peer / step["per_effect_us"] if peer and step.get("per_effect_us") else None),
+        ],
     ]
     return "\n".join(out) + "\n" + table([t["metric"], t["value"]], rows)
 
