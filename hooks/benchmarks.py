@@ -96,7 +96,7 @@ LABELS: dict[str, dict[str, str]] = {
         "concurrent_row": "{n} runs",
         "grouped": "SQLite FULL, group commit",
         "ungrouped": "SQLite FULL, one commit per append",
-        "memory_journal": "memory journal",
+        "memory_journal": "memory",
         "concurrent_ratio": "32 runs: SQLite FULL ÷ memory journal",
         "langgraph_ratio": "LangGraph SqliteSaver (sync) per unit ÷ ours per effect",
         "steps": "steps per run",
