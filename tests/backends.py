@@ -104,6 +104,24 @@ async def require_server(backend: str) -> str:
     return url
 
 
+async def terminate_postgres(base: str, application: str, *, wait_ms: int = 0) -> int:
+    """End every PostgreSQL connection whose ``application_name`` is ``application``.
+
+    ``wait_ms`` > 0 waits (that long at most) until each one is gone. Returns how many
+    were ended.
+    """
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(base, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(pg_terminate_backend(pid, %s)) FROM pg_stat_activity "
+            "WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (wait_ms, application),
+        )
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+
 def unique_prefix(backend: str) -> str:
     """A prefix no other test uses: lower-case table prefix, or a Redis key prefix."""
     token = uuid.uuid4().hex[:12]

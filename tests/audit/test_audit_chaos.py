@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from audit_helpers import marked, new_marker
 
-from backends import require_server, server_store
+from backends import require_server, server_store, terminate_postgres
 from steadyloop.audit import (
     PREAMBLE_OPEN,
     TERMINAL,
@@ -267,20 +267,6 @@ def orphans(marker: str, workers: set[int]) -> list[str]:
     return out
 
 
-async def terminate_postgres(application: str) -> int:
-    import psycopg
-
-    base = await require_server("postgres")
-    async with await psycopg.AsyncConnection.connect(base, autocommit=True) as conn:
-        cur = await conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE application_name = %s AND pid <> pg_backend_pid()",
-            (application,),
-        )
-        row = await cur.fetchone()
-        return int(row[0]) if row else 0
-
-
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.server)])
 async def test_kills_stops_and_connection_drops(tmp_path: Path, backend: str) -> None:
     """Under SIGKILLs, SIGSTOP/SIGCONT and (PostgreSQL) repeated pg_terminate_backend: every task ends once with its crash-free outcome, no worker dies of a drop, no verify command is orphaned or overlaps another, only touched workers lose leases, and a stopped worker's late results are refused."""
@@ -366,7 +352,7 @@ async def _chaos(url: str, backend: str, tmp: Path, marker: str, application: st
                     stopped[victim] = time.monotonic()
                     stops += 1
             if backend == "postgres" and time.monotonic() >= next_drop:
-                drops += await terminate_postgres(application)
+                drops += await terminate_postgres(await require_server("postgres"), application)
                 next_drop = time.monotonic() + rng.uniform(2.0, 4.0)
             for key, proc in list(procs.items()):
                 if proc.poll() is not None:

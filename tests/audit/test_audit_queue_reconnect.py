@@ -13,27 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from backends import server_store
+from backends import server_store, terminate_postgres
 from steadyloop.audit import TaskBoard, TaskQueue, TaskSpec, TaskStatus, open_queue
 from steadyloop.journal._sql import Plan, Query
 
 pytestmark = pytest.mark.server
 
 HERE = Path(__file__).parent
-
-
-async def _terminate_postgres(base: str, application: str) -> int:
-    """Terminate every server connection whose application_name is ``application``."""
-    import psycopg
-
-    async with await psycopg.AsyncConnection.connect(base, autocommit=True) as conn:
-        cur = await conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE application_name = %s AND pid <> pg_backend_pid()",
-            (application,),
-        )
-        row = await cur.fetchone()
-        return int(row[0]) if row else 0
 
 
 async def _kill_mariadb(queue: TaskQueue) -> int:
@@ -64,13 +50,13 @@ async def test_queue_calls_survive_terminated_postgres_connections() -> None:
             await queue.submit_many([TaskSpec(prompt="p", task_id=f"t{i}") for i in range(3)])
             claims = []
             for step in range(3):
-                assert await _terminate_postgres(base, application) >= 1
+                assert await terminate_postgres(base, application) >= 1
                 claim = await queue.claim(f"w{step}", 30)
                 assert claim is not None
                 claims.append(claim)
-                assert await _terminate_postgres(base, application) >= 1
+                assert await terminate_postgres(base, application) >= 1
                 assert await queue.heartbeat(claim.task_id, claim.lease_token, 30)
-                await _terminate_postgres(base, application)
+                await terminate_postgres(base, application)
                 await queue.settle(
                     claim.task_id, claim.lease_token, TaskStatus.COMPLETED, round=1, audit_rounds=1
                 )
@@ -123,7 +109,7 @@ async def test_an_idle_worker_forever_survives_connection_drops(tmp_path: Path) 
                     await asyncio.sleep(0.2)
                 dropped = 0
                 for _ in range(5):
-                    dropped += await _terminate_postgres(base, application)
+                    dropped += await terminate_postgres(base, application)
                     await asyncio.sleep(0.6)
                     assert worker.poll() is None, "the worker died of a connection drop"
                 assert dropped >= 5, "the worker's connections were terminated"
@@ -148,7 +134,7 @@ async def test_the_notification_listener_reconnects_after_a_drop() -> None:
         base = url.split("?", 1)[0]
         async with await open_queue(url, poll=30) as waiter, await open_queue(url) as submitter:
             assert not await waiter.wait_for_task(0.5)  # listening now
-            assert await _terminate_postgres(base, application) >= 2
+            assert await terminate_postgres(base, application) >= 2
             await asyncio.sleep(1.0)
             started = time.monotonic()
             woken = asyncio.ensure_future(waiter.wait_for_task(60))

@@ -205,17 +205,20 @@ async def test_workers_howto_runs_on_postgresql(tmp_path: Path) -> None:
     def cli(command: str) -> list[str]:
         return [sys.executable, "-m", "steadyloop", *shlex.split(command)[1:]]
 
+    def run(command: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            cli(command),
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
     try:
         for command in submits:
-            done = subprocess.run(
-                cli(command),
-                cwd=tmp_path,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
+            done = run(command, timeout=120)
             assert done.returncode == 0, done.stderr
         machines = [
             subprocess.Popen(
@@ -241,15 +244,7 @@ async def test_workers_howto_runs_on_postgresql(tmp_path: Path) -> None:
                 kinds = [r.kind for r in await board.trail(f"greet-{n}")]
                 assert kinds.count("task.claimed") == 1, kinds
         for command in other_app:
-            done = subprocess.run(
-                cli(command),
-                cwd=tmp_path,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=180,
-                check=False,
-            )
+            done = run(command, timeout=180)
             assert done.returncode == 0, done.stdout + done.stderr
         async with await TaskBoard.open(store, app="billing") as board:
             assert (await board.get("march")).status.value == "completed"

@@ -17,7 +17,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 import backends
-from backends import server_store
+from backends import server_store, terminate_postgres
 from steadyloop.journal import StreamWrite, _postgres, open_journal
 from steadyloop.journal._postgres import PostgresJournal
 from steadyloop.records import Record
@@ -29,19 +29,6 @@ NS = "pool"
 
 def rec(i: int) -> Record:
     return Record(kind="test.item", payload={"i": i}, id=f"r{i}", time=1)
-
-
-async def terminate(application: str) -> int:
-    """End every server connection whose application_name is ``application``."""
-    base = backends.server_url("postgres")
-    async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
-        cur = await admin.execute(
-            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
-            "WHERE application_name = %s AND pid <> pg_backend_pid()",
-            (application,),
-        )
-        row = await cur.fetchone()
-        return int(row[0]) if row else 0
 
 
 async def test_a_healthy_idle_connection_is_handed_out_without_a_round_trip(
@@ -74,7 +61,10 @@ async def test_a_connection_the_server_ended_while_idle_is_refused_by_the_check(
     )
     try:
         await _postgres._check_idle_connection(conn)  # alive: passes
-        assert await terminate(application) == 1
+        assert (
+            await terminate_postgres(backends.server_url("postgres"), application, wait_ms=5000)
+            == 1
+        )
         with pytest.raises(psycopg.OperationalError):
             await _postgres._check_idle_connection(conn)
     finally:
@@ -94,10 +84,20 @@ async def test_connections_ended_while_idle_cost_no_failed_call() -> None:
                 *(journal.append(NS, StreamWrite(f"w{i}", [rec(i)])) for i in range(4))
             )
             for k in range(1, 3):
-                assert await terminate(application) >= 1
+                assert (
+                    await terminate_postgres(
+                        backends.server_url("postgres"), application, wait_ms=5000
+                    )
+                    >= 1
+                )
                 result = await journal.append(NS, StreamWrite("s", [rec(k)], expected_next=k))
                 assert result.positions == {"s": (k, k)}
-                assert await terminate(application) >= 1
+                assert (
+                    await terminate_postgres(
+                        backends.server_url("postgres"), application, wait_ms=5000
+                    )
+                    >= 1
+                )
                 assert await journal.head(NS, "s") == k
             assert [r.record.payload["i"] for r in await journal.read(NS, "s")] == [1, 2]
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 from loop_helpers import APP
@@ -33,9 +34,8 @@ class Slow(ForwardingJournal):
         return await super()._append(batch)
 
 
-async def test_the_losing_driver_of_two_concurrent_runs_gets_run_busy() -> None:
-    """Of two concurrent run() calls with the same arguments, one completes and one raises RunBusy."""
-    journal, paid = MemoryJournal(), []
+def paying_agent(paid: list[int]) -> Callable[[], Agent]:
+    """Fresh agents of one run: the model calls a NEVER ``pay`` tool (counted in ``paid``), then ends."""
     tools = ToolRegistry()
 
     @tools.tool(policy=ReplayPolicy.NEVER)
@@ -45,6 +45,14 @@ async def test_the_losing_driver_of_two_concurrent_runs_gets_run_busy() -> None:
 
     def agent() -> Agent:
         return Agent("a", ScriptedModel([ModelReply.call("pay"), "done"]), tools=tools)
+
+    return agent
+
+
+async def test_the_losing_driver_of_two_concurrent_runs_gets_run_busy() -> None:
+    """Of two concurrent run() calls with the same arguments, one completes and one raises RunBusy."""
+    journal, paid = MemoryJournal(), []
+    agent = paying_agent(paid)
 
     outcomes = await asyncio.gather(
         run(agent(), Slow(journal), APP, "ada", "s1", "r1", "go"),
@@ -82,15 +90,7 @@ class StartsItMeanwhile(ForwardingJournal):
 async def test_a_run_started_by_another_driver_after_the_first_look_is_not_started_twice() -> None:
     """A run() whose first look found no run, while another driver then started and finished it, raises RunFinished and writes nothing."""
     journal, paid = MemoryJournal(), []
-    tools = ToolRegistry()
-
-    @tools.tool(policy=ReplayPolicy.NEVER)
-    def pay() -> str:
-        paid.append(1)
-        return "paid"
-
-    def agent() -> Agent:
-        return Agent("a", ScriptedModel([ModelReply.call("pay"), "done"]), tools=tools)
+    agent = paying_agent(paid)
 
     wrapped = StartsItMeanwhile(journal, agent())
     with pytest.raises(RunFinished):
