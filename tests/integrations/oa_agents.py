@@ -25,7 +25,21 @@ def next_call(shown: Any) -> list[Any]:
     return [assistant_message("charged and notified")]
 
 
-def shop_agent(p: AgentProcess) -> Agent[Any]:
+def next_calls_together(shown: Any) -> list[Any]:
+    """Call lookup and charge in one response while either lacks its output, then notify."""
+    text = json.dumps(shown, default=str)
+    first = [(tool, order) for tool, order in PLAN[:2] if f"done:{tool}/{order}" not in text]
+    if first:
+        return [
+            function_call(tool, {"order": order}, call_id=f"call_{uuid.uuid4().hex[:12]}")
+            for tool, order in first
+        ]
+    return next_call(shown)
+
+
+def shop_agent(p: AgentProcess, respond: Any = next_call) -> Agent[Any]:
+    """The shop agent; ``respond`` is its model's (``next_call`` by default)."""
+
     @p.tool(ReplayPolicy.SAFE)
     def lookup(order: str) -> str:
         return p.effect("lookup", "safe", f"lookup/{order}")
@@ -38,9 +52,7 @@ def shop_agent(p: AgentProcess) -> Agent[Any]:
     def notify(order: str) -> str:
         return p.effect("notify", "safe", f"notify/{order}")
 
-    model = ScriptedModel(
-        [ModelStep.respond(lambda call: next_call(call.input)) for _ in range(50)]
-    )
+    model = ScriptedModel([ModelStep.respond(lambda call: respond(call.input)) for _ in range(50)])
     return Agent(
         name="shop", instructions="Charge the order.", tools=[lookup, charge, notify], model=model
     )

@@ -29,3 +29,23 @@ def test_guarded_graph_never_repeats(durability: str, tmp_path: Path) -> None:
     print(report.summary())
     report.assert_guarded()
     assert report.summary()["interrupts"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_guarded_graph_never_repeats_when_the_restart_crashes_too(
+    durability: str, tmp_path: Path
+) -> None:
+    """A second crash at any write of the first restart repeats no never-repeat effect, and every run ends right."""
+    report = langgraph_crash_matrix(
+        shop,
+        sqlite_saver,
+        {"order": "o-1"},
+        workdir=tmp_path,
+        durability=durability,
+        guarded=True,
+        recovery_crashes=True,
+    )
+    print(report.summary())
+    report.assert_guarded()
+    assert report.summary()["recovery_points"] > 2 * len(report.boundaries)

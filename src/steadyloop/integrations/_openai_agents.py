@@ -297,12 +297,44 @@ class AgentsGuard(Guard):
             if pending is not None:
                 scope.calls[call_id] = pending
                 return pending
-            held = len(await scope.session.get_items(limit=sys.maxsize))
-            occurrence = scope.counts[(held, tool)]
-            scope.counts[(held, tool)] += 1
-            key: tuple[str | int, ...] = (str(scope.session.session_id), held, tool, occurrence)
+            items = await scope.session.get_items(limit=sys.maxsize)
+            key = await self._asked_again(items, tool, taken=set(scope.calls.values()))
+            if key is None:
+                held = len(items)
+                occurrence = scope.counts[(held, tool)]
+                scope.counts[(held, tool)] += 1
+                key = (str(scope.session.session_id), held, tool, occurrence)
             scope.calls[call_id] = key
             return key
+
+    async def _asked_again(
+        self, items: list[Any], tool: str, taken: set[tuple[str | int, ...]]
+    ) -> tuple[str | int, ...] | None:
+        """The key of a call of ours that a crash left without its output, if this call redoes it.
+
+        When a run stops for approval, the SDK saves the turn's items, the waiting call
+        among them. If the approved run dies before the next save, the session keeps
+        that call without its output (the SDK leaves such a call out of what the model
+        is shown), and the turn's other items moved the position. The model asked
+        again issues the call anew: it takes the waiting call's key, the first one not
+        taken yet in this run, as long as nothing but outputs and other such calls
+        came after it (a later turn would have answered it).
+        """
+        raws = [_raw(item) for item in items]
+        answered = {r.get("call_id") for r in raws if r.get("type") == "function_call_output"}
+
+        def waiting(raw: dict[str, Any]) -> bool:
+            return raw.get("type") == "function_call" and raw.get("call_id") not in answered
+
+        for i, raw in enumerate(raws):
+            if not (waiting(raw) and raw.get("name") == tool):
+                continue
+            if not all(waiting(r) or r.get("type") == "function_call_output" for r in raws[i:]):
+                continue
+            key = await self._bridge.run_async(self._pending(str(raw.get("call_id"))))
+            if key is not None and key not in taken:
+                return key
+        return None
 
     def _pending_stream(self, call_id: str) -> str:
         return canonical_json(["pending", call_id])
@@ -333,9 +365,14 @@ class AgentsGuard(Guard):
         await self._bridge.run_async(self.records.finish(begun, value=cast(JSONValue, value)))
 
 
+def _raw(item: Any) -> dict[str, Any]:
+    """A session item as a dict."""
+    return item if isinstance(item, dict) else getattr(item, "model_dump", dict)()
+
+
 def _is_answer(item: Any) -> bool:
     """Whether a session item is an assistant message (the end of a run)."""
-    raw = item if isinstance(item, dict) else getattr(item, "model_dump", dict)()
+    raw = _raw(item)
     return raw.get("role") == "assistant" and raw.get("type", "message") == "message"
 
 

@@ -56,7 +56,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "the OpenAI Agents crash kit needs the SDK: install the extra 'steadyloop[openai-agents]'"
     ) from exc
 
-from steadyloop.integrations._openai_agents import AgentsGuard
+from steadyloop.integrations._openai_agents import AgentsGuard, _is_answer, _raw
 
 __all__ = ["AgentProcess", "agents_crash_matrix"]
 
@@ -105,15 +105,27 @@ class _DyingSession(SessionABC):
 
 
 def _conversation(items: Sequence[Any]) -> list[Any]:
-    """A session's items without the ids a model asked again changes."""
+    """A session's items as comparable JSON: what was said, and what each call returned.
+
+    Each call is shown where its output is, with that output, and without the call id
+    (a model asked again issues new ids). A call without an output is left out, as
+    the SDK leaves it out of the model's input: a run that stopped for approval saved
+    the waiting call, the approved run died before saving its output, and the model
+    asked again made the call anew, perhaps in a response of its own. So a resumed
+    run equals the uninterrupted one when every call returned the same, in the same
+    order, whichever responses the calls came in.
+    """
+    raws = [_raw(item) for item in items]
+    calls = {r.get("call_id"): r for r in raws if r.get("type") == "function_call"}
     out = []
-    for item in items:
-        raw = item if isinstance(item, dict) else getattr(item, "model_dump", dict)()
+    for raw in raws:
         kind = raw.get("type") or raw.get("role")
         if kind == "function_call":
-            out.append(["call", raw.get("name"), json.loads(raw.get("arguments") or "{}")])
-        elif kind == "function_call_output":
-            out.append(["output", raw.get("output")])
+            continue
+        if kind == "function_call_output":
+            call = calls.get(raw.get("call_id"), {})
+            arguments = json.loads(call.get("arguments") or "{}")
+            out.append(["call", call.get("name"), arguments, raw.get("output")])
         else:
             content = raw.get("content")
             if isinstance(content, list):
@@ -131,6 +143,7 @@ def agents_crash_matrix(
     guarded: bool = True,
     guard_url: Callable[[Path], str] | None = None,
     sides: Sequence[Literal["before", "after"]] = ("before", "after"),
+    recovery_crashes: bool = False,
 ) -> FrameworkCrashReport:
     """Crash an OpenAI Agents SDK agent at every write boundary, run it again, count effects.
 
@@ -146,6 +159,9 @@ def agents_crash_matrix(
             [AgentsGuard][steadyloop.integrations.openai_agents.AgentsGuard].
         guard_url: The guard's journal URL for a folder (SQLite in it by default).
         sides: Which sides of each boundary to crash at.
+        recovery_crashes: Also crash the first run after each crash at every write
+            boundary it passes (a second crash during recovery); the points grow
+            with the square of the boundaries.
     """
     url_for = guard_url or (lambda d: f"sqlite:///{d / 'guard.db'}")
     Running = tuple[Agent[Any], _DyingSession, AgentProcess, list[Any]]
@@ -172,11 +188,11 @@ def agents_crash_matrix(
         else:
             history = await store.get_items()
             found = None
-            if first or not history or _conversation(history[-1:])[0][0] != "assistant":
+            if first or not history or not _is_answer(history[-1]):
                 given: Any = agent_input if first or not history else []
                 found = await Runner.run(agent, given, session=store, run_config=QUIET)
         if found is None:  # the run had ended before the crash: its answer is saved
-            final.append(_conversation((await store.get_items())[-1:])[0][1][0])
+            final.append(_conversation(await store.get_items())[-1][1][0])
             return 0
         result = found
         decided = 0
@@ -216,6 +232,7 @@ def agents_crash_matrix(
         guarded=guarded,
         workdir=workdir,
         sides=sides,
+        recovery_crashes=recovery_crashes,
     )
 
 

@@ -15,12 +15,11 @@ makes it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -190,6 +189,13 @@ class CrashPoint:
         restarts: Processes started after the crash until the run finished.
         error: Why the run did not finish, if it did not; or that the crashing run
             ended before it reached its write, so nothing was tested at this point.
+        recovery_boundary: For a crash during recovery: the 1-based write boundary
+            of the first process after the crash that died too (None otherwise).
+        recovery_side: ``"before"`` or ``"after"`` that write.
+        recovery_label: What that write was.
+        recovery_reached: For a crash during recovery: whether the restart reached
+            that write (a runtime writing in the background may coalesce writes, so
+            a restart can finish the run before it; the point is then one crash).
     """
 
     boundary: int
@@ -201,6 +207,10 @@ class CrashPoint:
     interrupts: int = 0
     restarts: int = 0
     error: str | None = None
+    recovery_boundary: int | None = None
+    recovery_side: Side | None = None
+    recovery_label: str | None = None
+    recovery_reached: bool | None = None
 
     @property
     def repeated_never(self) -> tuple[Repeat, ...]:
@@ -222,6 +232,16 @@ class CrashPoint:
             "interrupts": self.interrupts,
             "restarts": self.restarts,
             "error": self.error,
+            **(
+                {}
+                if self.recovery_boundary is None
+                else {
+                    "recovery_boundary": self.recovery_boundary,
+                    "recovery_side": self.recovery_side,
+                    "recovery_label": self.recovery_label,
+                    "recovery_reached": self.recovery_reached,
+                }
+            ),
         }
 
 
@@ -265,6 +285,8 @@ class FrameworkCrashReport:
             "wrong_final_state": sum(1 for p in self.points if not p.final_equal),
             "interrupts": sum(p.interrupts for p in self.points),
             "unfinished": sum(1 for p in self.points if p.error),
+            "recovery_points": sum(1 for p in self.points if p.recovery_boundary is not None),
+            "recovery_unreached": sum(1 for p in self.points if p.recovery_reached is False),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -317,70 +339,150 @@ def crash_every_boundary(
     workdir: Path,
     sides: Sequence[Side] = ("before", "after"),
     max_restarts: int = 5,
+    recovery_crashes: bool = False,
 ) -> FrameworkCrashReport:
     """Run once uninterrupted, then die before and after every write boundary and resume.
 
     Each crash point runs in a folder of its own under ``workdir`` (a fresh store);
     after the crash, new processes continue the run until it ends. See
     [FrameworkCrashReport][steadyloop.testing.FrameworkCrashReport] for what is compared.
+
+    Args:
+        life: How the runtime's processes start, run and end.
+        framework: The runtime's name, for the report.
+        mode: Its durability setting, for the report.
+        guarded: Whether its effects run under a Steadyloop guard, for the report.
+        workdir: An empty folder; each crash point gets a folder of its own in it.
+        sides: Which sides of each boundary to crash at.
+        max_restarts: How many processes may fail to finish the run after a crash
+            before the point is reported unfinished.
+        recovery_crashes: Also crash the first process after each crash, at every
+            write boundary it passes (crashes during recovery: the resumed run's
+            own writes, such as a decision recorded or a session saved after one).
     """
     ref = workdir / "reference"
     ref.mkdir(parents=True)
     death = ProcessDeath()
     process = life.start(ref, death)
     life.finish(process, True)
-    reference_state = life.state(process)
-    reference = Counter(str(e["action"]) for e in life.sink(process).effects())
+    reference = _Reference(life.state(process), _counts(life, process))
     boundaries = tuple(death.boundaries)
     life.end(process, False)
 
     points: list[CrashPoint] = []
     for k, label in enumerate(boundaries, start=1):
         for side in sides:
-            folder = workdir / f"{k:03d}-{side}"
-            folder.mkdir()
-            death = ProcessDeath(k, side)
-            process = life.start(folder, death)
-            with contextlib.suppress(SimulatedCrash, Exception):
-                life.finish(process, True)
-            reached = death.dead
-            life.end(process, death.dead)
-            interrupts = restarts = 0
-            # A run that ended without reaching write k tested nothing at this point:
-            # say so, rather than report it clean.
-            error: str | None = None if reached else f"the run ended before write {k}"
-            final: Any = None
-            while final is None and error is None:
-                restarts += 1
-                death = ProcessDeath()
-                process = life.start(folder, death)
-                try:
-                    interrupts += life.finish(process, False)
-                    final = life.state(process)
-                except Exception as exc:  # the run did not finish: say why
-                    if restarts >= max_restarts:
-                        error = f"{type(exc).__name__}: {exc}"
-                finally:
-                    life.end(process, death.dead)
-            counts: Counter[str] = Counter(str(e["action"]) for e in life.sink(process).effects())
-            points.append(
-                CrashPoint(
-                    boundary=k,
-                    side=side,
-                    label=label,
-                    repeated=tuple(life.sink(process).repeats()),
-                    lost=tuple(sorted(a for a in reference if counts[a] == 0)),
-                    final_equal=final == reference_state,
-                    interrupts=interrupts,
-                    restarts=restarts,
-                    error=error,
-                )
+            point, recovery = _crash_and_resume(
+                life, workdir / f"{k:03d}-{side}", [(k, side)], reference, max_restarts
             )
+            points.append(replace(point, label=label))
+            if not recovery_crashes:
+                continue
+            for j, second in enumerate(recovery, start=1):
+                for side2 in sides:
+                    point, _ = _crash_and_resume(
+                        life,
+                        workdir / f"{k:03d}-{side}-{j:03d}-{side2}",
+                        [(k, side), (j, side2)],
+                        reference,
+                        max_restarts,
+                    )
+                    points.append(
+                        replace(
+                            point,
+                            label=label,
+                            recovery_boundary=j,
+                            recovery_side=side2,
+                            recovery_label=second,
+                        )
+                    )
     return FrameworkCrashReport(
         framework=framework,
         mode=mode,
         guarded=guarded,
         boundaries=boundaries,
-        effects=dict(reference),
+        effects=dict(reference.effects),
         points=tuple(points),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Reference:
+    """What the uninterrupted run ended with: its state and its effects."""
+
+    state: Any
+    effects: Counter[str]
+
+
+def _counts(life: Life[P], process: P) -> Counter[str]:
+    return Counter(str(e["action"]) for e in life.sink(process).effects())
+
+
+def _crash_and_resume(
+    life: Life[P],
+    folder: Path,
+    crashes: Sequence[tuple[int, Side]],
+    reference: _Reference,
+    max_restarts: int,
+) -> tuple[CrashPoint, tuple[str, ...]]:
+    """Die at each of ``crashes`` in turn (one process each), then resume until the run ends.
+
+    Returns:
+        The point (labelled by the caller), and the write boundaries the first
+        process after the last crash passed (where a further crash could land).
+    """
+    folder.mkdir()
+    error: str | None = None
+    reached = True
+    for n, (k, side) in enumerate(crashes):
+        death = ProcessDeath(k, side)
+        process = life.start(folder, death)
+        ended = ""
+        try:
+            life.finish(process, n == 0)
+        except SimulatedCrash:
+            pass
+        except Exception as exc:  # a dying run may fail any way: reported below
+            ended = f" ({type(exc).__name__}: {exc})"
+        life.end(process, death.dead)
+        # A run that ended without reaching write k tested nothing at this point:
+        # say so, rather than report it clean. A restart may pass fewer writes than
+        # the one observed (a runtime writing in the background coalesces some): it
+        # finished the run, which is then checked as after a single crash.
+        if not death.dead:
+            if n == 0 or ended:
+                error = f"the {'run' if n == 0 else 'restart'} ended before write {k}{ended}"
+            reached = False
+            break
+    interrupts = restarts = 0
+    recovery: tuple[str, ...] = ()
+    final: Any = None
+    while final is None and error is None:
+        restarts += 1
+        death = ProcessDeath()
+        process = life.start(folder, death)
+        try:
+            interrupts += life.finish(process, False)
+            final = life.state(process)
+        except Exception as exc:  # the run did not finish: say why
+            if restarts >= max_restarts:
+                error = f"{type(exc).__name__}: {exc}"
+        finally:
+            life.end(process, death.dead)
+            if restarts == 1:
+                recovery = tuple(death.boundaries)
+    counts = _counts(life, process)
+    k, side = crashes[0]
+    point = CrashPoint(
+        boundary=k,
+        side=side,
+        label="",
+        repeated=tuple(life.sink(process).repeats()),
+        lost=tuple(sorted(a for a in reference.effects if counts[a] == 0)),
+        final_equal=final == reference.state,
+        interrupts=interrupts,
+        restarts=restarts,
+        error=error,
+        recovery_reached=None if len(crashes) == 1 else reached,
+    )
+    return point, recovery

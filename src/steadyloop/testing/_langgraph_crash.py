@@ -171,6 +171,7 @@ def langgraph_crash_matrix(
     guard_url: Callable[[Path], str] | None = None,
     thread_id: str = "crash-kit",
     sides: Sequence[Literal["before", "after"]] = ("before", "after"),
+    recovery_crashes: bool = False,
 ) -> FrameworkCrashReport:
     """Crash a LangGraph graph at every write boundary, resume it, and count its effects.
 
@@ -188,6 +189,9 @@ def langgraph_crash_matrix(
         guard_url: The guard's journal URL for a folder (SQLite in it by default).
         thread_id: The thread the graph runs on.
         sides: Which sides of each boundary to crash at.
+        recovery_crashes: Also crash the first run after each crash at every write
+            boundary it passes (a second crash during recovery); the points grow
+            with the square of the boundaries.
     """
     url_for = guard_url or (lambda d: f"sqlite:///{d / 'guard.db'}")
     config: Any = {"configurable": {"thread_id": thread_id}}
@@ -236,6 +240,7 @@ def langgraph_crash_matrix(
         guarded=guarded,
         workdir=workdir,
         sides=sides,
+        recovery_crashes=recovery_crashes,
     )
 
 
