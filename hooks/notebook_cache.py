@@ -22,6 +22,10 @@ In the build (hook events):
   copy; afterwards the page points at its source again, so the ``.ipynb`` offered for
   download is the committed notebook, without outputs.
 
+From the command line, ``python hooks/notebook_cache.py NOTEBOOK...`` executes the
+notebooks without a current copy into the cache (the docs tests do this before the
+build, so the two are timed apart); with no arguments it prints what is cached.
+
 ``STEADYLOOP_DOCS_FAST=1`` (the fast ``mkdocs serve`` mode): nothing is executed; a
 notebook whose current executed copy is in the cache is shown with its outputs, any
 other without outputs. ``STEADYLOOP_NOTEBOOK_CACHE`` moves the cache (default
@@ -300,5 +304,22 @@ def manifest() -> dict[str, Any]:
     }
 
 
+def main(argv: list[str]) -> int:
+    """``python hooks/notebook_cache.py [NOTEBOOK ...]``: execute notebooks into the cache.
+
+    With notebooks, execute those without a current copy (as the build does) and
+    report each failure; without, print what is cached.
+    """
+    if not argv:
+        print(json.dumps(manifest(), indent=2))
+        return 0
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    found = execute_each([Path(a) for a in argv])
+    failures = [str(r) for r in found.values() if isinstance(r, NotebookFailed)]
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    return 1 if failures else 0
+
+
 if __name__ == "__main__":
-    print(json.dumps(manifest(), indent=2))
+    sys.exit(main(sys.argv[1:]))

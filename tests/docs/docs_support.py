@@ -24,6 +24,8 @@ class BuiltSite:
     root: Path
     seconds: float
     log: str
+    notebook_seconds: float = 0.0
+    """How long executing the notebooks not yet cached took, before the build."""
 
     def page(self, lang: str, rel: str) -> Path:
         """The HTML file of page ``rel`` (``""`` for the home page) in ``lang``."""
