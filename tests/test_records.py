@@ -138,6 +138,30 @@ def test_random_ids_are_uuid4_hex() -> None:
         assert parsed.variant == uuid.RFC_4122
 
 
+def test_random_ids_differ_between_a_forked_child_and_its_parent() -> None:
+    """A child forked after its parent drew ids gets other ids than the parent's next ones."""
+    import os
+
+    from steadyloop.records import RandomIds
+
+    ids = RandomIds()
+    ids.new_id()  # the pool now holds bytes the parent will hand out next
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.write(write, "".join(ids.new_id() for _ in range(8)).encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 1024).decode()
+    os.close(read)
+    os.waitpid(pid, 0)
+    parent = "".join(ids.new_id() for _ in range(8))
+    assert len(child) == len(parent) == 8 * 32
+    assert {child[i : i + 32] for i in range(0, 256, 32)}.isdisjoint(
+        parent[i : i + 32] for i in range(0, 256, 32)
+    )
+
+
 def test_unchecked_records_still_check_their_fields() -> None:
     """A record made for the journal to validate still refuses a bad kind, id or time."""
     from steadyloop.records import _make_unchecked
