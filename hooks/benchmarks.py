@@ -94,6 +94,7 @@ LABELS: dict[str, dict[str, str]] = {
         "resume_row": "{n} steps",
         "concurrent_chart": "Runs at once in one process: durable effects per second",
         "concurrent_row": "{n} runs",
+        "concurrent_row_one": "1 run",
         "grouped": "SQLite FULL, group commit",
         "ungrouped": "SQLite FULL, one commit per append",
         "memory_journal": "memory",
@@ -105,6 +106,7 @@ LABELS: dict[str, dict[str, str]] = {
         "x_floor_effect": "per effect, × floor",
         "x_floor_step": "per step, × floor",
         "sync_share": "of a step, spent in syncs (µs)",
+        "sync_hidden": "none measurable: the step at OFF is as slow",
         "suite_chart": "Bundled replay suite, seconds per backend (best run)",
         "diff_chart": "Two snapshots of {n} events, {c} changed: seconds (best run)",
         "normalise": "normalise both",
@@ -185,6 +187,7 @@ LABELS: dict[str, dict[str, str]] = {
         "resume_row": "{n} 步",
         "concurrent_chart": "同一进程中的并发运行：每秒持久的副作用数，按运行数",
         "concurrent_row": "{n} 个运行",
+        "concurrent_row_one": "1 个运行",
         "grouped": "SQLite FULL，组提交",
         "ungrouped": "SQLite FULL，每次追加单独提交",
         "memory_journal": "内存日志",
@@ -196,6 +199,7 @@ LABELS: dict[str, dict[str, str]] = {
         "x_floor_effect": "每个副作用，相对下限的倍数",
         "x_floor_step": "每一步，相对下限的倍数",
         "sync_share": "一步中花在同步上的时间（µs）",
+        "sync_hidden": "测不出来：OFF 下的一步同样慢",
         "suite_chart": "内置回放用例集，各后端耗时（秒，取最好的一次）",
         "diff_chart": "两份各 {n} 个事件的快照，其中 {c} 处改动：耗时（秒，最好的一次）",
         "normalise": "规范化两份快照",
@@ -296,6 +300,11 @@ class Series:
 PALETTE = ["var(--md-primary-fg-color, #009485)", "var(--md-accent-fg-color, #ff9100)", "#7e57c2"]
 
 
+def _text_width(text: str) -> int:
+    """About how wide ``text`` is at the charts' 12 px: CJK characters are full width."""
+    return sum(12 if ord(ch) > 0x2E80 else 7 for ch in text)
+
+
 def bar_chart(
     title: str,
     categories: Sequence[str],
@@ -307,8 +316,11 @@ def bar_chart(
 
     Text is drawn in ``currentColor``, so the chart follows the light and dark themes.
     """
-    label_width, right_pad, bar_h, gap, top = 150, 70, 14, 10, 8
+    right_pad, bar_h, gap, top = 70, 14, 10, 8
     width = 680
+    # Room for the longest category label, right-aligned before the bars (a Chinese
+    # label is wider than its character count suggests).
+    label_width = max(150, 16 + max((_text_width(c) for c in categories), default=0))
     plot_w = width - label_width - right_pad
     group_h = bar_h * len(series) + gap
     legend_h = 22 if len(series) > 1 or reference else 0
@@ -366,7 +378,7 @@ def bar_chart(
             )
             label = html.escape(s.label)
             out.append(f'<text x="{x + 14}" y="{y}" fill="currentColor">{label}</text>')
-            x += 24 + sum(12 if ord(ch) > 0x2E80 else 7 for ch in s.label)
+            x += 24 + _text_width(s.label)
         if reference is not None:
             out.append(
                 f'<line x1="{x}" y1="{y - 4}" x2="{x + 16}" y2="{y - 4}" '
@@ -526,7 +538,12 @@ def render_loop(data: Mapping[str, Any], lang: str) -> str:
         out.append(
             bar_chart(
                 t["concurrent_chart"],
-                [t["concurrent_row"].format(n=point["runs"]) for point in curve],
+                [
+                    t["concurrent_row_one" if point["runs"] == 1 else "concurrent_row"].format(
+                        n=point["runs"]
+                    )
+                    for point in curve
+                ],
                 [
                     Series(t["grouped"], [p.get("sqlite_full_effects_per_s") for p in curve]),
                     Series(
@@ -544,7 +561,7 @@ def render_loop(data: Mapping[str, Any], lang: str) -> str:
         [t["fsyncs"], fmt(data.get("fsync_syscalls_per_step"))],
         [t["x_floor_effect"], fmt(step.get("per_effect_x_floor_median"))],
         [t["x_floor_step"], fmt(step.get("x_floor_median"))],
-        [t["sync_share"], fmt(step.get("sync_share_us"))],
+        [t["sync_share"], _sync_share(step.get("sync_share_us"), t)],
         [t["concurrent_ratio"], fmt(data.get("concurrent", {}).get("ratio"))],
         [
             t["langgraph_ratio"],
@@ -552,6 +569,13 @@ def render_loop(data: Mapping[str, Any], lang: str) -> str:
         ],
     ]
     return "\n".join(out) + "\n" + table([t["metric"], t["value"]], rows)
+
+
+def _sync_share(value: float | None, t: Mapping[str, str]) -> str:
+    """The syncs' share of a step: FULL minus OFF, which noise can make negative."""
+    if value is not None and value <= 0:
+        return t["sync_hidden"]
+    return fmt(value)
 
 
 def render_replay(data: Mapping[str, Any], lang: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import importlib
 import importlib.util
 import json
@@ -244,6 +245,19 @@ def test_bar_chart_is_accessible_svg() -> None:
     assert svg.startswith("<figure") and 'role="img"' in svg and "<title>T &lt;x&gt;</title>" in svg
     assert svg.count("<rect") == 1
     assert "\n\n" not in svg, "a blank line would end the raw HTML block in Markdown"
+
+
+def test_chart_labels_fit_left_of_the_bars() -> None:
+    """Every category label of the loop charts, in both languages, starts inside the chart."""
+    hook = load_hook("benchmarks")
+    data = json.loads((ROOT / "benchmarks" / "results" / "loop.json").read_text(encoding="utf-8"))
+    for lang in ("en", "zh"):
+        for svg in hook.render_loop(data, lang).split("<figure")[1:]:
+            for m in re.finditer(
+                r'<text x="([\d.]+)" y="[\d.]+" text-anchor="end"[^>]*>([^<]+)<', svg
+            ):
+                label = html.unescape(m[2])
+                assert float(m[1]) - hook._text_width(label) >= 0, (lang, label)
 
 
 # -- record kinds -------------------------------------------------------------------------
