@@ -15,6 +15,11 @@ from steadyloop.audit import TaskBoard, TaskContext, TaskSpec, TaskStatus, Worke
 from steadyloop.loop import Agent, Message, ModelReply, ReplayPolicy, ScriptedModel, ToolRegistry
 
 
+def quick_agent(ctx: TaskContext) -> Agent:
+    """An agent that answers at once, without a tool."""
+    return Agent("quick", ScriptedModel(lambda i, m: "done"), ToolRegistry())
+
+
 async def test_a_cancels_grace_timer_does_not_interrupt_the_next_task(
     queue_url: str, tmp_path: Path
 ) -> None:
@@ -62,14 +67,10 @@ async def test_a_stopped_worker_no_longer_watches_for_cancels(
     queue_url: str, tmp_path: Path
 ) -> None:
     """Once ``Worker.run`` returns, the worker's cancel watch is off its queue, so workers run one after another on one board do not pile up."""
-
-    def make(ctx: TaskContext) -> Agent:
-        return Agent("quick", ScriptedModel(lambda i, m: "done"), ToolRegistry())
-
     async with await TaskBoard.open(queue_url, poll=0.2) as board:
         for n in range(3):
             await board.submit(TaskSpec(prompt="Quick.", task_id=f"q{n}"))
-            worker = Worker(board, make, scratch_root=tmp_path, lease=60)
+            worker = Worker(board, quick_agent, scratch_root=tmp_path, lease=60)
             await asyncio.wait_for(worker.run(), 60)
             assert not worker.errors
         assert board.queue._cancel_watchers == set()
@@ -96,9 +97,6 @@ async def test_an_interrupt_right_after_a_claim_hands_the_lease_back(
     """A worker interrupted (a second Ctrl-C) just after its claim, before the claim's trail record is written, leaves no lease held: the task is claimable at once."""
     from steadyloop.audit import WorkerEvent
 
-    def make(ctx: TaskContext) -> Agent:
-        return Agent("quick", ScriptedModel(lambda i, m: "done"), ToolRegistry())
-
     async with await TaskBoard.open(queue_url, poll=0.2) as board:
         await board.submit(TaskSpec(prompt="Quick.", task_id="i1"))
         worker: Worker
@@ -107,10 +105,10 @@ async def test_an_interrupt_right_after_a_claim_hands_the_lease_back(
             if event.kind == "claimed":
                 worker.interrupt()
 
-        worker = Worker(board, make, scratch_root=tmp_path, lease=600, on_event=on_event)
+        worker = Worker(board, quick_agent, scratch_root=tmp_path, lease=600, on_event=on_event)
         await asyncio.wait_for(worker.run(), 60)
         row = await board.get("i1")
         assert row.status is not TaskStatus.RUNNING, row.lease_token
         if row.status is TaskStatus.QUEUED:  # handed back (unless the round beat the interrupt)
-            after = Worker(board, make, scratch_root=tmp_path, lease=600)
+            after = Worker(board, quick_agent, scratch_root=tmp_path, lease=600)
             assert await asyncio.wait_for(after.run_once(), 60) == "i1"
