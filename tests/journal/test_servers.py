@@ -324,6 +324,27 @@ async def test_racing_first_opens_all_succeed(backend: str) -> None:
 
 @pytest.mark.server
 @pytest.mark.parametrize("backend", ["postgres", "mysql"])
+async def test_a_connection_cut_while_the_tables_are_prepared_costs_no_failed_open(
+    backend: str,
+) -> None:
+    """An open whose connection the server ends while it prepares the tables prepares them again and succeeds."""
+    pause = Pause(lambda query: True)  # the first statement of the preparation
+    async with server_store(backend) as (url, _):
+        opening = asyncio.create_task(HOOKED[backend](pause).open(url))
+        await asyncio.wait_for(pause.reached.wait(), 10)
+        assert pause.connection_id is not None
+        await _kill(backend, pause.connection_id)
+        pause.release.set()
+        journal = await asyncio.wait_for(opening, 20)
+        try:
+            await journal.append(NS, StreamWrite("s", [_maker()("x")]))
+            assert await journal.head(NS, "s") == 1
+        finally:
+            await journal.close()
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("backend", ["postgres", "mysql"])
 async def test_writers_on_other_streams_are_not_blocked(backend: str) -> None:
     """While one batch holds its stream's lock, a batch on another stream commits, and one on the same stream waits."""
     make = _maker()

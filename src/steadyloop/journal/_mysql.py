@@ -52,7 +52,7 @@ from steadyloop.journal._sql import (
     Row,
     migrate_plan,
 )
-from steadyloop.journal._sql_async import pool_options, retry_transaction, run_async
+from steadyloop.journal._sql_async import RetryPolicy, pool_options, retry_transaction, run_async
 
 try:
     import asyncmy
@@ -79,6 +79,18 @@ _TABLE_EXISTS = 1050
 _RETRYABLE = {_DUPLICATE_KEY, _LOCK_WAIT_TIMEOUT, _DEADLOCK, _RECORD_CHANGED, _TABLE_EXISTS}
 _STATEMENT_OVERHEAD = 4096
 """Bytes allowed for a single-row INSERT beyond its record and names."""
+
+
+_PREPARE_RETRY = RetryPolicy(attempts=100, base_delay=0.05, max_delay=1.0)
+"""Pauses before preparing the tables again after the server ended the connection."""
+
+
+class _LostWhilePreparing(Exception):
+    """The server ended the connection while the tables were prepared: prepare again."""
+
+    def __init__(self, error: BackendUnavailable) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class MySQLDialect(Dialect):
@@ -228,18 +240,18 @@ class MySQLJournal(PlanJournal):
         return journal
 
     async def _connect(self) -> None:
+        # A connection the server ends while the tables are prepared (KILL, a restart)
+        # leaves at most some of the idempotent DDL done; the preparation runs again
+        # on a new connection, for as long as a connection may take.
         try:
-            conn = await asyncmy.connect(**self._connect_args)
-        except (my_errors.MySQLError, OSError, TimeoutError) as exc:
-            raise BackendUnavailable(f"{self.url}: cannot connect: {_describe(exc)}") from exc
-        try:
-            await self._migrate(conn)
-        except (my_errors.MySQLError, OSError, EOFError) as exc:
-            raise BackendUnavailable(
-                f"{self.url}: cannot prepare the tables: {_describe(exc)}"
-            ) from exc
-        finally:
-            conn.close()
+            await retry_transaction(
+                self._prepare,
+                lambda exc: isinstance(exc, _LostWhilePreparing),
+                _PREPARE_RETRY,
+                budget=self._connect_args["connect_timeout"],
+            )
+        except _LostWhilePreparing as lost:
+            raise lost.error from lost.__cause__
         try:
             self._pool = await asyncmy.create_pool(
                 minsize=1, maxsize=self.pool_size, pool_recycle=3600, **self._connect_args
@@ -248,6 +260,22 @@ class MySQLJournal(PlanJournal):
             raise BackendUnavailable(
                 f"{self.url}: cannot open a connection pool: {_describe(exc)}"
             ) from exc
+
+    async def _prepare(self) -> None:
+        """Create or check the tables and read the server's settings, on a connection of its own."""
+        try:
+            conn = await asyncmy.connect(**self._connect_args)
+        except (my_errors.MySQLError, OSError, TimeoutError) as exc:
+            raise BackendUnavailable(f"{self.url}: cannot connect: {_describe(exc)}") from exc
+        try:
+            await self._migrate(conn)
+        except (my_errors.MySQLError, OSError, EOFError) as exc:
+            error = BackendUnavailable(f"{self.url}: cannot prepare the tables: {_describe(exc)}")
+            if self.transient(exc):
+                raise _LostWhilePreparing(error) from exc
+            raise error from exc
+        finally:
+            conn.close()
 
     async def _migrate(self, conn: Any) -> None:
         """Create or check the tables, one opener at a time (DDL cannot be rolled back)."""

@@ -48,7 +48,7 @@ from steadyloop.journal._sql import (
     Row,
     migrate_plan,
 )
-from steadyloop.journal._sql_async import pool_options, retry_transaction, run_async
+from steadyloop.journal._sql_async import RetryPolicy, pool_options, retry_transaction, run_async
 
 try:
     import psycopg
@@ -105,7 +105,15 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
 
 
 class _DeadOnArrival(Exception):
-    """A pooled connection failed at its first statement: it was dead when handed out."""
+    """A connection died before anything on it was committed: the work may run again.
+
+    A pooled connection that fails at its first statement was dead when handed out;
+    one the server ends while the tables are prepared rolls the preparation back.
+    """
+
+
+_PREPARE_RETRY = RetryPolicy(attempts=100, base_delay=0.05, max_delay=1.0)
+"""Pauses before preparing the tables again after the server ended the connection."""
 
 
 async def _check_idle_connection(conn: AsyncConnection[tuple[Any, ...]]) -> None:
@@ -202,6 +210,42 @@ class PostgresJournal(PlanJournal):
         if "connect_timeout" not in self._conninfo:
             kwargs["connect_timeout"] = max(1, round(self._connect_timeout))
         try:
+            # A connection the server ends while the tables are prepared (a restart,
+            # pg_terminate_backend) rolls the preparation back; it runs again on a new
+            # connection, for as long as a connection may take.
+            await retry_transaction(
+                lambda: self._prepare(kwargs),
+                lambda exc: isinstance(exc, _DeadOnArrival),
+                _PREPARE_RETRY,
+                budget=self._connect_timeout,
+            )
+        except _DeadOnArrival as lost:
+            raise BackendUnavailable(
+                f"{self.url}: cannot prepare the tables: {lost.__cause__}"
+            ) from lost.__cause__
+        pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] = AsyncConnectionPool(
+            self._conninfo,
+            kwargs=kwargs,
+            min_size=1,
+            max_size=self.pool_size,
+            open=False,
+            name=f"steadyloop-{self.prefix}",
+            timeout=max(self._connect_timeout, 30.0),
+            # A connection the server closed while it sat idle in the pool (a restart,
+            # pg_terminate_backend, an idle timeout) is replaced before it is handed
+            # out, instead of failing the transaction given to it.
+            check=_check_idle_connection,
+        )
+        try:
+            await pool.open(wait=True, timeout=self._connect_timeout)
+        except psycopg.Error as exc:
+            await pool.close()
+            raise BackendUnavailable(f"{self.url}: cannot open a connection pool: {exc}") from exc
+        self._pool = pool
+
+    async def _prepare(self, kwargs: dict[str, Any]) -> None:
+        """Create or check the tables and read the server's settings, on a connection of its own."""
+        try:
             conn = await AsyncConnection.connect(self._conninfo, **kwargs)
         except psycopg.Error as exc:
             raise BackendUnavailable(f"{self.url}: cannot connect: {exc}".strip()) from exc
@@ -224,27 +268,12 @@ class PostgresJournal(PlanJournal):
                 self.server_settings = dict(
                     zip(("fsync", "synchronous_commit", "server_version"), row, strict=True)
                 )
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            if conn.broken:
+                raise _DeadOnArrival() from exc
+            raise BackendUnavailable(f"{self.url}: cannot prepare the tables: {exc}") from exc
         except psycopg.Error as exc:
             raise BackendUnavailable(f"{self.url}: cannot prepare the tables: {exc}") from exc
-        pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] = AsyncConnectionPool(
-            self._conninfo,
-            kwargs=kwargs,
-            min_size=1,
-            max_size=self.pool_size,
-            open=False,
-            name=f"steadyloop-{self.prefix}",
-            timeout=max(self._connect_timeout, 30.0),
-            # A connection the server closed while it sat idle in the pool (a restart,
-            # pg_terminate_backend, an idle timeout) is replaced before it is handed
-            # out, instead of failing the transaction given to it.
-            check=_check_idle_connection,
-        )
-        try:
-            await pool.open(wait=True, timeout=self._connect_timeout)
-        except psycopg.Error as exc:
-            await pool.close()
-            raise BackendUnavailable(f"{self.url}: cannot open a connection pool: {exc}") from exc
-        self._pool = pool
 
     # -- running plans ----------------------------------------------------------------
 
