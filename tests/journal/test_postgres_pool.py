@@ -102,3 +102,46 @@ async def test_connections_ended_while_idle_cost_no_failed_call() -> None:
             assert [r.record.payload["i"] for r in await journal.read(NS, "s")] == [1, 2]
         finally:
             await journal.close()
+
+
+async def test_a_write_cancelled_as_its_pipeline_opens_leaves_no_transaction_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An append cancelled just as its pipeline opens (psycopg 3.3 then leaves the connection in pipeline mode, its BEGIN queued) leaves no transaction open on the server, even after a read: the connection is closed, not handed out again."""
+    application = f"sl-{uuid.uuid4().hex[:10]}"
+    real = psycopg.AsyncConnection.pipeline
+    armed = False
+
+    def pipeline(self: psycopg.AsyncConnection[Any]) -> Any:
+        nonlocal armed
+        if armed:
+            armed = False
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()  # lands at the pipeline's first wait, as a worker's interrupt can
+        return real(self)
+
+    monkeypatch.setattr(psycopg.AsyncConnection, "pipeline", pipeline)
+    async with server_store("postgres", application_name=application) as (url, _):
+        journal = await open_journal(url, pool_size=1)  # every call reuses the connection
+        try:
+            await journal.append(NS, StreamWrite("s", [rec(0)]))
+            armed = True
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.create_task(journal.append(NS, StreamWrite("s", [rec(1)])))
+            # A read on the same pooled connection would run inside the left-over BEGIN
+            # and keep that transaction open (with whatever it locked) after it returns.
+            assert await journal.head(NS, "s") == 1
+            base = await backends.require_server("postgres")
+            async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
+                cur = await admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE application_name = %s AND state <> 'idle'",
+                    (application,),
+                )
+                assert await cur.fetchone() == (0,)
+            result = await asyncio.wait_for(journal.append(NS, StreamWrite("s", [rec(2)])), 10)
+            assert result.positions == {"s": (2, 2)}
+            assert await journal.head(NS, "s") == 2
+        finally:
+            await journal.close()

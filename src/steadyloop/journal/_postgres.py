@@ -55,6 +55,7 @@ try:
     import psycopg.sql
     from psycopg import AsyncConnection
     from psycopg import errors as pg_errors
+    from psycopg.pq import TransactionStatus
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise BackendUnavailable(
@@ -337,6 +338,18 @@ class PostgresJournal(PlanJournal):
                         # see): it failed at the first statement, before any COMMIT,
                         # so nothing was written and the plan runs on another one.
                         raise _DeadOnArrival() from exc
+                    raise
+                except BaseException:
+                    if write and (
+                        conn.pgconn.pipeline_status
+                        or conn.info.transaction_status is not TransactionStatus.IDLE
+                    ):
+                        # Cancelled inside a pipeline, psycopg 3.3 can leave the
+                        # connection in pipeline mode with the transaction still open on
+                        # the server (and reporting IDLE), so the pool would hand it out
+                        # again with the transaction's row locks held. Closed, the server
+                        # rolls back what was not committed and the pool opens another.
+                        await conn.close()
                     raise
 
         def should_retry(exc: BaseException) -> bool:
