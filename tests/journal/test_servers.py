@@ -328,7 +328,7 @@ async def test_a_connection_cut_while_the_tables_are_prepared_costs_no_failed_op
     backend: str,
 ) -> None:
     """An open whose connection the server ends while it prepares the tables prepares them again and succeeds."""
-    pause = Pause(lambda query: True)  # the first statement of the preparation
+    pause = Pause(lambda query: True)  # the first statement of the schema plan
     async with server_store(backend) as (url, _):
         opening = asyncio.create_task(HOOKED[backend](pause).open(url))
         await asyncio.wait_for(pause.reached.wait(), 10)

@@ -52,7 +52,13 @@ from steadyloop.journal._sql import (
     Row,
     migrate_plan,
 )
-from steadyloop.journal._sql_async import RetryPolicy, pool_options, retry_transaction, run_async
+from steadyloop.journal._sql_async import (
+    LostWhilePreparing,
+    pool_options,
+    prepare_retrying,
+    retry_transaction,
+    run_async,
+)
 
 try:
     import asyncmy
@@ -79,18 +85,6 @@ _TABLE_EXISTS = 1050
 _RETRYABLE = {_DUPLICATE_KEY, _LOCK_WAIT_TIMEOUT, _DEADLOCK, _RECORD_CHANGED, _TABLE_EXISTS}
 _STATEMENT_OVERHEAD = 4096
 """Bytes allowed for a single-row INSERT beyond its record and names."""
-
-
-_PREPARE_RETRY = RetryPolicy(attempts=100, base_delay=0.05, max_delay=1.0)
-"""Pauses before preparing the tables again after the server ended the connection."""
-
-
-class _LostWhilePreparing(Exception):
-    """The server ended the connection while the tables were prepared: prepare again."""
-
-    def __init__(self, error: BackendUnavailable) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 class MySQLDialect(Dialect):
@@ -241,17 +235,8 @@ class MySQLJournal(PlanJournal):
 
     async def _connect(self) -> None:
         # A connection the server ends while the tables are prepared (KILL, a restart)
-        # leaves at most some of the idempotent DDL done; the preparation runs again
-        # on a new connection, for as long as a connection may take.
-        try:
-            await retry_transaction(
-                self._prepare,
-                lambda exc: isinstance(exc, _LostWhilePreparing),
-                _PREPARE_RETRY,
-                budget=self._connect_args["connect_timeout"],
-            )
-        except _LostWhilePreparing as lost:
-            raise lost.error from lost.__cause__
+        # leaves at most some of the idempotent DDL done: it runs again.
+        await prepare_retrying(self._prepare, self._connect_args["connect_timeout"])
         try:
             self._pool = await asyncmy.create_pool(
                 minsize=1, maxsize=self.pool_size, pool_recycle=3600, **self._connect_args
@@ -272,7 +257,7 @@ class MySQLJournal(PlanJournal):
         except (my_errors.MySQLError, OSError, EOFError) as exc:
             error = BackendUnavailable(f"{self.url}: cannot prepare the tables: {_describe(exc)}")
             if self.transient(exc):
-                raise _LostWhilePreparing(error) from exc
+                raise LostWhilePreparing(error) from exc
             raise error from exc
         finally:
             conn.close()

@@ -48,7 +48,13 @@ from steadyloop.journal._sql import (
     Row,
     migrate_plan,
 )
-from steadyloop.journal._sql_async import RetryPolicy, pool_options, retry_transaction, run_async
+from steadyloop.journal._sql_async import (
+    LostWhilePreparing,
+    pool_options,
+    prepare_retrying,
+    retry_transaction,
+    run_async,
+)
 
 try:
     import psycopg
@@ -106,15 +112,7 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
 
 
 class _DeadOnArrival(Exception):
-    """A connection died before anything on it was committed: the work may run again.
-
-    A pooled connection that fails at its first statement was dead when handed out;
-    one the server ends while the tables are prepared rolls the preparation back.
-    """
-
-
-_PREPARE_RETRY = RetryPolicy(attempts=100, base_delay=0.05, max_delay=1.0)
-"""Pauses before preparing the tables again after the server ended the connection."""
+    """A pooled connection failed at its first statement: it was dead when handed out."""
 
 
 async def _check_idle_connection(conn: AsyncConnection[tuple[Any, ...]]) -> None:
@@ -210,20 +208,9 @@ class PostgresJournal(PlanJournal):
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in self._conninfo:
             kwargs["connect_timeout"] = max(1, round(self._connect_timeout))
-        try:
-            # A connection the server ends while the tables are prepared (a restart,
-            # pg_terminate_backend) rolls the preparation back; it runs again on a new
-            # connection, for as long as a connection may take.
-            await retry_transaction(
-                lambda: self._prepare(kwargs),
-                lambda exc: isinstance(exc, _DeadOnArrival),
-                _PREPARE_RETRY,
-                budget=self._connect_timeout,
-            )
-        except _DeadOnArrival as lost:
-            raise BackendUnavailable(
-                f"{self.url}: cannot prepare the tables: {lost.__cause__}"
-            ) from lost.__cause__
+        # A connection the server ends while the tables are prepared (a restart,
+        # pg_terminate_backend) rolls the preparation back: it runs again.
+        await prepare_retrying(lambda: self._prepare(kwargs), self._connect_timeout)
         pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] = AsyncConnectionPool(
             self._conninfo,
             kwargs=kwargs,
@@ -269,12 +256,11 @@ class PostgresJournal(PlanJournal):
                 self.server_settings = dict(
                     zip(("fsync", "synchronous_commit", "server_version"), row, strict=True)
                 )
-        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            if conn.broken:
-                raise _DeadOnArrival() from exc
-            raise BackendUnavailable(f"{self.url}: cannot prepare the tables: {exc}") from exc
         except psycopg.Error as exc:
-            raise BackendUnavailable(f"{self.url}: cannot prepare the tables: {exc}") from exc
+            error = BackendUnavailable(f"{self.url}: cannot prepare the tables: {exc}")
+            if conn.broken:
+                raise LostWhilePreparing(error) from exc
+            raise error from exc
 
     # -- running plans ----------------------------------------------------------------
 

@@ -14,10 +14,17 @@ import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from steadyloop._errors import UnknownBackend
+from steadyloop._errors import BackendUnavailable, UnknownBackend
 from steadyloop.journal._sql import Dialect, Plan, Query, Row
 
-__all__ = ["RetryPolicy", "pool_options", "retry_transaction", "run_async"]
+__all__ = [
+    "LostWhilePreparing",
+    "RetryPolicy",
+    "pool_options",
+    "prepare_retrying",
+    "retry_transaction",
+    "run_async",
+]
 
 T = TypeVar("T")
 D = TypeVar("D", bound=Dialect)
@@ -150,3 +157,41 @@ async def retry_transaction(
                 raise
         await asyncio.sleep(pause)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+class LostWhilePreparing(Exception):
+    """The server ended the connection while the tables were prepared: prepare again.
+
+    Attributes:
+        error: What to raise if no later attempt succeeds.
+    """
+
+    def __init__(self, error: BackendUnavailable) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+_PREPARE_RETRY = RetryPolicy(attempts=100, base_delay=0.05, max_delay=1.0)
+"""Pauses before preparing the tables again after the server ended the connection."""
+
+
+async def prepare_retrying(prepare: Callable[[], Awaitable[None]], budget: float) -> None:
+    """Run an opener's table preparation, again on a new connection after each cut.
+
+    The preparation must be idempotent (the schema plan is), so a connection the
+    server ends half-way (a restart, ``pg_terminate_backend``, ``KILL``) costs the open
+    nothing. ``prepare`` raises `LostWhilePreparing` for such a cut.
+
+    Args:
+        prepare: Connects, prepares the tables and reads the server's settings.
+        budget: Seconds after which no further attempt starts (the connect timeout).
+
+    Raises:
+        BackendUnavailable: The preparation failed otherwise, or kept being cut.
+    """
+    try:
+        await retry_transaction(
+            prepare, lambda exc: isinstance(exc, LostWhilePreparing), _PREPARE_RETRY, budget=budget
+        )
+    except LostWhilePreparing as lost:
+        raise lost.error from lost.__cause__
