@@ -41,8 +41,16 @@ from steadyloop.audit import (
     Worker,
     WorkerEvent,
 )
-from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console, run_async
-from steadyloop.journal import DEFAULT_URL
+from steadyloop.cli._common import (
+    EXIT_PROBLEM,
+    EXIT_UNUSABLE,
+    console,
+    err_console,
+    json_line,
+    printable,
+    run_async,
+)
+from steadyloop.journal import DEFAULT_URL, redact_url
 from steadyloop.loop import Agent, load_agent
 
 __all__ = ["audit_app"]
@@ -71,7 +79,7 @@ def _time(us: int) -> str:
 
 
 def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {escape(message)}")
+    err_console.print(f"[red]error:[/red] {escape(printable(message))}")
     return typer.Exit(code)
 
 
@@ -215,7 +223,7 @@ async def _submit(store: str, app: str, specs: list[TaskSpec]) -> None:
             raise _fail(str(exc)) from None
     for r in results:
         state = "duplicate (already queued)" if r.duplicate else "queued"
-        console.print(Text(f"{r.task_id}  {state}"))
+        console.print(Text(f"{printable(r.task_id)}  {state}"))
 
 
 @audit_app.command("work")
@@ -385,10 +393,11 @@ async def _work(
                 "store-unavailable",
             }:
                 progress.console.print(
-                    f"[dim]{escape(event.worker)}[/dim] {escape(str(event.task_id))}: "
-                    f"[bold]{event.kind}[/bold] {escape(event.detail)}"
+                    f"[dim]{escape(printable(event.worker))}[/dim] "
+                    f"{escape(printable(event.task_id))}: "
+                    f"[bold]{event.kind}[/bold] {escape(printable(event.detail))}"
                 )
-            progress.update(bar, description=escape(f"{event.task_id} {event.kind}"))
+            progress.update(bar, description=escape(f"{printable(event.task_id)} {event.kind}"))
 
         verifier = Verifier(executor)
         crew = [
@@ -466,9 +475,9 @@ async def _status(store: str, app: str, as_json: bool) -> None:
                 "owner": t.owner,
                 "detail": t.detail,
             }
-            console.print_json(json.dumps(line, ensure_ascii=False), indent=None)
+            console.out(json_line(line), highlight=False)
         return
-    table = Table(title=Text(f"tasks in {store}"), title_justify="left")
+    table = Table(title=Text(f"tasks in {printable(redact_url(store))}"), title_justify="left")
     for col in ("task", "status", "prio", "round", "audits", "claims", "owner", "detail"):
         table.add_column(col, overflow="fold")
     colours = {
@@ -482,14 +491,14 @@ async def _status(store: str, app: str, as_json: bool) -> None:
     }
     for t in tasks:
         table.add_row(
-            Text(t.task_id),
+            Text(printable(t.task_id)),
             f"[{colours[t.status]}]{t.status.value}[/]",
             str(t.priority),
             str(t.round),
             str(t.audit_rounds),
             str(t.attempts),
-            Text(t.owner or ""),
-            escape(t.detail),
+            Text(printable(t.owner or "")),
+            Text(printable(t.detail)),
         )
     console.print(table if tasks else "no tasks")
 
@@ -535,11 +544,11 @@ async def _show(store: str, app: str, task: str, as_json: bool) -> None:
     if as_json:
         for r in trail:
             line = {"seq": r.seq, **r.record.to_dict()}
-            console.print_json(json.dumps(line, ensure_ascii=False), indent=None)
+            console.out(json_line(line), highlight=False)
         return
     table = Table(
         title=Text(
-            f"task {task}: {row.status.value} after {row.round} round(s), "
+            f"task {printable(task)}: {row.status.value} after {row.round} round(s), "
             f"{row.audit_rounds} audit(s)"
         ),
         title_justify="left",
@@ -551,9 +560,9 @@ async def _show(store: str, app: str, task: str, as_json: bool) -> None:
         table.add_row(
             str(r.seq),
             _time(r.record.time),
-            r.kind.removeprefix("task."),
-            str(payload.get("round", "")),
-            escape(_summary(r.kind, payload)),
+            Text(printable(r.kind.removeprefix("task."))),
+            Text(printable(payload.get("round", ""))),
+            Text(printable(_summary(r.kind, payload))),
         )
     console.print(table)
     # The last audit's findings: the packet sent back, or those the task ended with.
@@ -567,12 +576,13 @@ async def _show(store: str, app: str, task: str, as_json: bool) -> None:
             f"{what}): {len(report.findings) or 'none'}"
         )
         for f in report.findings:
-            evidence = f.evidence.replace("\n", "\n      ")
+            evidence = printable(f.evidence, lines=True).replace("\n", "\n      ")
             console.print(
                 Text(
-                    f"  [{f.severity.value}] {f.id} ({f.kind.value}, gate {f.gate.value}): "
-                    f"{f.title}\n    evidence:\n      {evidence}\n"
-                    f"    reproduction: {f.reproduction}\n    acceptance: {f.acceptance}"
+                    f"  [{f.severity.value}] {printable(f.id)} ({f.kind.value}, gate "
+                    f"{f.gate.value}): {printable(f.title)}\n    evidence:\n      {evidence}\n"
+                    f"    reproduction: {printable(f.reproduction)}\n"
+                    f"    acceptance: {printable(f.acceptance)}"
                 )
             )
 
@@ -603,13 +613,15 @@ async def _cancel(store: str, app: str, task: str, reason: str) -> None:
             raise _fail(str(exc)) from None
         blocked = [t.task_id for t in await board.tasks(TaskStatus.BLOCKED)]
     if status is TaskStatus.CANCELLED:
-        console.print(Text(f"{task}  cancelled"))
-        dependents = [t for t in blocked if t != task]
+        console.print(Text(f"{printable(task)}  cancelled"))
+        dependents = [printable(t) for t in blocked if t != task]
         if dependents:
             console.print(Text(f"blocked: {', '.join(dependents)}"))
     else:
         console.print(
-            Text(f"{task}  cancel requested: its worker stops at the next write boundary")
+            Text(
+                f"{printable(task)}  cancel requested: its worker stops at the next write boundary"
+            )
         )
 
 
@@ -640,9 +652,10 @@ async def _retry(store: str, app: str, task: str, note: str) -> None:
         ]
     console.print(
         Text(
-            f"{task}  queued again (retry {state.retries}; {state.round} round(s) and "
+            f"{printable(task)}  queued again (retry {state.retries}; {state.round} round(s) and "
             f"{state.audit_rounds} audit(s) so far)"
         )
     )
     if reopened:
-        console.print(Text(f"queued again with it (they were blocked): {', '.join(reopened)}"))
+        names = ", ".join(printable(t) for t in reopened)
+        console.print(Text(f"queued again with it (they were blocked): {names}"))

@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from steadyloop._errors import CorruptionError, SessionError
-from steadyloop.cli._common import EXIT_PROBLEM, console, run_async
+from steadyloop.cli._common import EXIT_PROBLEM, console, json_line, printable, run_async
 from steadyloop.journal import Journal, JSONLJournal, open_journal, redact_url
 from steadyloop.loop import check_session_copies, load_run, parse_run_stream
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
@@ -34,7 +34,7 @@ def _time(us: int) -> str:
 
 
 def _short(value: object, width: int = 80) -> str:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    text = json_line(value, encode=lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -65,17 +65,21 @@ async def _show(url: str, stream: str | None, namespace: str | None, as_json: bo
                 if as_json:
                     for r in records:
                         line = {"namespace": ns, "stream": name, "seq": r.seq, **r.record.to_dict()}
-                        typer.echo(canonical_json(line))
+                        typer.echo(json_line(line, encode=canonical_json))
                     continue
-                table = Table(title=Text(f"{ns} / {name}"), title_justify="left", expand=False)
+                table = Table(
+                    title=Text(f"{printable(ns)} / {printable(name)}"),
+                    title_justify="left",
+                    expand=False,
+                )
                 for col in ("seq", "time (UTC)", "kind", "id", "payload"):
                     table.add_column(col, overflow="fold")
                 for r in records:
                     cells = (str(r.seq), _time(r.record.time), r.kind, r.record.id)
-                    table.add_row(*map(Text, (*cells, _short(r.payload))))
+                    table.add_row(*(Text(printable(c)) for c in (*cells, _short(r.payload))))
                 console.print(table)
         if not shown and not as_json:
-            console.print(Text(f"no records in {redact_url(url)}"))
+            console.print(Text(f"no records in {printable(redact_url(url))}"))
 
 
 @dataclass(frozen=True)
@@ -220,15 +224,16 @@ def doctor(url: Annotated[str, URL_ARG]) -> None:
     """Check a journal's integrity; exit 1 if it is corrupted, 2 if it cannot be opened."""
     findings = run_async(_doctor, url)
     if not findings:
-        console.print(f"[green]ok[/green]: {escape(redact_url(url))} has no problems")
+        console.print(f"[green]ok[/green]: {escape(printable(redact_url(url)))} has no problems")
         return
-    table = Table(title=Text(f"doctor: {redact_url(url)}"), title_justify="left")
+    table = Table(title=Text(f"doctor: {printable(redact_url(url))}"), title_justify="left")
     for col in ("severity", "what", "location", "detail"):
         table.add_column(col, overflow="fold")
     for f in findings:
         colour = "red" if f.severity == "error" else "yellow"
         severity = Text(f.severity, style=colour)
-        table.add_row(severity, Text(f.what), Text(f.location), Text(f.detail))
+        cells = (f.what, f.location, f.detail)
+        table.add_row(severity, *(Text(printable(c)) for c in cells))
     console.print(table)
     errors = sum(f.severity == "error" for f in findings)
     console.print(f"{errors} error(s), {len(findings) - errors} warning(s)")

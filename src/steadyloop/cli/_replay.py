@@ -17,7 +17,14 @@ from rich.table import Table
 from rich.text import Text
 
 from steadyloop._errors import BackendUnavailable, CaseError, SteadyloopError, UnknownBackend
-from steadyloop.cli._common import EXIT_PROBLEM, EXIT_UNUSABLE, console, err_console
+from steadyloop.cli._common import (
+    EXIT_PROBLEM,
+    EXIT_UNUSABLE,
+    console,
+    err_console,
+    json_line,
+    printable,
+)
 from steadyloop.replay import (
     Case,
     Report,
@@ -53,7 +60,7 @@ PACK_OPTION = typer.Option(
 
 def _fail(message: str) -> typer.Exit:
     """Print one line of error (never wrapped) and return the exit for unusable input."""
-    err_console.print(Text.assemble(("error:", "red"), " ", message), soft_wrap=True)
+    err_console.print(Text.assemble(("error:", "red"), " ", printable(message)), soft_wrap=True)
     return typer.Exit(EXIT_UNUSABLE)
 
 
@@ -62,7 +69,9 @@ def _invalid(exc: CaseError) -> typer.Exit:
     for file, line, field, detail in exc.problems:
         where = f"{file}:{line}" if line else file
         problem = f"{where}: field {field or '/'}: {detail}"
-        err_console.print(Text.assemble(("invalid case", "red"), " ", problem), soft_wrap=True)
+        err_console.print(
+            Text.assemble(("invalid case", "red"), " ", printable(problem)), soft_wrap=True
+        )
     return typer.Exit(EXIT_UNUSABLE)
 
 
@@ -79,7 +88,9 @@ def _load(paths: list[Path] | None, pack: str | None = None) -> list[Case]:
 def _unwritable(path: Path, exc: OSError) -> typer.Exit:
     reason = exc.strerror or str(exc)
     err_console.print(
-        Text.assemble(("error:", "red"), f" cannot write the report to {path}: {reason}"),
+        Text.assemble(
+            ("error:", "red"), printable(f" cannot write the report to {path}: {reason}")
+        ),
         soft_wrap=True,
     )
     return typer.Exit(EXIT_UNUSABLE)
@@ -107,7 +118,7 @@ def _split(values: list[str] | None) -> list[str] | None:
 def _short(value: object, present: bool, width: int = 48) -> str:
     if not present:
         return "(absent)"
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    text = json_line(value, encode=lambda v: json.dumps(v, ensure_ascii=False, sort_keys=True))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -136,7 +147,7 @@ def _table(report: Report) -> Table:
             "differ": "[red]differ[/red]",
             "not_applicable": "[dim]n/a[/dim]",
         }[case.status]
-        table.add_row(Text(case.case.case_id), *cells, status)
+        table.add_row(Text(printable(case.case.case_id)), *cells, status)
     return table
 
 
@@ -215,7 +226,7 @@ def run_command(
         except (UnknownBackend, BackendUnavailable) as exc:
             raise _fail(str(exc)) from None
         except SteadyloopError as exc:
-            err_console.print(Text.assemble(("error:", "red"), " ", str(exc)), soft_wrap=True)
+            err_console.print(Text.assemble(("error:", "red"), " ", printable(exc)), soft_wrap=True)
             raise typer.Exit(EXIT_PROBLEM) from None
     console.print(_table(report))
     # Everything below that comes from data is a Text: printed as it is, never read as
@@ -224,11 +235,13 @@ def run_command(
         console.print(
             Text.assemble(
                 ("•", "red"),
-                f" {entry.case_id} ",
+                f" {printable(entry.case_id)} ",
                 (entry.backend, "bold"),
-                f" vs {entry.reference} {entry.pointer}: "
-                f"{_short(entry.reference_value, entry.reference_present)} → "
-                f"{_short(entry.backend_value, entry.backend_present)}",
+                printable(
+                    f" vs {entry.reference} {entry.pointer}: "
+                    f"{_short(entry.reference_value, entry.reference_present)} → "
+                    f"{_short(entry.backend_value, entry.backend_present)}"
+                ),
             )
         )
     if len(report.unexpected) > 20:
@@ -242,7 +255,9 @@ def run_command(
     for case_id, name, missing in skipped[:10]:
         needs = ", ".join(f"{m['capability']} (line {m['line']})" for m in missing)
         console.print(
-            Text.assemble(("◦", "dim"), f" {case_id} ", (name, "bold"), f": needs {needs}")
+            Text.assemble(
+                ("◦", "dim"), f" {printable(case_id)} ", (name, "bold"), f": needs {needs}"
+            )
         )
     if len(skipped) > 10:
         console.print(Text(f"… and {len(skipped) - 10} more not applicable (see the report)"))
@@ -297,7 +312,9 @@ def check_command(
             raise _invalid(exc) from None
     for case in loaded:
         count = len(case.operations)
-        console.print(Text.assemble(("ok", "green"), f" {case.case_id}: {count} operation(s)"))
+        console.print(
+            Text.assemble(("ok", "green"), f" {printable(case.case_id)}: {count} operation(s)")
+        )
 
 
 @replay_app.command("list")
@@ -309,7 +326,11 @@ def list_command(pack: Annotated[str | None, PACK_OPTION] = None) -> None:
     table.add_column("ops", justify="right")
     table.add_column("description")
     for case in _load(None, pack) if pack is not None else _load(None):
-        table.add_row(Text(case.case_id), str(len(case.operations)), Text(case.description))
+        table.add_row(
+            Text(printable(case.case_id)),
+            str(len(case.operations)),
+            Text(printable(case.description)),
+        )
     console.print(table)
     console.print(Text(f"packs: {', '.join(pack_names())} (run one with --pack NAME)"))
 

@@ -43,6 +43,8 @@ from steadyloop.cli._common import (
     console,
     err_console,
     exit_for_signal,
+    json_line,
+    printable,
     run_async,
 )
 from steadyloop.cli._journal import _short, _time
@@ -84,7 +86,7 @@ def _agent(path: str) -> Agent:
     try:
         return load_agent(path)
     except AgentLoadError as exc:
-        err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+        err_console.print(f"[red]error:[/red] {escape(printable(exc))}")
         raise typer.Exit(EXIT_UNUSABLE) from None
 
 
@@ -95,7 +97,7 @@ def _call(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         try:
             return await fn(*args)
         except RunNotFound as exc:
-            err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+            err_console.print(f"[red]error:[/red] {escape(printable(exc))}")
             raise typer.Exit(EXIT_UNUSABLE) from None
 
     return run_async(guarded)
@@ -139,7 +141,7 @@ def _drive(
             try:
                 return await go(stop)
             except RunNotFound as exc:
-                err_console.print(f"[red]error:[/red] {escape(str(exc))}")
+                err_console.print(f"[red]error:[/red] {escape(printable(exc))}")
                 raise typer.Exit(EXIT_UNUSABLE) from None
 
     try:
@@ -147,7 +149,9 @@ def _drive(
     except asyncio.CancelledError:
         received = signals[0].received if signals else None
         err_console.print(
-            Text(f"stopped at once; if the run had started, resume it with: {resume_hint}")
+            Text(
+                f"stopped at once; if the run had started, resume it with: {printable(resume_hint)}"
+            )
         )
         raise typer.Exit(exit_for_signal(received or signal.SIGINT)) from None
     return result, signals[0].received
@@ -156,29 +160,30 @@ def _drive(
 def _report(result: RunResult, signum: int | None, as_json: bool, resume_hint: str) -> None:
     if as_json:
         data = result.comparable() | {"ended_at": result.ended_at}
-        typer.echo(json.dumps(data, ensure_ascii=False))
+        typer.echo(json_line(data))
     else:
         colour = "green" if result.stop_reason is StopReason.COMPLETED else "yellow"
         console.print(
-            f"run [bold]{escape(result.run_id)}[/bold]: "
+            f"run [bold]{escape(printable(result.run_id))}[/bold]: "
             f"[{colour}]{result.stop_reason.value}[/{colour}] "
             f"after {result.steps} step(s), {result.actions} action(s), "
             f"{result.parse_failures} parse failure(s)"
         )
         if result.output is not None:
-            console.print(Text(result.output))
+            console.print(Text(printable(result.output, lines=True)))
         if result.stop_reason is not StopReason.COMPLETED:
-            console.print(Text(result.detail, style="dim"))
+            console.print(Text(printable(result.detail, lines=True), style="dim"))
         if result.open_intent is not None:
             console.print(
                 Text(
-                    f"decide with: steadyloop runs resolve {result.run_id} {result.open_intent} "
+                    f"decide with: steadyloop runs resolve {printable(result.run_id)} "
+                    f"{printable(result.open_intent)} "
                     "--happened JSON | --not-happened"
                 ),
                 soft_wrap=True,
             )
         if result.stop_reason is StopReason.STOPPED:
-            console.print(Text(f"resume with: {resume_hint}"), soft_wrap=True)
+            console.print(Text(f"resume with: {printable(resume_hint)}"), soft_wrap=True)
     if result.stop_reason is StopReason.STOPPED:
         raise typer.Exit(exit_for_signal(signum or signal.SIGINT))
     if result.stop_reason is StopReason.RESUME_STATE_UNKNOWN:
@@ -252,10 +257,11 @@ def list_command(
     runs = _call(go)
     if as_json:
         for info in runs:
-            typer.echo(json.dumps(_summary(info), ensure_ascii=False))
+            typer.echo(json_line(_summary(info)))
         return
     if not runs:
-        console.print(Text(f"no runs in {redact_url(journal or '') or 'the default journal'}"))
+        where = redact_url(journal or "") or "the default journal"
+        console.print(Text(f"no runs in {printable(where)}"))
         return
     table = Table(title="runs", title_justify="left")
     for col in ("app", "run", "status", "steps", "actions", "user", "session", "started (UTC)"):
@@ -272,7 +278,7 @@ def list_command(
             s["session_id"],
             _time(info.records[0].record.time),
         )
-        table.add_row(*(Text(str(c)) for c in cells))
+        table.add_row(*(Text(printable(c)) for c in cells))
     console.print(table)
 
 
@@ -312,26 +318,31 @@ def show_command(
     info = _call(go)
     if as_json:
         data = _summary(info) | {"records": [r.record.to_dict() for r in info.records]}
-        typer.echo(json.dumps(data, ensure_ascii=False))
+        typer.echo(json_line(data))
         return
     s = _summary(info)
     console.print(
         Text.assemble(
             "run ",
-            (run_id, "bold"),
-            f" in app {app!r}: {s['status']} — agent {s['agent']!r}, "
-            f"user {s['user_id']!r}, session {s['session_id']!r}, {s['steps']} step(s), "
-            f"{s['actions']} action(s)",
+            (printable(run_id), "bold"),
+            printable(
+                f" in app {app!r}: {s['status']} — agent {s['agent']!r}, "
+                f"user {s['user_id']!r}, session {s['session_id']!r}, {s['steps']} step(s), "
+                f"{s['actions']} action(s)"
+            ),
         )
     )
     if s["open_intent"]:
-        console.print(Text(f"open intent: {s['open_intent']} (may or may not have happened)"))
-    table = Table(title=Text(f"{app} / {info.records[0].stream}"), title_justify="left")
+        console.print(
+            Text(f"open intent: {printable(s['open_intent'])} (may or may not have happened)")
+        )
+    title = f"{printable(app)} / {printable(info.records[0].stream)}"
+    table = Table(title=Text(title), title_justify="left")
     for col in ("seq", "time (UTC)", "kind", "payload"):
         table.add_column(col, overflow="fold")
     for r in info.records:
         cells = (str(r.seq), _time(r.record.time), r.kind, _short(dict(r.payload), 100))
-        table.add_row(*map(Text, cells))
+        table.add_row(*(Text(printable(c)) for c in cells))
     console.print(table)
 
 
@@ -370,7 +381,7 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
         try:
             value = None if happened is None else json.loads(happened)
         except ValueError as exc:
-            err_console.print(f"[red]error:[/red] --happened is not JSON: {escape(str(exc))}")
+            err_console.print(f"[red]error:[/red] --happened is not JSON: {escape(printable(exc))}")
             raise typer.Exit(EXIT_UNUSABLE) from None
         outcome = Happened(value, error=error, note=note)
 
@@ -379,7 +390,9 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
             await resolve(j, app, run_id, intent_id, outcome, takeover=takeover)
 
     _call(go)
-    console.print(Text(f"recorded; continue with: steadyloop resume {run_id} --agent MODULE:ATTR"))
+    console.print(
+        Text(f"recorded; continue with: steadyloop resume {printable(run_id)} --agent MODULE:ATTR")
+    )
 
 
 @runs_app.command("cancel")
@@ -396,4 +409,4 @@ def cancel_command(
             await request_cancel(j, app, run_id, reason)
 
     _call(go)
-    console.print(Text(f"cancel requested for run {run_id}"))
+    console.print(Text(f"cancel requested for run {printable(run_id)}"))
