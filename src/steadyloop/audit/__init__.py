@@ -77,6 +77,7 @@ from steadyloop.audit._queue import (
     SQLiteQueue,
     SubmitResult,
     TaskQueue,
+    UnreadableTask,
     open_queue,
 )
 from steadyloop.audit._tasks import (
@@ -156,6 +157,7 @@ __all__ = [
     "TaskSpecError",
     "TaskState",
     "TaskStatus",
+    "UnreadableTask",
     "Verification",
     "Verifier",
     "VerifySpec",

@@ -30,6 +30,7 @@ from steadyloop.audit._queue import (
     QueuedTask,
     SubmitResult,
     TaskQueue,
+    UnreadableTask,
     open_queue,
     split_queue_url,
 )
@@ -275,8 +276,19 @@ class TaskBoard:
         return await self.queue.get(task_id)
 
     async def tasks(self, status: TaskStatus | None = None) -> list[QueuedTask]:
-        """Every task (or those with ``status``), in submission order."""
+        """Every task (or those with ``status``), in submission order.
+
+        Raises:
+            CorruptionError: A row holds a status or spec this version cannot read.
+        """
         return await self.queue.tasks(status)
+
+    async def listing(self, status: TaskStatus | None = None) -> list[QueuedTask | UnreadableTask]:
+        """Every task as `tasks` lists them, with a row this version cannot read in its place.
+
+        See [`TaskQueue.listing`][steadyloop.audit.TaskQueue.listing].
+        """
+        return await self.queue.listing(status)
 
     async def counts(self) -> dict[TaskStatus, int]:
         """How many tasks are in each status."""

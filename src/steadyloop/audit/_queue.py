@@ -94,6 +94,7 @@ __all__ = [
     "SQLiteQueue",
     "SubmitResult",
     "TaskQueue",
+    "UnreadableTask",
     "open_queue",
 ]
 
@@ -187,23 +188,30 @@ class QueuedTask:
             CorruptionError: The row holds a status or spec this version does not know
                 (the queue was written by another version of Steadyloop), naming the row.
         """
+        task = cls.read_row(row, d)
+        if isinstance(task, UnreadableTask):
+            raise CorruptionError(f"task {task.task_id!r} {task.reason}", location=task.location)
+        return task
+
+    @classmethod
+    def read_row(cls, row: Row, d: Dialect | None = None) -> QueuedTask | UnreadableTask:
+        """Like `from_row`, with a row this version cannot read returned as an `UnreadableTask`."""
         task_id = d.load_name(row[1]) if d is not None else str(row[1])
         where = f"{d.location_name if d else 'queue'} table {d.prefix if d else ''}audit_tasks"
+        location = f"{where}[task_id={task_id!r}]"
         try:
             status = TaskStatus(_text(row[4]))
         except ValueError:
-            raise CorruptionError(
-                f"task {task_id!r} has status {_text(row[4])!r}, which this steadyloop does "
-                "not know (written by another version?)",
-                location=f"{where}[task_id={task_id!r}]",
-            ) from None
+            reason = (
+                f"has status {_text(row[4])!r}, which this steadyloop does not know "
+                "(written by another version?)"
+            )
+            return UnreadableTask(int(row[0]), task_id, _text(row[4]), reason, location)
         try:
             spec = TaskSpec.from_json(decode(_text(row[2])))
         except (ValueError, TypeError) as exc:
-            raise CorruptionError(
-                f"task {task_id!r} has a spec this steadyloop cannot read: {exc}",
-                location=f"{where}[task_id={task_id!r}]",
-            ) from None
+            reason = f"has a spec this steadyloop cannot read: {exc}"
+            return UnreadableTask(int(row[0]), task_id, status.value, reason, location)
         return cls(
             seq=int(row[0]),
             task_id=task_id,
@@ -222,6 +230,28 @@ class QueuedTask:
             updated_at=int(row[14]),
             cancel_requested=_opt(row[15]) if len(row) > 15 else None,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableTask:
+    """A queue row this version cannot read: a status or spec field it does not know.
+
+    During a rolling upgrade a newer Steadyloop may already have queued tasks with
+    fields this one refuses; listings show them as unreadable instead of failing.
+
+    Attributes:
+        seq: Its submission order.
+        task_id: The task's id.
+        status: Its status as stored (possibly one this version does not know).
+        reason: Why it cannot be read, short ("has a spec this steadyloop cannot read: …").
+        location: The table and row, as a `CorruptionError` names it.
+    """
+
+    seq: int
+    task_id: str
+    status: str
+    reason: str
+    location: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -1218,7 +1248,28 @@ class TaskQueue:
         return QueuedTask.from_row(rows[0], d)
 
     async def tasks(self, status: TaskStatus | None = None) -> list[QueuedTask]:
-        """Every task (or those with ``status``), in submission order."""
+        """Every task (or those with ``status``), in submission order.
+
+        Raises:
+            CorruptionError: A row holds a status or spec this version cannot read
+                (see `listing` for a list that goes on past it).
+        """
+        listed = await self.listing(status)
+        for task in listed:
+            if isinstance(task, UnreadableTask):
+                raise CorruptionError(
+                    f"task {task.task_id!r} {task.reason}", location=task.location
+                )
+        return [task for task in listed if isinstance(task, QueuedTask)]
+
+    async def listing(self, status: TaskStatus | None = None) -> list[QueuedTask | UnreadableTask]:
+        """Every task (or those with ``status``), in submission order, unreadable rows too.
+
+        A row this version cannot read (written by a newer one) is listed as an
+        `UnreadableTask` in its place instead of failing the whole listing. Asked for
+        one ``status``, a row whose stored status this version does not know is never
+        listed (it is no known status).
+        """
         d = self.dialect
 
         def plan(_: bool) -> Plan:
@@ -1240,7 +1291,7 @@ class TaskQueue:
             return rows
 
         rows: list[Row] = await self._run(plan, write=False)
-        return [QueuedTask.from_row(r, d) for r in rows]
+        return [QueuedTask.read_row(r, d) for r in rows]
 
     async def counts(self) -> dict[TaskStatus, int]:
         """How many tasks are in each status (every status listed, zeros included).

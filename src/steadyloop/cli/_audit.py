@@ -36,6 +36,7 @@ from steadyloop.audit import (
     TaskBoard,
     TaskSpec,
     TaskStatus,
+    UnreadableTask,
     Verifier,
     VerifySpec,
     Worker,
@@ -456,15 +457,34 @@ def status(
     store: Annotated[str, STORE] = DEFAULT_URL,
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
-    """Show every task: status, priority, rounds, audits, claims, owner and why."""
+    """Show every task: status, priority, rounds, audits, claims, owner and why.
+
+    A row this version cannot read (a status or spec field from a newer Steadyloop,
+    during a rolling upgrade) is listed in its place as ``unreadable`` with the reason,
+    and a line on stderr counts such rows; the others are shown as usual and the exit
+    code is 0, as for any listing. With ``--json`` such a row is an object with
+    ``task_id``, ``status`` (as stored) and ``unreadable`` (the reason) only.
+    """
     run_async(_status, store, app, as_json)
 
 
 async def _status(store: str, app: str, as_json: bool) -> None:
     async with await TaskBoard.open(store, app=app, create=False) as board:
-        tasks = await board.tasks()
+        tasks = await board.listing()
+    unreadable = sum(isinstance(t, UnreadableTask) for t in tasks)
+    if unreadable:
+        err_console.print(
+            Text(
+                f"warning: {unreadable} task(s) cannot be read by this steadyloop (written "
+                "by a newer version?); listed as unreadable"
+            )
+        )
     if as_json:
         for t in tasks:
+            if isinstance(t, UnreadableTask):
+                bad = {"task_id": t.task_id, "status": t.status, "unreadable": t.reason}
+                console.out(json_line(bad), highlight=False)
+                continue
             line = {
                 "task_id": t.task_id,
                 "status": t.status.value,
@@ -490,6 +510,14 @@ async def _status(store: str, app: str, as_json: bool) -> None:
         TaskStatus.QUEUED: "white",
     }
     for t in tasks:
+        if isinstance(t, UnreadableTask):
+            table.add_row(
+                Text(printable(t.task_id)),
+                Text("unreadable", style="red"),
+                *([""] * 5),
+                Text(printable(t.reason)),
+            )
+            continue
         table.add_row(
             Text(printable(t.task_id)),
             f"[{colours[t.status]}]{t.status.value}[/]",
