@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,30 @@ async def test_retry_reopens_the_dependents_it_blocked(board: TaskBoard, tmp_pat
         assert state.status is TaskStatus.QUEUED and state.retries == 1
     assert await board.queue.claim("w", 10) is not None  # g itself
     assert await board.queue.claim("w", 10) is None  # the dependents wait for g
+
+
+def test_cli_retry_refuses_a_blocked_task(tmp_path: Path) -> None:
+    """`audit retry` of a blocked task exits 2 with one line naming the dependency; nothing changes."""
+    store = f"sqlite:///{tmp_path}/a.db"
+    for args in (["--id", "a"], ["--id", "b", "-d", "a"]):
+        assert runner.invoke(app, ["audit", "submit", "-s", store, "-p", "p", *args]).exit_code == 0
+    assert runner.invoke(app, ["audit", "cancel", "a", "-s", store]).exit_code == 0
+    r = runner.invoke(app, ["audit", "retry", "b", "-s", store, "--note", "again"])
+    assert r.exit_code == 2, r.output
+    assert len(r.output.splitlines()) == 1 and r.output.startswith("error: task 'b'")
+    assert "in state 'blocked'" in r.output and "waits on 'a' (cancelled)" in r.output
+    r = runner.invoke(app, ["audit", "show", "b", "-s", store, "--json"])
+    kinds = [json.loads(line)["kind"] for line in r.output.splitlines()]
+    assert kinds == ["task.submitted", "task.blocked"]
+
+
+async def test_board_retry_of_a_blocked_task_is_refused_when_asked(board: TaskBoard) -> None:
+    """`retry(blocked=False)` refuses a blocked task and writes nothing; by default it is retried."""
+    await board.submit(TaskSpec(prompt="p", task_id="a"))
+    await board.submit(TaskSpec(prompt="p", task_id="b", depends_on=("a",)))
+    await board.cancel("a")
+    with pytest.raises(IllegalTransition, match=r"'a' \(cancelled\)"):
+        await board.retry("b", "again", blocked=False)
+    assert (await board.state("b")).status is TaskStatus.BLOCKED
+    assert (await board.get("b")).status is TaskStatus.BLOCKED
+    assert (await board.retry("b", "again")).status is TaskStatus.QUEUED

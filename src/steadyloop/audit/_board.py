@@ -22,6 +22,7 @@ from steadyloop._errors import (
     ConflictError,
     IllegalTransition,
     StoreNotFound,
+    TaskNotFound,
     TaskSpecError,
     UnknownBackend,
 )
@@ -401,7 +402,7 @@ class TaskBoard:
             return TaskStatus.CANCELLED
         raise ConflictError(self.app, task_stream(task_id), 0, 0)  # pragma: no cover
 
-    async def retry(self, task_id: str, note: str) -> TaskState:
+    async def retry(self, task_id: str, note: str, *, blocked: bool = True) -> TaskState:
         """Send a task that went to a person (needs-human, goal-unmet) back to the queue.
 
         The trail keeps everything and the counters go on (rounds, audits, claims);
@@ -409,23 +410,55 @@ class TaskBoard:
         counted from where it stopped, and ``note`` is the person's instruction for the
         next round (`TaskState.retry_note`). Its dependents that were blocked because
         it ended are queued again too (their trails say why), and theirs in turn; they
-        run once it completes. A blocked task may also be retried by itself.
+        run once it completes. A blocked task may also be retried by itself, unless
+        ``blocked`` is false.
+
+        Args:
+            task_id: The task.
+            note: What to do differently; the agent reads it.
+            blocked: Whether a blocked task may be retried by itself. False (as
+                ``steadyloop audit retry`` does) refuses it, naming the dependency to
+                retry instead: retried alone, it would wait on a dependency that
+                already ended.
 
         Returns:
             The task's state after the retry.
 
         Raises:
             TaskNotFound: No such task.
-            IllegalTransition: The task is not needs-human, goal-unmet or blocked;
-                nothing changed.
+            IllegalTransition: The task is not needs-human, goal-unmet or (when allowed)
+                blocked; nothing changed.
         """
         if not isinstance(note, str) or not note.strip():
             raise TaskSpecError("a retry needs a note saying what to do differently", field="note")
         state = await self._current(task_id)
+        if not blocked and state.status is TaskStatus.BLOCKED:
+            raise IllegalTransition(
+                task_id,
+                state.status.value,
+                TaskEvent.RETRIED.short,
+                await self._blocked_why(task_id),
+            )
         after = await self.record(state, [(TaskEvent.RETRIED, {"note": note})])
         await self.queue.requeue(task_id, f"retried: {note}")
         await self._reopen_dependents(task_id)
         return after
+
+    async def _blocked_why(self, task_id: str) -> str:
+        """Why a blocked task is not retried by itself: the dependencies to retry instead."""
+        spec = (await self.queue.get(task_id)).spec
+        ended = []
+        for dep in spec.depends_on:
+            with contextlib.suppress(TaskNotFound):
+                status = (await self.queue.get(dep)).status
+                if status is not TaskStatus.COMPLETED:
+                    ended.append(f"{dep!r} ({status.value})")
+        which = ", ".join(ended) or "a dependency"
+        return (
+            f"it waits on {which}, which ended without completing; retry the dependency "
+            "(a needs-human or goal-unmet one) and its blocked dependents are queued again "
+            "with it"
+        )
 
     async def _reopen_dependents(self, task_id: str) -> list[str]:
         """Queue again the blocked dependents of a retried task (and theirs), in order."""

@@ -662,14 +662,18 @@ def retry(
     store: Annotated[str, STORE] = DEFAULT_URL,
     app: Annotated[str, APP] = DEFAULT_APP,
 ) -> None:
-    """Queue a needs-human or goal-unmet task again, keeping its trail and counters."""
+    """Queue a needs-human or goal-unmet task again, keeping its trail and counters.
+
+    Any other task is refused with exit code 2, a blocked one too: retry the dependency
+    it waits on instead, and its blocked dependents are queued again with it.
+    """
     run_async(_retry, store, app, task, note)
 
 
 async def _retry(store: str, app: str, task: str, note: str) -> None:
     async with await TaskBoard.open(store, app=app, create=False) as board:
         try:
-            state = await board.retry(task, note)
+            state = await board.retry(task, note, blocked=False)
         except (TaskNotFound, IllegalTransition, TaskSpecError) as exc:
             raise _fail(str(exc)) from None
         reopened = [
