@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -159,3 +161,53 @@ def test_missing_bubblewrap_is_one_clear_line_naming_the_package(
     with pytest.raises(ExecutorUnavailable) as info:
         BubblewrapExecutor()
     assert "bubblewrap" in str(info.value) and "\n" not in str(info.value)
+
+
+def _tool(folder: Path, body: str = "#!/bin/sh\necho hi\n") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    tool = folder / "sl-tool"
+    tool.write_text(body)
+    tool.chmod(0o755)
+    return tool
+
+
+@pytest.mark.usefixtures("bubblewrap")
+async def test_an_executable_the_sandbox_does_not_show_is_missing(tmp_path: Path) -> None:
+    """A tool under /tmp, under a hidden path, or with its interpreter there is `missing` inside the sandbox, not exit 1."""
+    work = tmp_path / "work"
+    work.mkdir()
+    venv = Path(tempfile.mkdtemp(prefix="steadyloop-venv-", dir="/tmp"))
+    hidden = Path("/var/tmp") / f"steadyloop-hidden-{new_marker()}"
+    try:
+        in_tmp = _tool(venv / "bin")
+        in_hidden = _tool(hidden)
+        sandbox = BubblewrapExecutor(hide=[hidden])
+        plain = await SubprocessExecutor().run([str(in_tmp)], cwd=work)
+        assert plain.ok and plain.stdout == "hi\n"  # the worker sees it
+
+        by_path = await sandbox.run(
+            ["sl-tool"], cwd=work, env={"PATH": f"{venv}/bin:/usr/bin:/bin"}
+        )
+        assert by_path.status == "missing" and by_path.exit_code is None, by_path
+        assert by_path.stderr.startswith("executable 'sl-tool' not found inside the sandbox")
+        assert (
+            f"{in_tmp} is under /tmp" in by_path.stderr and "virtual environment" in by_path.stderr
+        )
+        assert by_path.summary().startswith(
+            "`sl-tool` was not found: executable 'sl-tool' not found"
+        )
+
+        hid = await sandbox.run([str(in_hidden)], cwd=work)
+        assert hid.status == "missing", hid
+        assert f"{in_hidden} is under {hidden}, which the sandbox hides" in hid.stderr
+
+        script = _tool(work, f"#!{venv}/bin/sl-tool\n")  # its interpreter is under /tmp
+        interp = await sandbox.run(["./sl-tool"], cwd=work)
+        assert interp.status == "missing" and "#! interpreter" in interp.stderr, interp
+        assert script.exists()
+
+        failing = await sandbox.run(["sh", "-c", "echo no >&2; exit 1"], cwd=work)
+        assert failing.status == "exited" and failing.exit_code == 1 and failing.stderr == "no\n"
+    finally:
+        shutil.rmtree(venv)
+        shutil.rmtree(hidden)

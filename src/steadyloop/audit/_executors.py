@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import inspect
 import os
 import shutil
@@ -36,7 +37,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -604,6 +605,62 @@ class BubblewrapExecutor(SubprocessExecutor):
     async def _stop(self, proc: asyncio.subprocess.Process) -> None:
         # bwrap's process 1 has --die-with-parent: killing bwrap ends the namespace.
         _kill_group(proc.pid)
+
+    async def _run(
+        self,
+        argv: tuple[str, ...],
+        cwd: str,
+        timeout: float,  # noqa: ASYNC109 - the command's limit, not the call's
+        env: dict[str, str],
+    ) -> CommandResult:
+        result = await super()._run(argv, cwd, timeout, env)
+        # The executable was found outside, but the sandbox does not show it (under
+        # /tmp, which is the sandbox's own, or a hidden path; or its #! interpreter is
+        # there): bwrap's exec fails, and bwrap exits 1 with this one line. A command
+        # printing exactly that line itself and exiting 1 is reported as missing too,
+        # which fails its verification all the same.
+        prefix = f"bwrap: execvp {argv[0]}: "
+        lines = result.stderr.splitlines()
+        if not (
+            result.status == "exited"
+            and result.exit_code == 1
+            and not result.stdout
+            and len(lines) == 1
+            and lines[0].startswith(prefix)
+        ):
+            return result
+        why = lines[0].removeprefix(prefix)
+        if why != os.strerror(errno.ENOENT):
+            text = f"executable {argv[0]!r} cannot be started inside the sandbox: {why}"
+            return replace(result, status="error", exit_code=None, stderr=text)
+        text = (
+            f"executable {argv[0]!r} not found inside the sandbox: "
+            f"{self._hidden(_executable(argv[0], cwd, env), cwd)}"
+        )
+        return replace(result, status="missing", exit_code=None, stderr=text)
+
+    def _hidden(self, path: str | None, cwd: str) -> str:
+        """Why a path the worker sees is not there inside the sandbox, as far as known."""
+        if path is not None:
+            real = os.path.realpath(path)
+            for top in (*self.hide, "/tmp"):
+                if _under(real, top) and not _under(real, os.path.realpath(cwd)):
+                    if top == "/tmp":
+                        return (
+                            f"{real} is under /tmp, which is the sandbox's own (empty) "
+                            "folder; a virtual environment or tool there is not visible "
+                            "inside: put it elsewhere (under the working directory, or "
+                            "outside /tmp)"
+                        )
+                    return f"{real} is under {top}, which the sandbox hides"
+        return (
+            "the worker finds it, so its #! interpreter (or a library) is probably under "
+            "/tmp or a hidden path, which the sandbox does not show"
+        )
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
 
 
 def _executable(name: str, cwd: str, env: Mapping[str, str]) -> str | None:
