@@ -435,6 +435,7 @@ PACKAGES: dict[str, Package] = {
                     "PostgresQueue",
                     "open_queue",
                     "QueuedTask",
+                    "UnreadableTask",
                     "Claim",
                     "MySQLQueue",
                 ],

@@ -505,7 +505,10 @@ class BubblewrapExecutor(SubprocessExecutor):
       read; and ``--die-with-parent``: the whole sandbox, daemons included, dies with the
       worker, even a SIGKILLed one;
     * a read-only root (``--ro-bind / /``), a private ``/tmp``, a fresh ``/dev`` and
-      ``/proc``, and only the working directory writable;
+      ``/proc``, and only the working directory writable. The private ``/tmp`` is
+      empty: a tool or virtual environment the worker keeps under ``/tmp`` (or under a
+      ``hide`` path) is not there, and a command needing it is reported ``missing``,
+      naming the path;
     * bubblewrap itself started with exactly the command's environment (process 1 of the
       sandbox is bubblewrap, and its ``/proc/1/environ`` is readable inside), and nothing
       secret on its command line (``/proc/1/cmdline`` is readable too);
