@@ -159,3 +159,27 @@ def test_missing_bubblewrap_is_one_clear_line_naming_the_package(
     with pytest.raises(ExecutorUnavailable) as info:
         BubblewrapExecutor()
     assert "bubblewrap" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "kill -9 $PPID",  # the supervisor (or, boxed, the namespace's init)
+        "kill -9 -1",  # every process the command may signal
+        "kill -9 $(ps -o ppid= -p $PPID)",  # the parent's parent
+    ],
+    ids=["parent", "everything", "grandparent"],
+)
+async def test_a_command_that_kills_its_supervisor_leaves_no_daemon(
+    tmp_path: Path, attack: str
+) -> None:
+    """A verify command that starts a setsid daemon and then SIGKILLs the processes above it leaves nothing running."""
+    marker = new_marker()
+    argv = ["sh", "-c", f"setsid sleep 940.{marker} & sleep 0.5; {attack}; sleep 0.2"]
+    result = await SubprocessExecutor().run(argv, cwd=tmp_path, timeout=20)
+    assert result.status != "timeout", result
+    try:
+        assert await asyncio.to_thread(wait_for, lambda: not marked(marker), 3), marked(marker)
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)
