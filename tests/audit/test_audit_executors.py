@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from audit_helpers import marked, new_marker, wait_for
 
 from steadyloop.audit import (
     InProcessExecutor,
@@ -74,18 +75,15 @@ def _alive(pid: int) -> bool:
 @pytest.mark.parametrize("lead", ["", "sleep 0.3; "])
 async def test_exit_with_a_background_child_holding_stdout(tmp_path: Path, lead: str) -> None:
     """A command that exits 0 leaving a background child on its stdout is "exited 0" at once, and the child is killed."""
-    script = f"{lead}sleep 31 & echo $! > bg.pid; echo done; exit 0"
+    marker = new_marker()  # the child is found by its command line: $! is a pid of the
+    # command's own PID namespace, not of the test's
+    script = f"{lead}sleep 31.{marker} & echo done; exit 0"
     started = time.monotonic()
     r = await SubprocessExecutor(timeout=4).run(["sh", "-c", script], cwd=tmp_path)
     assert (r.status, r.exit_code, r.ok) == ("exited", 0, True)
     assert "done" in r.stdout
     assert time.monotonic() - started < 2
-    pid = int((tmp_path / "bg.pid").read_text())
-    for _ in range(100):
-        if not _alive(pid):
-            break
-        await asyncio.sleep(0.02)
-    assert not _alive(pid)
+    assert await asyncio.to_thread(wait_for, lambda: not marked(marker), 2), marked(marker)
 
 
 async def test_missing_executable_is_a_result_not_a_crash(tmp_path: Path) -> None:

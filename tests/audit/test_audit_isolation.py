@@ -211,3 +211,27 @@ async def test_an_executable_the_sandbox_does_not_show_is_missing(tmp_path: Path
     finally:
         shutil.rmtree(venv)
         shutil.rmtree(hidden)
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "kill -9 $PPID",  # the supervisor (or, boxed, the namespace's init)
+        "kill -9 -1",  # every process the command may signal
+        "kill -9 $(ps -o ppid= -p $PPID)",  # the parent's parent
+    ],
+    ids=["parent", "everything", "grandparent"],
+)
+async def test_a_command_that_kills_its_supervisor_leaves_no_daemon(
+    tmp_path: Path, attack: str
+) -> None:
+    """A verify command that starts a setsid daemon and then SIGKILLs the processes above it leaves nothing running."""
+    marker = new_marker()
+    argv = ["sh", "-c", f"setsid sleep 940.{marker} & sleep 0.5; {attack}; sleep 0.2"]
+    result = await SubprocessExecutor().run(argv, cwd=tmp_path, timeout=20)
+    assert result.status != "timeout", result
+    try:
+        assert await asyncio.to_thread(wait_for, lambda: not marked(marker), 3), marked(marker)
+    finally:
+        for pid in marked(marker):
+            os.kill(pid, signal.SIGKILL)

@@ -10,10 +10,19 @@ Run by [`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor] as
 * becomes a *child subreaper* (``PR_SET_CHILD_SUBREAPER``): every descendant that
   loses its parent, including a ``setsid`` double-forked daemon, is re-parented to the
   supervisor instead of to init, so the whole tree stays below it;
-* runs the command; when the command exits, or the supervisor gets ``SIGTERM``,
-  ``SIGINT`` or ``SIGHUP`` (a timeout, a dead worker), it ``SIGKILL`` s every process
-  of its tree until none is left, and exits with the command's status (a command
-  killed by a signal makes the supervisor die of the same signal).
+* runs the command in a **PID namespace** of its own where the kernel allows one
+  (``unshare(CLONE_NEWPID)``: root, or ``CAP_SYS_ADMIN``): the supervisor's child is
+  that namespace's init, and the command is init's child. No process inside can
+  signal the supervisor (it is not in the namespace) nor kill init (the kernel ignores
+  signals to a namespace's init from inside it), and when init ends, the kernel kills
+  every process left in the namespace. So a command that kills its parent
+  (``kill -9 $PPID``) kills nothing, and a ``setsid`` daemon it left dies with it.
+  Without the namespace, a command that kills the supervisor takes the subreaper with
+  it, and what it left in another session runs on;
+* when the command exits, or the supervisor gets ``SIGTERM``, ``SIGINT`` or ``SIGHUP``
+  (a timeout, a dead worker), it ``SIGKILL`` s every process of its tree until none is
+  left, and exits with the command's status (a command killed by a signal makes the
+  supervisor die of the same signal).
 
 Elsewhere (no ``prctl``) it only runs the command, and kills it when told to.
 """
@@ -28,6 +37,7 @@ import sys
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
+_CLONE_NEWPID = 0x20000000
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -36,6 +46,54 @@ def _prctl(option: int, value: int) -> bool:
         return int(libc.prctl(option, value, 0, 0, 0)) == 0
     except (OSError, AttributeError):
         return False
+
+
+def _unshare_pid() -> bool:
+    """Put the next child into a new PID namespace (as its init); False if not allowed."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.unshare(_CLONE_NEWPID)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _exec(command: list[str]) -> None:
+    """Become the command (in a forked child); exit 127 or 126 when it cannot start."""
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.execvp(command[0], command)
+    except FileNotFoundError:
+        os.write(2, f"executable {command[0]!r} not found\n".encode())
+        os._exit(127)
+    except OSError as exc:
+        os.write(2, f"cannot execute {command[0]!r}: {exc}\n".encode())
+        os._exit(126)
+
+
+def _init(command: list[str], report: int) -> None:
+    """Be init of the command's PID namespace: run it, reap orphans, report its status.
+
+    Writes the command's wait status to ``report`` and exits: the kernel then kills
+    every process still in the namespace. Dies with the supervisor.
+    """
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.write(2, f"cannot start the command: {exc}\n".encode())
+        os._exit(126)
+    if pid == 0:
+        os.close(report)
+        _exec(command)
+    while True:
+        try:
+            done, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(0)
+        if done == pid:
+            os.write(report, str(status).encode())
+            os._exit(0)
 
 
 def _descendants(root: int) -> list[int]:
@@ -103,22 +161,20 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, on_signal)
     if os.getppid() != parent:
         return 137  # the worker died before the death signal was armed
+    boxed = linux and _unshare_pid()
+    read_end, write_end = os.pipe() if boxed else (-1, -1)
     try:
         child = os.fork()
     except OSError as exc:
         sys.stderr.write(f"cannot start the command: {exc}\n")
         return 126
     if child == 0:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        try:
-            os.execvp(command[0], command)
-        except FileNotFoundError:
-            os.write(2, f"executable {command[0]!r} not found\n".encode())
-            os._exit(127)
-        except OSError as exc:
-            os.write(2, f"cannot execute {command[0]!r}: {exc}\n".encode())
-            os._exit(126)
+        if boxed:
+            os.close(read_end)
+            _init(command, write_end)
+        _exec(command)
+    if boxed:
+        os.close(write_end)
     status = None
     try:
         while status is None:
@@ -128,6 +184,12 @@ def main(argv: list[str]) -> int:
         stop["waiting"] = 0
     except (KeyboardInterrupt, ChildProcessError):
         stop["waiting"] = 0
+    if boxed and status is not None:
+        # init has ended. Its own status says nothing of the command's; its report
+        # does (none if init was killed).
+        told = os.read(read_end, 64)
+        if told:
+            status = int(told)
     # Whatever the command left behind (daemons, a tree cut off by a signal) goes too.
     if linux:
         _kill_tree(me)
