@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from agents import Agent
-from oa_agents import next_call, next_calls_together, shop_agent, sqlite_session, triage_agent
+from oa_agents import next_call, next_calls_together, sqlite_session, triage_agent
 
 from steadyloop.integrations._openai_agents import handoff_names, without_handoffs
 from steadyloop.testing import agents_crash_matrix
@@ -41,7 +41,11 @@ def test_handoff_names_follow_the_chain() -> None:
     shop = Agent(name="shop", handoffs=[billing])
     triage = Agent(name="triage", handoffs=[shop])
     billing.handoffs = [triage]
-    assert handoff_names(triage) == {"transfer_to_shop", "transfer_to_billing", "transfer_to_triage"}
+    assert handoff_names(triage) == {
+        "transfer_to_shop",
+        "transfer_to_billing",
+        "transfer_to_triage",
+    }
 
 
 def test_positions_leave_handoffs_out() -> None:
