@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ CHILD = Path(__file__).with_name("oa_sigkill_child.py")
 SHAPES = pytest.mark.parametrize("handoff", [False, True], ids=["one-agent", "handoff"])
 
 
-def _sqlite_command(tmp_path: Path, handoff: bool) -> object:
+def _sqlite_command(tmp_path: Path, handoff: bool) -> Callable[[str, int], dict[str, object]]:
     def command(order: str, n: int) -> dict[str, object]:
         return {
             "store": f"sqlite:{tmp_path / 'conversations.db'}",
@@ -32,7 +33,7 @@ def test_sigkills_on_sqlite_never_charge_twice(tmp_path: Path) -> None:
     """Fifty real SIGKILLs at random moments of a guarded agent on SQLiteSession charge every order exactly once."""
     sink = tmp_path / "effects.log"
     command = _sqlite_command(tmp_path, False)
-    kills, counts, orders = kill_until(CHILD, command, sink, target=50, seed=24, max_delay=0.15)  # type: ignore[arg-type]
+    kills, counts, orders = kill_until(CHILD, command, sink, target=50, seed=24, max_delay=0.15)
     print(f"{kills} kills over {orders} orders; effects: {sum(counts.values())}")
     assert kills >= 50
     check_each_order_charged_once(counts, orders)
@@ -51,7 +52,7 @@ def test_aimed_sigkills_on_sqlite_never_charge_twice(handoff: bool, tmp_path: Pa
         target=30,
         seed=26,
         max_delay=0.15,
-        aim="charge",  # type: ignore[arg-type]
+        aim="charge",
     )
     print(f"{kills} aimed kills over {orders} orders; effects: {sum(counts.values())}")
     assert kills >= 30
