@@ -60,3 +60,19 @@ def shop_agent(p: AgentProcess, respond: Any = next_call) -> Agent[Any]:
 
 def sqlite_session(folder: Path) -> SQLiteSession:
     return SQLiteSession("conversation-1", str(folder / "conversation.db"))
+
+
+def hand_off(shown: Any) -> list[Any]:
+    """The triage model: hand the conversation to the shop agent, whatever it was shown."""
+    return [function_call("transfer_to_shop", {}, call_id=f"call_{uuid.uuid4().hex[:12]}")]
+
+
+def triage_agent(p: AgentProcess, respond: Any = next_call) -> Agent[Any]:
+    """A triage agent that hands every conversation off to the shop agent (``respond`` is the shop's model)."""
+    model = ScriptedModel([ModelStep.respond(lambda call: hand_off(call.input)) for _ in range(50)])
+    return Agent(
+        name="triage",
+        instructions="Hand the customer to the shop.",
+        handoffs=[shop_agent(p, respond)],
+        model=model,
+    )

@@ -1,8 +1,10 @@
 """A zygote for real SIGKILLs of a guarded OpenAI Agents SDK agent (see lg_sigkill_child.py).
 
 Commands (JSON): ``{"store": "sqlite:PATH" | "postgresql+psycopg://...", "table": NAME,
-"guard": URL, "sink": PATH, "thread": ORDER, "pause": seconds}``. Each attempt continues
-the order's run the SDK's way and answers an unknown charge with what the sink says.
+"guard": URL, "sink": PATH, "thread": ORDER, "pause": seconds, "handoff": bool}``. Each
+attempt continues the order's run the SDK's way and answers an unknown charge with what
+the sink says. With ``handoff``, a triage agent hands the conversation to the shop
+agent first (and again on every continued run, as the SDK starts at the first agent).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from steadyloop.loop import Happened, NotHappened, ReplayPolicy
 from steadyloop.testing import EffectSink
 
 
-def agent(guard: AgentsGuard, sink: EffectSink, order: str, pause: float) -> Agent[Any]:
+def agent(
+    guard: AgentsGuard, sink: EffectSink, order: str, pause: float, handoff: bool
+) -> Agent[Any]:
     def act(tool: str, policy: str) -> str:
         action = f"{tool}/{order}"
         time.sleep(pause)  # widen the windows a kill can land in
@@ -53,13 +57,28 @@ def agent(guard: AgentsGuard, sink: EffectSink, order: str, pause: float) -> Age
         return [assistant_message(f"{order} charged and notified")]
 
     model = ScriptedModel([ModelStep.respond(lambda c: next_call(c.input)) for _ in range(20)])
-    return Agent(
+    shop = Agent(
         name="shop", instructions="Charge it.", tools=[lookup, charge, notify], model=model
     )
+    if not handoff:
+        return shop
+
+    def transfer(shown: Any) -> list[Any]:
+        return [function_call("transfer_to_shop", {}, call_id=f"call_{os.urandom(6).hex()}")]
+
+    triage = ScriptedModel([ModelStep.respond(lambda c: transfer(c.input)) for _ in range(20)])
+    return Agent(name="triage", instructions="Hand off.", handoffs=[shop], model=triage)
 
 
 async def attempt(
-    *, store: str, table: str, guard: str, sink: str, thread: str, pause: float
+    *,
+    store: str,
+    table: str,
+    guard: str,
+    sink: str,
+    thread: str,
+    pause: float,
+    handoff: bool = False,
 ) -> int:
     effects = EffectSink(sink)
     if store.startswith("sqlite:"):
@@ -73,7 +92,7 @@ async def attempt(
             messages_table=f"{table}_messages",
         )
     with AgentsGuard(guard) as g:
-        shop = agent(g, effects, thread, pause)
+        shop = agent(g, effects, thread, pause, handoff)
         result = await g.continue_run(shop, f"buy {thread}", session=session)
         for _ in range(10):
             if result is None or not result.interruptions:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -51,3 +52,72 @@ def test_a_lost_store_does_not_repeat_the_effect(
     again = run(tmp_path, name)
     assert effect not in again
     assert answer in again
+
+
+def _lose_the_result(effects_db: Path, tool: str) -> None:
+    """Leave the journal as a death between the effect and its result does: the intent, no result."""
+    with sqlite3.connect(effects_db) as db:
+        intents = [
+            row[0]
+            for row in db.execute(
+                "SELECT json_extract(data, '$.payload.intent_id') FROM steadyloop_records "
+                "WHERE json_extract(data, '$.kind') = 'effect.intent' "
+                "AND json_extract(data, '$.payload.tool') = ?",
+                (tool,),
+            )
+        ]
+        assert intents, f"no intent of {tool}"
+        for intent in intents:
+            db.execute(
+                "DELETE FROM steadyloop_records WHERE json_extract(data, '$.kind') = "
+                "'effect.result' AND json_extract(data, '$.payload.intent_id') = ?",
+                (intent,),
+            )
+        db.execute(
+            "UPDATE steadyloop_streams SET head = (SELECT max(seq) FROM steadyloop_records r "
+            "WHERE r.namespace = steadyloop_streams.namespace "
+            "AND r.stream = steadyloop_streams.stream)"
+        )
+
+
+# example file, the framework store it loses, the NEVER tool, the provider's records,
+# what the tool prints when it acts, and the answer the run ends with
+EXAMPLES = {
+    "langgraph": (
+        "shop_graph.py",
+        "checkpoints.db",
+        "charge",
+        "payments.jsonl",
+        "charging",
+        "receipt for o-17",
+    ),
+    "openai-agents": (
+        "shop_agent.py",
+        "conversations.db",
+        "refund",
+        "refunds.jsonl",
+        "refunding",
+        "Order o-17 is refunded.",
+    ),
+}
+
+
+@pytest.mark.parametrize("acted", [True, False], ids=["provider-acted", "provider-did-not"])
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_an_unknown_effect_is_decided_by_looking_it_up(
+    tmp_path: Path, example: str, acted: bool
+) -> None:
+    """After a death between intent and result, the how-to's decision finds the effect at the provider: it acts exactly once either way."""
+    name, lost, tool, provider, effect, answer = EXAMPLES[example]
+    (tmp_path / name).write_text(example_files("en")[name], encoding="utf-8")
+    run(tmp_path, name)
+    _lose_the_result(tmp_path / "effects.db", tool)
+    (tmp_path / lost).unlink()
+    if not acted:  # the process died before the provider acted
+        (tmp_path / provider).unlink()
+    again = run(tmp_path, name)
+    assert "unknown:" in again  # the guard asked instead of guessing
+    assert (effect in again) is not acted
+    assert answer in again
+    records = (tmp_path / provider).read_text(encoding="utf-8").splitlines()
+    assert len(records) == 1, records

@@ -11,8 +11,12 @@ issues new ids. What stays is the call's *position* in the conversation:
 ``(session id, items the session held when the call was made, tool name, occurrence)``
 
 where the occurrence counts the calls of that tool within one model response (the
-first is 0). A turn whose items were saved is never executed again (the model sees its
-outputs), so the same position is the same effect.
+first is 0), and the items held leave out handoffs (the calls that transfer the
+conversation to another agent, and their outputs). A run continued after a crash
+starts again at the first agent, which hands off again: that adds a handoff to the
+session, but no item that identifies an effect, so a call of the agent handed to
+keeps its position. A turn whose items were saved is never executed again (the model
+sees its outputs), so the same position is the same effect.
 
 **Unknown effects** surface through the SDK's own approval mechanism: a `NEVER` tool
 whose intent has no result asks for approval (``needs_approval``), so the run returns
@@ -51,7 +55,7 @@ from steadyloop.loop import Happened, NotHappened, ReplayPolicy
 from steadyloop.records import JSONValue, RecordFactory, canonical_json, check_canonical
 
 try:
-    from agents import Agent, FunctionTool, Runner, function_tool
+    from agents import Agent, FunctionTool, Handoff, Runner, function_tool
     from agents.items import ToolApprovalItem
     from agents.memory.session import Session
     from agents.result import RunResult
@@ -74,6 +78,8 @@ class _Scope:
     """One run of the agent: its session, and the keys of the calls seen so far."""
 
     session: Session
+    handoffs: frozenset[str] = frozenset()
+    """The tool names of every handoff reachable from the run's first agent."""
     calls: dict[str, tuple[str | int, ...]] = field(default_factory=dict)
     counts: Counter[tuple[int, str]] = field(default_factory=Counter)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -142,7 +148,7 @@ class AgentsGuard(Guard):
                 effects by it).
             **kwargs: Passed on to ``Runner.run``.
         """
-        token = _SCOPE.set(_Scope(session))
+        token = _SCOPE.set(_Scope(session, handoff_names(agent)))
         try:
             return await Runner.run(agent, input, session=session, **kwargs)
         finally:
@@ -300,7 +306,7 @@ class AgentsGuard(Guard):
             items = await scope.session.get_items(limit=sys.maxsize)
             key = await self._asked_again(items, tool, taken=set(scope.calls.values()))
             if key is None:
-                held = len(items)
+                held = len(without_handoffs(items, scope.handoffs))
                 occurrence = scope.counts[(held, tool)]
                 scope.counts[(held, tool)] += 1
                 key = (str(scope.session.session_id), held, tool, occurrence)
@@ -363,6 +369,48 @@ class AgentsGuard(Guard):
                 f"recorded and its intent stays open: {exc}"
             ) from None
         await self._bridge.run_async(self.records.finish(begun, value=cast(JSONValue, value)))
+
+
+def handoff_names(agent: Agent[Any]) -> frozenset[str]:
+    """The tool names of the handoffs an agent and the agents it hands to can make.
+
+    A handoff given as an agent is followed to that agent's own handoffs; one given as
+    a [Handoff] object contributes its tool name (the agent behind it is not known
+    until it runs).
+    """
+    names: set[str] = set()
+    seen: set[int] = set()
+    todo: list[Agent[Any]] = [agent]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for entry in getattr(current, "handoffs", ()):
+            if isinstance(entry, Handoff):
+                names.add(entry.tool_name)
+            elif isinstance(entry, Agent):
+                names.add(Handoff.default_tool_name(entry))
+                todo.append(entry)
+    return frozenset(names)
+
+
+def without_handoffs(items: list[Any], names: frozenset[str]) -> list[dict[str, Any]]:
+    """A session's items as dicts, without handoff calls and their outputs."""
+    raws = [_raw(item) for item in items]
+    if not names:
+        return raws
+    handoffs = {
+        r.get("call_id")
+        for r in raws
+        if r.get("type") == "function_call" and r.get("name") in names
+    }
+    return [
+        r
+        for r in raws
+        if r.get("type") not in ("function_call", "function_call_output")
+        or r.get("call_id") not in handoffs
+    ]
 
 
 def _raw(item: Any) -> dict[str, Any]:

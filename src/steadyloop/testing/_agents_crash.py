@@ -56,7 +56,12 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "the OpenAI Agents crash kit needs the SDK: install the extra 'steadyloop[openai-agents]'"
     ) from exc
 
-from steadyloop.integrations._openai_agents import AgentsGuard, _is_answer, _raw
+from steadyloop.integrations._openai_agents import (
+    AgentsGuard,
+    _is_answer,
+    handoff_names,
+    without_handoffs,
+)
 
 __all__ = ["AgentProcess", "agents_crash_matrix"]
 
@@ -104,8 +109,12 @@ class _DyingSession(SessionABC):
         await self.death.awrite("clear_session", self.inner.clear_session)
 
 
-def _conversation(items: Sequence[Any]) -> list[Any]:
+def _conversation(items: Sequence[Any], handoffs: frozenset[str] = frozenset()) -> list[Any]:
     """A session's items as comparable JSON: what was said, and what each call returned.
+
+    Handoffs (``handoffs`` names their tools) are left out: a run continued after a
+    crash starts at the first agent again, which hands off again, so a resumed
+    conversation holds one handoff more for each restart without saying anything else.
 
     Each call is shown where its output is, with that output, and without the call id
     (a model asked again issues new ids). A call without an output is left out, as
@@ -115,7 +124,7 @@ def _conversation(items: Sequence[Any]) -> list[Any]:
     run equals the uninterrupted one when every call returned the same, in the same
     order, whichever responses the calls came in.
     """
-    raws = [_raw(item) for item in items]
+    raws = without_handoffs(list(items), handoffs)
     calls = {r.get("call_id"): r for r in raws if r.get("type") == "function_call"}
     out = []
     for raw in raws:
@@ -216,7 +225,11 @@ def agents_crash_matrix(
 
     def state(running: Running) -> Any:
         items = asyncio.run(running[1].inner.get_items())
-        return {"output": running[3][-1] if running[3] else None, "session": _conversation(items)}
+        handoffs = handoff_names(running[0])
+        return {
+            "output": running[3][-1] if running[3] else None,
+            "session": _conversation(items, handoffs),
+        }
 
     life: Life[Running] = Life(
         start=start,
