@@ -250,10 +250,11 @@ def _truth(value: Any, sink: EffectSink) -> Any:
         return None  # asked again only to keep LangGraph's answers in order; any value does
     if not isinstance(value, dict) or value.get("steadyloop") != "effect_state_unknown":
         raise RuntimeError(f"the graph stopped at an interrupt the kit cannot answer: {value!r}")
+    intent_id = value["intent_id"]  # the answer names its intent: never applied to another
     for effect in sink.effects():
-        if effect.get("intent_id") == value["intent_id"]:
-            return decision_json(effect.get("value"))
-    return {"happened": False, "note": "the sink holds no such effect"}
+        if effect.get("intent_id") == intent_id:
+            return {intent_id: decision_json(effect.get("value"))}
+    return {intent_id: {"happened": False, "note": "the sink holds no such effect"}}
 
 
 def decision_json(value: Any) -> dict[str, Any]:
