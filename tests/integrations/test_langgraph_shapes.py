@@ -7,7 +7,9 @@ each `NEVER` effect done exactly once and the uninterrupted run's final state.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import operator
+import time
 import uuid
 from typing import Annotated, Any, TypedDict
 
@@ -43,11 +45,21 @@ def _agent(calls: list[tuple[str, dict[str, Any]]]) -> Any:
     return agent
 
 
+_STARTS = itertools.count()
+"""Counts the simulated processes, so that each one orders its parallel calls differently."""
+
+
 def _tools(p: GraphProcess) -> list[Any]:
+    late = "A" if next(_STARTS) % 2 else "B"  # which call comes last differs between processes
+
     @p.guarded(ReplayPolicy.NEVER)
+    def pay(order: str) -> str:
+        return p.effect("charge", "never", f"charge/{order}")
+
     def charge(order: str) -> str:
         """Charge an order."""
-        return p.effect("charge", "never", f"charge/{order}")
+        time.sleep(0.05 if order == late else 0.0)
+        return pay(order)
 
     @p.guarded(ReplayPolicy.SAFE)
     def lookup(order: str) -> str:
@@ -165,8 +177,14 @@ def test_gather_of_two_charges_in_one_node(tmp_path: Any) -> None:
         async def charge(order: str) -> str:
             return p.effect("charge", "never", f"charge/{order}")
 
+        late = "c" if next(_STARTS) % 2 else "d"  # which charge comes last differs by process
+
+        async def one(order: str) -> str:
+            await asyncio.sleep(0.05 if order == late else 0.0)
+            return await charge(order)
+
         async def both() -> list[str]:
-            return list(await asyncio.gather(charge("c"), charge("d")))
+            return list(await asyncio.gather(one("c"), one("d")))
 
         builder: StateGraph[Orders] = StateGraph(Orders)
         builder.add_node("pay", lambda s: {"receipts": asyncio.run(both())})
