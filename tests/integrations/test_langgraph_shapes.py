@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import operator
 import time
 import uuid
@@ -19,9 +20,13 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
-from langgraph.types import Send
+from langgraph.types import Command, Send
 from lg_graphs import sqlite_saver
 
+from steadyloop.integrations import Begun
+from steadyloop.integrations._langgraph import _by_arguments as by_arguments
+from steadyloop.integrations._langgraph import _parent_steps
+from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.loop import ReplayPolicy
 from steadyloop.testing import GraphProcess, langgraph_crash_matrix
 
@@ -228,3 +233,93 @@ def test_subgraph_run_on_several_parent_steps(tmp_path: Any) -> None:
         build, sqlite_saver, {"n": 0, "receipts": []}, workdir=tmp_path, durability="async"
     )
     _check(report, 3)
+
+
+def test_checkpoint_ids_carry_their_step(tmp_path: Any) -> None:
+    """The guard reads an enclosing graph's step from its checkpoint id (LangGraph's uuid6 clock sequence): true of every checkpoint."""
+    builder: StateGraph[Orders] = StateGraph(Orders)
+    builder.add_node("next", lambda s: {"n": s["n"] + 1})
+    builder.add_edge(START, "next")
+    builder.add_conditional_edges("next", lambda s: END if s["n"] >= 4 else "next")
+    graph = builder.compile(checkpointer=sqlite_saver(tmp_path))
+    config: Any = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"n": 0, "receipts": []}, config)
+    history = list(graph.get_state_history(config))
+    assert len(history) > 4
+    for snapshot in history:
+        checkpoint_id = snapshot.config["configurable"]["checkpoint_id"]
+        step = snapshot.metadata["step"] & 0x3FFF
+        assert _parent_steps({"": checkpoint_id, "sub:x": "y"}, "sub:x") == f'[["",{step}]]'
+
+
+def _two_unknown_charges(tmp_path: Any) -> tuple[Any, Any, dict[str, str], list[str]]:
+    """A node charging c then d, whose process died after both intents (no results)."""
+    url = f"sqlite:///{tmp_path / 'guard.db'}"
+    calls: list[str] = []
+    guard = LangGraphGuard(url)
+
+    @guard.effect(ReplayPolicy.NEVER)
+    def charge(order: str) -> str:
+        calls.append(order)
+        return f"charged {order}"
+
+    builder: StateGraph[Orders] = StateGraph(Orders)
+    builder.add_node("act", lambda s: {"receipts": [charge("c"), charge("d")]})
+    builder.add_edge(START, "act")
+    builder.add_edge("act", END)
+    graph = builder.compile(checkpointer=sqlite_saver(tmp_path))
+    config: Any = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"n": 0, "receipts": []}, config, interrupt_before=["act"])
+    step = graph.get_state(config).metadata["step"] + 1
+    path = json.dumps(["__pregel_pull", "act"], separators=(",", ":"))
+    intents: dict[str, str] = {}
+
+    async def plant() -> None:
+        for order in ("c", "d"):
+            key = ("t", "act", "[]", step, path, "charge", by_arguments({"order": order}))
+            begun = await guard.records.begin(key, "charge", ReplayPolicy.NEVER, {"order": order})
+            assert isinstance(begun, Begun)
+            intents[order] = begun.intent_id
+
+    guard._bridge.run(plant())
+    return guard, graph, intents, calls
+
+
+def _asked(graph: Any) -> list[Any]:
+    config: Any = {"configurable": {"thread_id": "t"}}
+    return [i.value for t in graph.get_state(config).tasks for i in t.interrupts]
+
+
+def test_a_decision_read_by_another_effects_question_goes_to_the_effect_it_names(
+    tmp_path: Any,
+) -> None:
+    """An answer naming charge d, given where charge c asked, decides d and never c; c is asked again."""
+    guard, graph, intents, calls = _two_unknown_charges(tmp_path)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with guard:
+        graph.invoke(None, config)
+        assert [q["intent_id"] for q in _asked(graph)] == [intents["c"]]
+        answer = {intents["d"]: {"happened": True, "value": "charged d"}}
+        graph.invoke(Command(resume=answer), config)
+        assert [q["intent_id"] for q in _asked(graph)] == [intents["c"]]
+        result = graph.invoke(Command(resume={intents["c"]: {"happened": False}}), config)
+    assert result["receipts"] == ["charged c", "charged d"]
+    assert calls == ["c"]
+
+
+def test_an_answer_naming_no_intent_is_refused(tmp_path: Any) -> None:
+    """A decision that names no intent is applied to no effect: the question comes again, saying why."""
+    guard, graph, intents, calls = _two_unknown_charges(tmp_path)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with guard:
+        graph.invoke(None, config)
+        graph.invoke(Command(resume={"happened": True, "value": "charged ?"}), config)
+        asked = _asked(graph)
+        assert [q["intent_id"] for q in asked] == [intents["c"]]
+        assert "names no intent" in asked[0]["refused"]
+        answer = {intents["c"]: {"happened": True, "value": "charged c"}}
+        graph.invoke(Command(resume=answer), config)
+        answer = {intents["d"]: {"happened": True, "value": "charged d"}}
+        result = graph.invoke(Command(resume=answer), config)
+    assert result["receipts"] == ["charged c", "charged d"]
+    assert calls == []

@@ -5,19 +5,46 @@ writes were not checkpointed (with ``durability="async"``, the default, also nod
 steps whose checkpoint was still being written). A guarded effect finds its own record
 when that happens.
 
-**What identifies a re-executed effect.** Not the task id and not the model's
-tool-call id: both change when the step before is executed again (a lost checkpoint
-gives the next task a new checkpoint id, and a model called again issues new call
-ids). What stays is the *position* of the effect in the thread:
+**What identifies a re-executed effect.** Only what LangGraph's history keeps stable,
+never thread order or timing. Not the task id and not the model's tool-call id either:
+both change when the step before is executed again (a lost checkpoint gives the next
+task a new checkpoint id, and a model called again issues new call ids). The key is
 
-``(thread id, checkpoint namespace without task ids, superstep, task path, effect
-name, occurrence)``
+``(thread id, checkpoint namespace without task ids, steps of the enclosing graphs,
+superstep, task path, effect name, call)``
 
-where the occurrence counts the calls of that effect within one execution of the node
-(the first call is 0; a node retried by its ``RetryPolicy`` counts from 0 again). Steps
-number a thread's history monotonically, so the same position is the same effect.
+* The *steps of the enclosing graphs* tell apart the runs of a subgraph that its
+  parent runs on several steps (the subgraph's own steps start again each time).
+* The *task path* holds a ``Send``'s index, so each task a ``Send`` fans out (one per
+  tool call, say) is its own.
+* The *call*, inside a tool run by ``ToolNode`` whose guarded function takes a
+  ``runtime: ToolRuntime`` parameter (LangGraph injects it; the model never sees it,
+  and it is not recorded): the **index of its tool call in the AIMessage** that asked
+  for it, with the tool call's name. A model called again after a crash may issue new
+  call ids and other arguments: the index stays, and changed arguments make a
+  `NEVER` effect unknown (``arguments_changed``), asked about, never matched.
+* The *call* anywhere else: the **digest of the call's arguments** (canonical JSON)
+  and its occurrence among the calls of that effect **with equal arguments** in one
+  execution of the node (a node retried by its ``RetryPolicy`` counts from 0 again).
+  So calls made at once (``asyncio.gather``, the threads ``ToolNode`` runs calls in)
+  are told apart however they interleave; equal calls are interchangeable. The price:
+  a node that computes an effect's arguments from a model call in the same node gets
+  a *new* effect when the model answers differently after a crash; call the model in
+  a node of its own (its answer is then checkpointed), or use ``ToolNode`` with a
+  ``ToolRuntime``.
+
+Steps number a thread's history monotonically, so the same key is the same effect.
 Replaying or forking a thread from an earlier checkpoint (time travel) numbers its
 steps anew: its effects are new effects, as LangGraph means a replay to be.
+
+**Decisions are matched by intent id.** LangGraph hands resume values to a task's
+``interrupt()`` calls by their order, and with calls made at once that order is
+timing. So an unknown effect's question carries its ``intent_id``, and an answer must
+name it: ``Command(resume={interrupt.id: {intent_id: decision}})`` (several decisions
+may share one mapping), or a decision with an ``"intent_id"`` field. Whichever call
+reads an answer records each decision for the intent it names; an answer that names
+no intent is refused (the question is asked again, saying why), so a decision can
+never be applied to another effect.
 """
 
 from __future__ import annotations
@@ -49,6 +76,7 @@ from steadyloop.records import JSONValue, RecordFactory, canonical_json, check_c
 
 try:
     from langgraph.config import get_config
+    from langgraph.errors import GraphInterrupt
     from langgraph.prebuilt import ToolRuntime
     from langgraph.types import interrupt
 except ImportError as exc:  # pragma: no cover - exercised without the extra
@@ -111,13 +139,16 @@ class LangGraphGuard(Guard):
         """Guard a function (sync or async) that acts on the world.
 
         Call the guarded function from a node (or a tool a node runs). Its arguments
-        and its return value must be JSON values: they are recorded.
+        and its return value must be JSON values: they are recorded. A parameter
+        holding a ``ToolRuntime`` is not recorded; it identifies the tool call.
 
         Args:
             policy: `SAFE` (may run again when its result is missing) or `NEVER`
                 (an intent without a result stops the graph with an ``interrupt``
-                until the caller resumes it with what really happened:
-                ``Command(resume={"happened": True, "value": ...})``,
+                until the caller resumes it with what really happened, named by the
+                question's ``intent_id``:
+                ``Command(resume={interrupt.id: {intent_id: decision}})``, where a
+                decision is ``{"happened": True, "value": ...}``,
                 ``{"happened": True, "error": "..."}`` or ``{"happened": False}``).
             name: The effect's name in the records (the function's name by default).
         """
@@ -220,15 +251,20 @@ class LangGraphGuard(Guard):
         # task: ask again every question this effect already had answered, so that the
         # node's later questions, ours or its own, get their own answers. An answer
         # read here that names another unknown effect is recorded for that effect.
+        # When calls made at once read each other's answers, an effect may count more
+        # answers than are left: once none is, asking again stops (no question).
         for _ in range(int((yield records.decisions(key)))):
-            answer = interrupt(
-                {
-                    "steadyloop": "effect_already_decided",
-                    "tool": tool,
-                    "key": list(key),
-                    "note": "this effect's decision is recorded; resume with any value",
-                }
-            )
+            try:
+                answer = interrupt(
+                    {
+                        "steadyloop": "effect_already_decided",
+                        "tool": tool,
+                        "key": list(key),
+                        "note": "this effect's decision is recorded; resume with any value",
+                    }
+                )
+            except GraphInterrupt:
+                break
             for intent_id, outcome in _named(answer):
                 yield _route(records, intent_id, outcome)
         found = yield records.begin(key, tool, policy, arguments)
