@@ -279,11 +279,12 @@ class LangGraphGuard(Guard):
             answer = interrupt(question)
             mine: Happened | NotHappened | None = None
             named = _named(answer)
-            if not named:
-                refused = (
-                    f"the answer {answer!r} names no intent: resume with "
-                    "{intent_id: decision}, so that it cannot be applied to another effect"
-                )
+            refused = (
+                ""
+                if named
+                else f"the answer {repr(answer)[:200]} names no intent: resume with "
+                "{intent_id: decision}, so that it cannot be applied to another effect"
+            )
             for intent_id, outcome in named:
                 if intent_id == found.intent_id:
                     mine = outcome
