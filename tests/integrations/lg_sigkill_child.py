@@ -70,8 +70,14 @@ def truth(value: Any, sink: EffectSink) -> dict[str, Any]:
         return {}  # its decision is recorded; the guard drops this answer
     action = f"charge/{value['arguments']['order']}"
     if any(e["action"] == action for e in sink.effects()):
-        return {"happened": True, "value": f"done:{action}", "note": "found in the sink"}
-    return {"happened": False, "note": "not in the sink"}
+        return {
+            value["intent_id"]: {
+                "happened": True,
+                "value": f"done:{action}",
+                "note": "found in the sink",
+            }
+        }
+    return {value["intent_id"]: {"happened": False, "note": "not in the sink"}}
 
 
 def attempt(

@@ -22,6 +22,7 @@ from steadyloop.integrations import (
     Unknown,
     decision_from,
 )
+from steadyloop.integrations._langgraph import _by_arguments as by_arguments
 from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.integrations.openai_agents import AgentsGuard
 from steadyloop.loop import Happened, NotHappened, ReplayPolicy
@@ -162,7 +163,15 @@ def test_unknown_effect_interrupts_and_a_decision_completes(tmp_path: Path) -> N
         assert value["reason"] == "no_result"
         assert value["arguments"] == {"order": "o-1"}
         result = graph.invoke(
-            Command(resume={"happened": True, "value": "charged o-1", "note": "seen at the bank"}),
+            Command(
+                resume={
+                    value["intent_id"]: {
+                        "happened": True,
+                        "value": "charged o-1",
+                        "note": "seen at the bank",
+                    }
+                }
+            ),
             config,
         )
     assert result["out"] == ["charged o-1"]
@@ -170,15 +179,16 @@ def test_unknown_effect_interrupts_and_a_decision_completes(tmp_path: Path) -> N
 
 
 def _first_key(graph: Any, g: LangGraphGuard, config: Any) -> tuple[Any, ...]:
-    """The key the act node's first charge gets: thread, namespace, step, path, effect, 0."""
+    """The key the act node's first charge("o-1") gets: thread, namespace, parents, step, path, effect, call."""
     step = graph.get_state(config).metadata["step"] + 1
     return (
         "t",
         "act",
+        "[]",
         step,
         json.dumps(["__pregel_pull", "act"], separators=(",", ":")),
         "charge",
-        0,
+        by_arguments({"order": "o-1"}),
     )
 
 

@@ -18,6 +18,7 @@ from langgraph.types import Command, interrupt
 
 from steadyloop import open_journal
 from steadyloop.integrations import Begun, EffectRecords, current_intent
+from steadyloop.integrations._langgraph import _by_arguments as by_arguments
 from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.integrations.openai_agents import AgentsGuard
 from steadyloop.loop import ReplayPolicy
@@ -48,7 +49,7 @@ def _plant(url: str, step: int, *effects: tuple[str, dict[str, Any]]) -> None:
         records = EffectRecords(journal, "langgraph")
         path = json.dumps(["__pregel_pull", "act"], separators=(",", ":"))
         for tool, arguments in effects:
-            key = ("t", "act", step, path, tool, 0)
+            key = ("t", "act", "[]", step, path, tool, by_arguments(arguments))
             assert isinstance(await records.begin(key, tool, ReplayPolicy.NEVER, arguments), Begun)
         await journal.close()
 
@@ -81,10 +82,14 @@ def test_each_unknown_effect_gets_its_own_decision(tmp_path: Path) -> None:
         step = graph.get_state(config).metadata["step"] + 1
         _plant(url, step, ("charge", {}), ("mail", {}))
         graph.invoke(None, config)
-        assert _pending(graph, config)[0]["tool"] == "charge"
-        graph.invoke(Command(resume={"happened": False}), config)  # charge did not happen
-        assert _pending(graph, config)[0]["tool"] == "mail"
-        result = graph.invoke(Command(resume={"happened": True, "value": "mailed"}), config)
+        asked = _pending(graph, config)[0]
+        assert asked["tool"] == "charge"
+        graph.invoke(Command(resume={asked["intent_id"]: {"happened": False}}), config)
+        asked = _pending(graph, config)[0]
+        assert asked["tool"] == "mail"
+        result = graph.invoke(
+            Command(resume={asked["intent_id"]: {"happened": True, "value": "mailed"}}), config
+        )
     assert result["out"] == ["charged", "mailed"]
     assert calls == ["charge"]  # the mail was sent before the crash: never again
 
@@ -109,7 +114,10 @@ def test_users_interrupt_after_a_decided_effect_gets_its_own_answer(tmp_path: Pa
         step = graph.get_state(config).metadata["step"] + 1
         _plant(url, step, ("charge", {}))
         graph.invoke(None, config)
-        graph.invoke(Command(resume={"happened": True, "value": "charged"}), config)
+        asked = _pending(graph, config)[0]
+        graph.invoke(
+            Command(resume={asked["intent_id"]: {"happened": True, "value": "charged"}}), config
+        )
         assert _pending(graph, config) == ["ship it?"]
         result = graph.invoke(Command(resume="yes"), config)
     assert result["out"] == ["charged", "yes"]
@@ -134,13 +142,17 @@ def test_a_decision_is_not_applied_to_a_later_intent(tmp_path: Path) -> None:
         step = graph.get_state(config).metadata["step"] + 1
         _plant(url, step, ("charge", {}))
         graph.invoke(None, config)
+        asked = _pending(graph, config)[0]
         with pytest.raises(KeyboardInterrupt):
-            graph.invoke(Command(resume={"happened": False}), config)
+            graph.invoke(Command(resume={asked["intent_id"]: {"happened": False}}), config)
         graph.invoke(None, config)  # the run continued after the restart
         assert len(calls) == 1, "the charge ran again under the first intent's decision"
         pending = _pending(graph, config)
         assert [(p["tool"], p["reason"]) for p in pending] == [("charge", "no_result")]
-        result = graph.invoke(Command(resume={"happened": True, "value": "charged"}), config)
+        result = graph.invoke(
+            Command(resume={pending[0]["intent_id"]: {"happened": True, "value": "charged"}}),
+            config,
+        )
     assert result["out"] == ["charged"]
     assert len(calls) == 1
 
@@ -181,11 +193,6 @@ async def test_parallel_calls_are_keyed_in_response_order(tmp_path: Path) -> Non
     assert seen == {"o0": 0, "o1": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open bug: the key strips the parent's task id from the subgraph's namespace and "
-    "uses the subgraph's own step, which starts again on every run of the subgraph",
-)
 def test_a_subgraph_run_twice_charges_twice(tmp_path: Path) -> None:
     """A subgraph node that runs on two steps of the parent is two executions: its effect runs on each."""
     calls: list[int] = []

@@ -282,6 +282,25 @@ class EffectRecords:
         _, intent, result = await self._fold(self.stream(key))
         return self._judge(key, tool, policy, arguments, intent=intent, result=result)
 
+    async def open_intent(self, key: Sequence[str | int], intent_id: str) -> Unknown | None:
+        """Return the unknown `NEVER` effect whose open intent is ``intent_id``, if it is one.
+
+        None when that intent is not the key's last, is not `NEVER`, or has a result.
+        """
+        _, intent, result = await self._fold(self.stream(key))
+        if intent is None or intent.get("intent_id") != intent_id or result is not None:
+            return None
+        if intent.get("policy") != ReplayPolicy.NEVER.value:
+            return None
+        return Unknown(
+            intent_id,
+            str(intent.get("tool")),
+            tuple(key),
+            intent.get("arguments"),
+            intent.get("arguments"),
+            "no_result",
+        )
+
     async def begin(
         self,
         key: Sequence[str | int],

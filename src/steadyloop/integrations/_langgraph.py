@@ -5,44 +5,79 @@ writes were not checkpointed (with ``durability="async"``, the default, also nod
 steps whose checkpoint was still being written). A guarded effect finds its own record
 when that happens.
 
-**What identifies a re-executed effect.** Not the task id and not the model's
-tool-call id: both change when the step before is executed again (a lost checkpoint
-gives the next task a new checkpoint id, and a model called again issues new call
-ids). What stays is the *position* of the effect in the thread:
+**What identifies a re-executed effect.** Only what LangGraph's history keeps stable,
+never thread order or timing. Not the task id and not the model's tool-call id either:
+both change when the step before is executed again (a lost checkpoint gives the next
+task a new checkpoint id, and a model called again issues new call ids). The key is
 
-``(thread id, checkpoint namespace without task ids, superstep, task path, effect
-name, occurrence)``
+``(thread id, checkpoint namespace without task ids, steps of the enclosing graphs,
+superstep, task path, effect name, call)``
 
-where the occurrence counts the calls of that effect within one execution of the node
-(the first call is 0; a node retried by its ``RetryPolicy`` counts from 0 again). Steps
-number a thread's history monotonically, so the same position is the same effect.
+* The *steps of the enclosing graphs* tell apart the runs of a subgraph that its
+  parent runs on several steps (the subgraph's own steps start again each time).
+* The *task path* holds a ``Send``'s index, so each task a ``Send`` fans out (one per
+  tool call, say) is its own.
+* The *call*, inside a tool run by ``ToolNode`` whose guarded function takes a
+  ``runtime: ToolRuntime`` parameter (LangGraph injects it; the model never sees it,
+  and it is not recorded): the **index of its tool call in the AIMessage** that asked
+  for it, with the tool call's name. A model called again after a crash may issue new
+  call ids and other arguments: the index stays, and changed arguments make a
+  `NEVER` effect unknown (``arguments_changed``), asked about, never matched.
+* The *call* anywhere else: the **digest of the call's arguments** (canonical JSON)
+  and its occurrence among the calls of that effect **with equal arguments** in one
+  execution of the node (a node retried by its ``RetryPolicy`` counts from 0 again).
+  So calls made at once (``asyncio.gather``, the threads ``ToolNode`` runs calls in)
+  are told apart however they interleave; equal calls are interchangeable. The price:
+  a node that computes an effect's arguments from a model call in the same node gets
+  a *new* effect when the model answers differently after a crash; call the model in
+  a node of its own (its answer is then checkpointed), or use ``ToolNode`` with a
+  ``ToolRuntime``.
+
+Steps number a thread's history monotonically, so the same key is the same effect.
 Replaying or forking a thread from an earlier checkpoint (time travel) numbers its
 steps anew: its effects are new effects, as LangGraph means a replay to be.
+
+**Decisions are matched by intent id.** LangGraph hands resume values to a task's
+``interrupt()`` calls by their order, and with calls made at once that order is
+timing. So an unknown effect's question carries its ``intent_id``, and an answer must
+name it: ``Command(resume={interrupt.id: {intent_id: decision}})`` (several decisions
+may share one mapping), or a decision with an ``"intent_id"`` field. Whichever call
+reads an answer records each decision for the intent it names; an answer that names
+no intent is refused (the question is asked again, saying why), so a decision can
+never be applied to another effect.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import inspect
+import json
 import threading
+import uuid
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
-from steadyloop._errors import EffectFailed, GuardError
+from steadyloop._errors import EffectBusy, EffectFailed, GuardError
 from steadyloop.integrations._guard import (
     _CURRENT,
     Begun,
+    EffectRecords,
     Guard,
     Recorded,
+    Unknown,
     decision_from,
 )
 from steadyloop.journal import Journal
-from steadyloop.loop import ReplayPolicy
+from steadyloop.loop import Happened, NotHappened, ReplayPolicy
 from steadyloop.records import JSONValue, RecordFactory, canonical_json, check_canonical
 
 try:
     from langgraph.config import get_config
+    from langgraph.errors import GraphInterrupt
+    from langgraph.prebuilt import ToolRuntime
     from langgraph.types import interrupt
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
@@ -96,7 +131,7 @@ class LangGraphGuard(Guard):
     ) -> None:
         super().__init__(url, namespace=namespace, wrap=wrap, records=records)
         self._lock = threading.Lock()
-        self._calls: OrderedDict[int, tuple[object, Counter[tuple[int, str]]]] = OrderedDict()
+        self._calls: OrderedDict[int, tuple[object, Counter[tuple[Any, ...]]]] = OrderedDict()
 
     def effect(
         self, policy: ReplayPolicy = ReplayPolicy.NEVER, *, name: str | None = None
@@ -104,13 +139,16 @@ class LangGraphGuard(Guard):
         """Guard a function (sync or async) that acts on the world.
 
         Call the guarded function from a node (or a tool a node runs). Its arguments
-        and its return value must be JSON values: they are recorded.
+        and its return value must be JSON values: they are recorded. A parameter
+        holding a ``ToolRuntime`` is not recorded; it identifies the tool call.
 
         Args:
             policy: `SAFE` (may run again when its result is missing) or `NEVER`
                 (an intent without a result stops the graph with an ``interrupt``
-                until the caller resumes it with what really happened:
-                ``Command(resume={"happened": True, "value": ...})``,
+                until the caller resumes it with what really happened, named by the
+                question's ``intent_id``:
+                ``Command(resume={interrupt.id: {intent_id: decision}})``, where a
+                decision is ``{"happened": True, "value": ...}``,
                 ``{"happened": True, "error": "..."}`` or ``{"happened": False}``).
             name: The effect's name in the records (the function's name by default).
         """
@@ -119,23 +157,31 @@ class LangGraphGuard(Guard):
             tool = name or fn.__name__
             signature = inspect.signature(fn)
 
-            def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> JSONValue:
+            def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[JSONValue, Any]:
                 bound = signature.bind(*args, **kwargs)
                 bound.apply_defaults()
-                value = cast(JSONValue, dict(bound.arguments))
+                # A ToolRuntime (LangGraph injects it into a tool run by ToolNode) is
+                # not recorded: it says which tool call this is (see _key).
+                runtime = next(
+                    (v for v in bound.arguments.values() if isinstance(v, ToolRuntime)), None
+                )
+                value = cast(
+                    JSONValue,
+                    {k: v for k, v in bound.arguments.items() if not isinstance(v, ToolRuntime)},
+                )
                 try:
                     check_canonical(value)
                 except ValueError as exc:
                     raise GuardError(
                         f"effect {tool!r}: arguments must be JSON values: {exc}"
                     ) from None
-                return value
+                return value, runtime
 
             if inspect.iscoroutinefunction(fn):
 
                 @functools.wraps(fn)
                 async def guarded_async(*args: P.args, **kwargs: P.kwargs) -> Any:
-                    steps = self._steps(tool, policy, arguments(args, kwargs))
+                    steps = self._steps(tool, policy, *arguments(args, kwargs))
                     sent: Any = None
                     while True:
                         try:
@@ -163,7 +209,7 @@ class LangGraphGuard(Guard):
 
             @functools.wraps(fn)
             def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-                steps = self._steps(tool, policy, arguments(args, kwargs))
+                steps = self._steps(tool, policy, *arguments(args, kwargs))
                 sent: Any = None
                 while True:
                     try:
@@ -190,40 +236,79 @@ class LangGraphGuard(Guard):
         return decorate
 
     def _steps(
-        self, tool: str, policy: ReplayPolicy, arguments: JSONValue
+        self, tool: str, policy: ReplayPolicy, arguments: JSONValue, runtime: object = None
     ) -> Generator[Coroutine[Any, Any, Any], Any, Recorded | Begun]:
         """The guard's part before an effect, for a sync or an async caller to drive.
 
         Each coroutine it yields runs on the guard's loop, and what it returns is sent
         back. It ends with the recorded outcome, or with a new intent: run the effect.
-        An unknown `NEVER` effect stops the graph here (``interrupt``) until a decision.
+        An unknown `NEVER` effect stops the graph here (``interrupt``) until a decision
+        naming its intent id comes back (see the module docstring).
         """
-        key = self._key(tool)
-        # LangGraph matches resume values to interrupt() calls by position in the
-        # task: ask again every question this effect already had answered (the
-        # answers are recorded; what comes back is dropped), so that the node's
-        # later questions, ours or its own, get their own answers.
-        for _ in range(int((yield self.records.decisions(key)))):
-            interrupt(
-                {
-                    "steadyloop": "effect_already_decided",
-                    "tool": tool,
-                    "key": list(key),
-                    "note": "this effect's decision is recorded; resume with any value",
-                }
-            )
-        found = yield self.records.begin(key, tool, policy, arguments)
+        key = self._key(tool, arguments, runtime)
+        records = self.records
+        # LangGraph hands resume values to interrupt() calls by their index in the
+        # task: ask again every question this effect already had answered, so that the
+        # node's later questions, ours or its own, get their own answers. An answer
+        # read here that names another unknown effect is recorded for that effect.
+        # When calls made at once read each other's answers, an effect may count more
+        # answers than are left: once none is, asking again stops (no question).
+        for _ in range(int((yield records.decisions(key)))):
+            try:
+                answer = interrupt(
+                    {
+                        "steadyloop": "effect_already_decided",
+                        "tool": tool,
+                        "key": list(key),
+                        "note": "this effect's decision is recorded; resume with any value",
+                    }
+                )
+            except GraphInterrupt:
+                break
+            for intent_id, outcome in _named(answer):
+                yield _route(records, intent_id, outcome)
+        found = yield records.begin(key, tool, policy, arguments)
+        refused = ""
         while not isinstance(found, Begun):
             if isinstance(found, Recorded):
                 return found
-            decided = yield self.records.decide(found, decision_from(interrupt(found.to_json())))
+            question = found.to_json()
+            question["answer"] = {found.intent_id: "<one of the decisions in 'decide'>"}
+            if refused:
+                question["refused"] = refused
+            answer = interrupt(question)
+            mine: Happened | NotHappened | None = None
+            named = _named(answer)
+            refused = (
+                ""
+                if named
+                else f"the answer {repr(answer)[:200]} names no intent: resume with "
+                "{intent_id: decision}, so that it cannot be applied to another effect"
+            )
+            for intent_id, outcome in named:
+                if intent_id == found.intent_id:
+                    mine = outcome
+                else:
+                    yield _route(records, intent_id, outcome)
+            if mine is None:
+                # Nothing for this effect: look again (another call may have recorded
+                # its decision), then ask again with the next interrupt.
+                found = yield records.begin(key, tool, policy, arguments)
+                continue
+            now = yield records.find(key, tool, policy, arguments)
+            if not (isinstance(now, Unknown) and now.intent_id == found.intent_id):
+                found = yield records.begin(key, tool, policy, arguments)
+                continue
+            decided = yield records.decide(found, mine)
             if decided is not None:
                 return cast(Recorded, decided)
-            found = yield self.records.begin(key, tool, policy, arguments, again=True)
+            found = yield records.begin(key, tool, policy, arguments, again=True)
         return found
 
-    def _key(self, tool: str) -> tuple[str | int, ...]:
-        """The position of this call in its thread (see the module docstring)."""
+    def _key(
+        self, tool: str, arguments: JSONValue = None, runtime: object = None
+    ) -> tuple[str | int, ...]:
+        """The identity of this call in its thread (see the module docstring)."""
         try:
             config = get_config()
         except RuntimeError:
@@ -241,12 +326,18 @@ class LangGraphGuard(Guard):
         scratchpad = conf.get(_SCRATCHPAD)
         if scratchpad is None or "langgraph_step" not in meta:
             raise GuardError(f"guarded effect {tool!r}: this LangGraph gives no task context")
-        runtime = conf.get(_RUNTIME)
-        info = getattr(runtime, "execution_info", None)
+        info = getattr(conf.get(_RUNTIME), "execution_info", None)
         attempt = int(getattr(info, "node_attempt", 1) or 1)
-        namespace = "|".join(
-            part.split(":", 1)[0] for part in str(conf.get("checkpoint_ns", "")).split("|")
-        )
+        own_ns = str(conf.get("checkpoint_ns", "")).split("|")
+        namespace = "|".join(part.split(":", 1)[0] for part in own_ns)
+        parents = _parent_steps(conf.get("checkpoint_map"), "|".join(own_ns[:-1]))
+        call = _tool_call(runtime)
+        if call is None:
+            # Outside a tool call: the arguments say which call this is (calls at
+            # once in one node, asyncio.gather, are told apart however they interleave).
+            what: tuple[str | int, ...] = ("arguments", _digest(arguments))
+        else:
+            what = ("tool_call", call[0], call[1])
         with self._lock:
             entry = self._calls.get(id(scratchpad))
             if entry is None or entry[0] is not scratchpad:
@@ -255,10 +346,113 @@ class LangGraphGuard(Guard):
                 while len(self._calls) > _KEPT_EXECUTIONS:
                     self._calls.popitem(last=False)
             counts = entry[1]
-            occurrence = counts[(attempt, tool)]
-            counts[(attempt, tool)] += 1
+            occurrence = counts[(attempt, tool, what)]
+            counts[(attempt, tool, what)] += 1
         path = canonical_json([str(p) for p in meta.get("langgraph_path", ())])
-        return (str(thread), namespace, int(meta["langgraph_step"]), path, tool, occurrence)
+        return (
+            str(thread),
+            namespace,
+            parents,
+            int(meta["langgraph_step"]),
+            path,
+            tool,
+            canonical_json([*what, occurrence]),
+        )
+
+
+def _digest(arguments: JSONValue) -> str:
+    """A short fixed-length name of an effect's arguments (their canonical JSON)."""
+    return hashlib.sha256(canonical_json(arguments).encode()).hexdigest()[:24]
+
+
+def _by_arguments(arguments: JSONValue, occurrence: int = 0) -> str:
+    """The call part of the key of a call outside a tool call (see the module docstring)."""
+    return canonical_json(["arguments", _digest(arguments), occurrence])
+
+
+def _parent_steps(checkpoint_map: object, own: str) -> str:
+    """The steps of the graphs above a subgraph, outermost first, as canonical JSON.
+
+    A subgraph's own steps start again on every run of it, and its namespace holds
+    the parent's task id, which changes when the parent's checkpoint is written again
+    after a crash. What stays is the step of each enclosing graph: LangGraph gives a
+    checkpoint of step *s* an id whose clock sequence is *s* (uuid6, 14 bits), and
+    ``checkpoint_map`` holds the checkpoint each enclosing graph runs from. A test
+    checks this (``test_langgraph_shapes.py::test_checkpoint_ids_carry_their_step``).
+    """
+    if not isinstance(checkpoint_map, Mapping):
+        return "[]"
+    steps: list[list[str | int]] = []
+    for ns, checkpoint_id in sorted(checkpoint_map.items(), key=lambda kv: len(str(kv[0]))):
+        if str(ns) == own:
+            continue
+        stripped = "|".join(part.split(":", 1)[0] for part in str(ns).split("|"))
+        try:
+            parsed = uuid.UUID(str(checkpoint_id))
+        except ValueError:
+            steps.append([stripped, str(checkpoint_id)])
+            continue
+        steps.append([stripped, parsed.clock_seq if parsed.version == 6 else str(parsed)])
+    return canonical_json(steps)
+
+
+def _tool_call(runtime: object) -> tuple[int, str] | None:
+    """The index and name of the tool call a ``ToolRuntime`` belongs to, in its AIMessage.
+
+    None when there is no runtime or its state holds no message with that call.
+    """
+    if runtime is None:
+        return None
+    call_id = getattr(runtime, "tool_call_id", None)
+    state = getattr(runtime, "state", None)
+    if isinstance(state, Mapping):
+        messages = state.get("messages", ())
+    elif isinstance(state, list):
+        messages = state
+    else:
+        messages = getattr(state, "messages", ())
+    for message in reversed(list(messages or ())):
+        for index, call in enumerate(getattr(message, "tool_calls", None) or ()):
+            if call.get("id") == call_id:
+                return index, str(call.get("name"))
+    return None
+
+
+def _named(answer: object) -> list[tuple[str, Happened | NotHappened]]:
+    """The decisions an answer gives, each with the intent it names.
+
+    An answer is ``{intent_id: decision, ...}`` or a decision with an ``"intent_id"``
+    field. Anything else names no intent and gives nothing.
+    """
+    if not isinstance(answer, Mapping):
+        return []
+    if isinstance(answer.get("intent_id"), str) and "happened" in answer:
+        rest = {k: v for k, v in answer.items() if k != "intent_id"}
+        try:
+            return [(str(answer["intent_id"]), decision_from(rest))]
+        except GuardError:
+            return []
+    named: list[tuple[str, Happened | NotHappened]] = []
+    for intent_id, value in answer.items():
+        if isinstance(intent_id, str) and intent_id.startswith('["effect"'):
+            try:
+                named.append((intent_id, decision_from(value)))
+            except GuardError:
+                continue
+    return named
+
+
+async def _route(records: EffectRecords, intent_id: str, outcome: Happened | NotHappened) -> None:
+    """Record a decision read by another call for the effect it names, if still unknown."""
+    try:
+        key = json.loads(intent_id.rsplit("#", 1)[0])[1:]
+    except (ValueError, TypeError):
+        return
+    unknown = await records.open_intent(key, intent_id)
+    if unknown is None:
+        return  # already decided, or not an intent of this journal
+    with contextlib.suppress(EffectBusy):
+        await records.decide(unknown, outcome)
 
 
 def _error(exc: Exception) -> str:

@@ -58,6 +58,7 @@ from steadyloop.testing._death import (
 from steadyloop.testing._effects import EffectSink
 
 try:
+    from langchain_core.messages import BaseMessage
     from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.graph import StateGraph
     from langgraph.types import Command
@@ -156,8 +157,27 @@ class ProcessCheckpointer(BaseCheckpointSaver[Any]):
 
 
 def _plain(value: Any) -> Any:
-    """A graph state as comparable JSON."""
-    return json.loads(json.dumps(value, sort_keys=True, default=repr))
+    """A graph state as comparable JSON (messages without their random ids)."""
+    return json.loads(json.dumps(value, sort_keys=True, default=_comparable))
+
+
+_RANDOM_IDS = frozenset({"id", "tool_call_id"})
+"""Message fields LangGraph and models fill with fresh random ids on every run."""
+
+
+def _comparable(value: Any) -> Any:
+    """A message as its fields without ids; anything else as its repr."""
+    if isinstance(value, BaseMessage):
+        return _without_ids({"type": type(value).__name__, **value.model_dump()})
+    return repr(value)
+
+
+def _without_ids(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_ids(v) for k, v in value.items() if k not in _RANDOM_IDS}
+    if isinstance(value, list):
+        return [_without_ids(v) for v in value]
+    return value
 
 
 def langgraph_crash_matrix(
@@ -250,10 +270,11 @@ def _truth(value: Any, sink: EffectSink) -> Any:
         return None  # asked again only to keep LangGraph's answers in order; any value does
     if not isinstance(value, dict) or value.get("steadyloop") != "effect_state_unknown":
         raise RuntimeError(f"the graph stopped at an interrupt the kit cannot answer: {value!r}")
+    intent_id = value["intent_id"]  # the answer names its intent: never applied to another
     for effect in sink.effects():
-        if effect.get("intent_id") == value["intent_id"]:
-            return decision_json(effect.get("value"))
-    return {"happened": False, "note": "the sink holds no such effect"}
+        if effect.get("intent_id") == intent_id:
+            return {intent_id: decision_json(effect.get("value"))}
+    return {intent_id: {"happened": False, "note": "the sink holds no such effect"}}
 
 
 def decision_json(value: Any) -> dict[str, Any]:
