@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,14 +20,8 @@ RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 @pytest.fixture
-def agent_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "control_agent.py").write_text(
-        "from steadyloop import Agent, ScriptedModel\n"
-        f"def make():\n    return Agent('controls', ScriptedModel([{OUTPUT!r}]))\n"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    return "control_agent:make"
+def agent_module(scripted_agent: Callable[[str, str], str]) -> str:
+    return scripted_agent("controls", OUTPUT)
 
 
 def test_run_runs_and_journal_escape_control_characters(tmp_path: Path, agent_module: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,14 +16,8 @@ TEXT = "see [/b] and [red]this[/red] here"
 
 
 @pytest.fixture
-def agent_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "markup_agent.py").write_text(
-        "from steadyloop import Agent, ScriptedModel\n"
-        f"def make():\n    return Agent('brackets', ScriptedModel([{TEXT!r}]))\n"
-    )
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    return "markup_agent:make"
+def agent_module(scripted_agent: Callable[[str, str], str]) -> str:
+    return scripted_agent("brackets", TEXT)
 
 
 def test_run_output_and_records_with_markup_print_verbatim(
