@@ -1,7 +1,8 @@
 r"""Every stream name and every id check, in one place, for sessions, runs and tasks.
 
 A stream name is the canonical JSON array of a kind and its ids, for example
-``["session", user_id, session_id]``, ``["run", run_id]`` or ``["task", task_id]``.
+``["session", user_id, session_id]``, ``["run", run_id]``, ``["task", task_id]`` or
+``["effect", *key]``.
 JSON quoting keeps the parts apart (a quote, a comma or a colon inside an id cannot
 forge another name), and JSON escapes every control character: the C0 controls as
 canonical JSON does, and here also DEL and the C1 controls (``\x7f``–``\x9f``, such as
@@ -22,6 +23,7 @@ front door, before anything is written:
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Sequence
 
 from steadyloop._errors import InvalidBatch
 from steadyloop.journal._protocol import MAX_NAME_BYTES, check_name
@@ -31,6 +33,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "MAX_TASK_ID_BYTES",
     "app_problem",
+    "effect_stream",
     "id_problem",
     "run_stream",
     "stream_name",
@@ -138,3 +141,20 @@ def run_stream(run_id: str) -> str:
 def task_stream(task_id: str) -> str:
     """The trail stream of a task: ``["task", task_id]``."""
     return stream_name("task", task_id)
+
+
+def effect_stream(key: Sequence[str | int]) -> str:
+    """The stream of a guarded effect: ``["effect", *key]``; a key holds texts and integers.
+
+    Raises:
+        ValueError: The key is empty, holds something else, or its name is longer
+            than a journal name may be.
+    """
+    if not key or not all(type(part) in (str, int) for part in key):
+        raise ValueError(f"an effect key is a non-empty list of texts and integers, got {key!r}")
+    name = _escape_controls(canonical_json(["effect", *key]))
+    try:
+        check_name(name, "stream name")
+    except InvalidBatch as exc:
+        raise ValueError(f"cannot name an effect stream for {list(key)!r}: {exc}") from None
+    return name

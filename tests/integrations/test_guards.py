@@ -9,19 +9,14 @@ from typing import Any, TypedDict
 import pytest
 from agents import Agent, RunState, SQLiteSession
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, RetryPolicy
 
 from steadyloop import open_journal
-from steadyloop.integrations import (
-    EffectBusy,
-    EffectRecords,
-    GuardError,
-    Recorded,
-    Unknown,
-    decision_from,
-)
+from steadyloop.effects import Begun, EffectLedger, Recorded, Unknown, decision_from
+from steadyloop.integrations import EffectBusy, GuardError
 from steadyloop.integrations._langgraph import _by_arguments as by_arguments
 from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.integrations.openai_agents import AgentsGuard
@@ -147,9 +142,10 @@ def test_unknown_effect_interrupts_and_a_decision_completes(tmp_path: Path) -> N
 
     async def plant() -> None:  # a crash between the intent and the charge
         journal = await open_journal(url)
-        records = EffectRecords(journal, "langgraph")
+        records = EffectLedger(journal, "langgraph")
         begun = await records.begin(key, "charge", ReplayPolicy.NEVER, {"order": "o-1"})
         assert not isinstance(begun, (Recorded, Unknown))
+        records.abandon(begun)
         await journal.close()
 
     asyncio.run(plant())
@@ -192,42 +188,49 @@ def _first_key(graph: Any, g: LangGraphGuard, config: Any) -> tuple[Any, ...]:
     )
 
 
-def test_a_value_without_json_form_leaves_the_intent_open(
+def test_a_value_without_json_form_is_recorded_as_happened(
     guard: LangGraphGuard, tmp_path: Path
 ) -> None:
-    """An effect returning a non-JSON value raises GuardError: its result cannot be recorded."""
+    """An effect returning a non-JSON value still counts as happened: the graph ends, nothing runs twice."""
+    calls: list[int] = []
 
     @guard.effect(ReplayPolicy.NEVER)
     def charge() -> object:
+        calls.append(1)
         return object()
 
-    graph = one_node(lambda s: {"out": [str(charge())]}).compile(checkpointer=saver(tmp_path))
-    with pytest.raises(GuardError, match="no JSON form"):
-        graph.invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
+    def node(s: Any) -> dict[str, Any]:
+        first = charge()
+        return {"out": [type(first).__name__]}
+
+    graph = one_node(node).compile(checkpointer=saver(tmp_path))
+    config: Any = {"configurable": {"thread_id": "t"}}
+    assert graph.invoke({"n": 0}, config)["out"] == ["object"]
+    assert calls == [1]
 
 
-async def test_recorded_errors_by_policy() -> None:
-    """A NEVER effect's recorded error is final; a SAFE effect that failed runs again."""
+async def test_raised_effects_by_policy() -> None:
+    """A NEVER effect that raised is asked about (reason raised); a SAFE one runs again."""
     journal = await open_journal("memory://")
-    records = EffectRecords(journal)
-    for policy, expect in ((ReplayPolicy.NEVER, Recorded), (ReplayPolicy.SAFE, type(None))):
+    records = EffectLedger(journal)
+    for policy in (ReplayPolicy.NEVER, ReplayPolicy.SAFE):
         key = ("k", policy.value)
         begun = await records.begin(key, "t", policy, {})
-        assert not isinstance(begun, (Recorded, Unknown))
-        await records.finish(begun, error="ValueError: declined")
+        assert isinstance(begun, Begun)
+        await records.fail(begun, ValueError("declined"))
         again = await records.begin(key, "t", policy, {})
-        if expect is Recorded:
-            assert isinstance(again, Recorded)
-            assert again.error == "ValueError: declined"
+        if policy is ReplayPolicy.NEVER:
+            assert isinstance(again, Unknown)
+            assert (again.reason, again.error) == ("raised", "ValueError: declined")
         else:
-            assert not isinstance(again, (Recorded, Unknown))
+            assert isinstance(again, Begun)
     await journal.close()
 
 
 async def test_two_live_executions_of_one_effect_exclude_each_other(tmp_path: Path) -> None:
     """Of many executions beginning one NEVER effect at once, exactly one may run it."""
     journal = await open_journal(f"sqlite:///{tmp_path / 'g.db'}")
-    records = EffectRecords(journal)
+    records = EffectLedger(journal)
     results = await asyncio.gather(
         *(records.begin(("k",), "t", ReplayPolicy.NEVER, {}) for _ in range(8)),
         return_exceptions=True,
@@ -241,7 +244,7 @@ async def test_two_live_executions_of_one_effect_exclude_each_other(tmp_path: Pa
 async def test_changed_arguments_are_unknown_for_never() -> None:
     """A NEVER effect executed again with other arguments than it recorded is unknown, not replayed."""
     journal = await open_journal("memory://")
-    records = EffectRecords(journal)
+    records = EffectLedger(journal)
     begun = await records.begin(("k",), "pay", ReplayPolicy.NEVER, {"cents": 100})
     assert not isinstance(begun, (Recorded, Unknown))
     await records.finish(begun, value="paid")
@@ -289,10 +292,11 @@ def test_agents_decision_in_another_process(tmp_path: Path) -> None:
         with AgentsGuard(url) as g:
             await session.add_items([{"role": "user", "content": "buy"}])
             # The intent of the charge at its position is durable; the process then died.
-            begun = await g.records.begin(
+            begun = await g.ledger.begin(
                 ("s", 1, "charge", 0), "charge", ReplayPolicy.NEVER, {"order": "o-1"}
             )
-            assert not isinstance(begun, (Recorded, Unknown))
+            assert isinstance(begun, Begun)
+            g.ledger.abandon(begun)
             result = await g.continue_run(build(g), "buy", session=session)
             assert result is not None
             assert [i.tool_name for i in result.interruptions] == ["charge"]
@@ -312,3 +316,77 @@ def test_agents_decision_in_another_process(tmp_path: Path) -> None:
     result = asyncio.run(decided_elsewhere())
     assert result.final_output == "done"
     assert calls == []
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_retry_after_an_error_declared_not_happened_charges_once(
+    guard: LangGraphGuard, tmp_path: Path, is_async: bool
+) -> None:
+    """A NEVER effect that raised a not_happened_on error before acting runs again under RetryPolicy, once."""
+    charged: list[str] = []
+    attempts: list[int] = []
+
+    def act(order: str) -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConnectionRefusedError("provider down")
+        charged.append(order)
+        return f"charged {order}"
+
+    if is_async:
+
+        async def charge_async(order: str) -> str:
+            return act(order)
+
+        charge = guard.effect(ReplayPolicy.NEVER, not_happened_on=(ConnectionRefusedError,))(
+            charge_async
+        )
+
+        async def node(s: Any) -> dict[str, Any]:
+            return {"out": [await charge("o-1")]}
+
+    else:
+        sync = guard.effect(ReplayPolicy.NEVER, not_happened_on=(ConnectionRefusedError,))(act)
+
+        def node(s: Any) -> dict[str, Any]:
+            return {"out": [sync("o-1")]}
+
+    retry = RetryPolicy(max_attempts=3, initial_interval=0.01, retry_on=ConnectionRefusedError)
+    graph = one_node(node, retry).compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "t"}}
+    if is_async:
+        result = asyncio.run(graph.ainvoke({"n": 0}, config))
+    else:
+        result = graph.invoke({"n": 0}, config)
+    assert result["out"] == ["charged o-1"]
+    assert charged == ["o-1"] and len(attempts) == 2
+
+
+def test_a_retry_after_an_undeclared_error_asks_and_then_completes(
+    guard: LangGraphGuard, tmp_path: Path
+) -> None:
+    """A NEVER effect that raised after acting is asked about on retry; the decision lets invoke finish."""
+    charged: list[str] = []
+
+    @guard.effect(ReplayPolicy.NEVER)
+    def charge(order: str) -> str:
+        charged.append(order)
+        if len(charged) == 1:
+            raise TimeoutError("the provider charged, then the read timed out")
+        return f"charged {order}"
+
+    retry = RetryPolicy(max_attempts=3, initial_interval=0.01, retry_on=TimeoutError)
+    graph = one_node(lambda s: {"out": [charge("o-1")]}, retry).compile(
+        checkpointer=saver(tmp_path)
+    )
+    config: Any = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"n": 0}, config)
+    asked = [i.value for t in graph.get_state(config).tasks for i in t.interrupts]
+    assert [(q["reason"], q["error"]) for q in asked] == [
+        ("raised", "TimeoutError: the provider charged, then the read timed out")
+    ]
+    decision = {"happened": True, "value": "charged o-1", "note": "the provider shows it"}
+    result = graph.invoke(Command(resume={asked[0]["intent_id"]: decision}), config)
+    assert result["out"] == ["charged o-1"]
+    assert charged == ["o-1"]
+    assert graph.invoke(None, config)["out"] == ["charged o-1"]

@@ -23,7 +23,7 @@ from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
 from langgraph.types import Command, Send
 from lg_graphs import sqlite_saver
 
-from steadyloop.integrations import Begun
+from steadyloop.effects import Begun
 from steadyloop.integrations._langgraph import _by_arguments as by_arguments
 from steadyloop.integrations._langgraph import _parent_steps
 from steadyloop.integrations.langgraph import LangGraphGuard
@@ -277,8 +277,9 @@ def _two_unknown_charges(tmp_path: Any) -> tuple[Any, Any, dict[str, str], list[
     async def plant() -> None:
         for order in ("c", "d"):
             key = ("t", "act", "[]", step, path, "charge", by_arguments({"order": order}))
-            begun = await guard.records.begin(key, "charge", ReplayPolicy.NEVER, {"order": order})
+            begun = await guard.ledger.begin(key, "charge", ReplayPolicy.NEVER, {"order": order})
             assert isinstance(begun, Begun)
+            guard.ledger.abandon(begun)
             intents[order] = begun.intent_id
 
     guard._bridge.run(plant())

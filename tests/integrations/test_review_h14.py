@@ -17,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from steadyloop import open_journal
-from steadyloop.integrations import Begun, EffectRecords, current_intent
+from steadyloop.effects import Begun, EffectLedger, current_intent
 from steadyloop.integrations._langgraph import _by_arguments as by_arguments
 from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.integrations.openai_agents import AgentsGuard
@@ -46,11 +46,13 @@ def _plant(url: str, step: int, *effects: tuple[str, dict[str, Any]]) -> None:
 
     async def plant() -> None:
         journal = await open_journal(url)
-        records = EffectRecords(journal, "langgraph")
+        records = EffectLedger(journal, "langgraph")
         path = json.dumps(["__pregel_pull", "act"], separators=(",", ":"))
         for tool, arguments in effects:
             key = ("t", "act", "[]", step, path, tool, by_arguments(arguments))
-            assert isinstance(await records.begin(key, tool, ReplayPolicy.NEVER, arguments), Begun)
+            begun = await records.begin(key, tool, ReplayPolicy.NEVER, arguments)
+            assert isinstance(begun, Begun)
+            records.abandon(begun)
         await journal.close()
 
     asyncio.run(plant())

@@ -14,6 +14,7 @@ import pytest
 from loop_helpers import APP, counting_agent, standard_agent
 
 from steadyloop._errors import RunBusy, ToolTimeout
+from steadyloop.effects._owner import _pid_start
 from steadyloop.journal import MemoryJournal, StreamWrite
 from steadyloop.loop import (
     RUN_STOPPED,
@@ -32,7 +33,6 @@ from steadyloop.loop import (
     run,
     run_stream,
 )
-from steadyloop.loop._state import _pid_start
 from steadyloop.records import RecordFactory
 from steadyloop.testing import CrashingJournal, SimulatedCrash
 

@@ -13,30 +13,21 @@ what really happened.
 * [AgentsGuard][steadyloop.integrations.openai_agents.AgentsGuard], in
   `steadyloop.integrations.openai_agents` (extra ``openai-agents``).
 
-The records are the loop's own (`effect.intent`, `effect.result`), so
-`steadyloop journal show` and `journal doctor` read them like any run.
+Each guard keeps its effects in the one effect ledger,
+[EffectLedger][steadyloop.effects.EffectLedger]: its records are the loop's own
+(`effect.intent`, `effect.result`), so `steadyloop journal show` and `journal doctor`
+read them like any run.
 """
 
 from steadyloop._errors import EffectBusy, EffectFailed, GuardError
-from steadyloop.integrations._guard import (
-    Begun,
-    EffectRecords,
-    Guard,
-    Recorded,
-    Unknown,
-    current_intent,
-    decision_from,
-)
+from steadyloop.effects import current_intent, decision_from
+from steadyloop.integrations._guard import Guard
 
 __all__ = [
-    "Begun",
     "EffectBusy",
     "EffectFailed",
-    "EffectRecords",
     "Guard",
     "GuardError",
-    "Recorded",
-    "Unknown",
     "current_intent",
     "decision_from",
 ]

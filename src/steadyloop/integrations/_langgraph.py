@@ -60,18 +60,19 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Coroutine, Generator, Mapping
 from typing import Any, ParamSpec, TypeVar, cast
 
-from steadyloop._errors import EffectBusy, EffectFailed, GuardError
-from steadyloop.integrations._guard import (
-    _CURRENT,
+from steadyloop._errors import EffectBusy, GuardError
+from steadyloop.effects import (
     Begun,
-    EffectRecords,
-    Guard,
+    EffectLedger,
+    Happened,
+    NotHappened,
     Recorded,
+    ReplayPolicy,
     Unknown,
     decision_from,
 )
+from steadyloop.integrations._guard import Guard, Raised, replayed
 from steadyloop.journal import Journal
-from steadyloop.loop import Happened, NotHappened, ReplayPolicy
 from steadyloop.records import JSONValue, RecordFactory, canonical_json, check_canonical
 
 try:
@@ -134,7 +135,12 @@ class LangGraphGuard(Guard):
         self._calls: OrderedDict[int, tuple[object, Counter[tuple[Any, ...]]]] = OrderedDict()
 
     def effect(
-        self, policy: ReplayPolicy = ReplayPolicy.NEVER, *, name: str | None = None
+        self,
+        policy: ReplayPolicy = ReplayPolicy.NEVER,
+        *,
+        name: str | None = None,
+        not_happened_on: Raised = (),
+        wait: float | None = None,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Guard a function (sync or async) that acts on the world.
 
@@ -151,6 +157,16 @@ class LangGraphGuard(Guard):
                 decision is ``{"happened": True, "value": ...}``,
                 ``{"happened": True, "error": "..."}`` or ``{"happened": False}``).
             name: The effect's name in the records (the function's name by default).
+            not_happened_on: Exception types the function raises only before it
+                acts (a refused connection, a request the provider rejected): such
+                an exception is recorded as "did not happen", so a ``RetryPolicy``
+                retry runs the effect again under a new intent. Any other exception
+                of a `NEVER` effect is recorded as raised: its next execution asks
+                whether it acted (reason ``"raised"``), and after the decision the
+                graph goes on.
+            wait: Seconds to wait when another live process is running the same
+                effect (two processes on one thread); by default the call raises
+                [EffectBusy][steadyloop.EffectBusy] at once.
         """
 
         def decorate(fn: Callable[P, R]) -> Callable[P, R]:
@@ -181,7 +197,7 @@ class LangGraphGuard(Guard):
 
                 @functools.wraps(fn)
                 async def guarded_async(*args: P.args, **kwargs: P.kwargs) -> Any:
-                    steps = self._steps(tool, policy, *arguments(args, kwargs))
+                    steps = self._steps(tool, policy, wait, *arguments(args, kwargs))
                     sent: Any = None
                     while True:
                         try:
@@ -191,25 +207,16 @@ class LangGraphGuard(Guard):
                             break
                         sent = await self._bridge.run_async(step)
                     if isinstance(found, Recorded):
-                        return _replayed(tool, found)
-                    token = _CURRENT.set(found.intent_id)
-                    try:
-                        value = await fn(*args, **kwargs)
-                    except Exception as exc:
-                        await self._bridge.run_async(self.records.finish(found, error=_error(exc)))
-                        raise
-                    finally:
-                        _CURRENT.reset(token)
-                    await self._bridge.run_async(
-                        self.records.finish(found, value=_json(tool, value))
+                        return replayed(tool, found)
+                    return await self.perform_async(
+                        found, lambda: fn(*args, **kwargs), not_happened_on
                     )
-                    return value
 
                 return cast(Callable[P, R], guarded_async)
 
             @functools.wraps(fn)
             def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-                steps = self._steps(tool, policy, *arguments(args, kwargs))
+                steps = self._steps(tool, policy, wait, *arguments(args, kwargs))
                 sent: Any = None
                 while True:
                     try:
@@ -219,24 +226,20 @@ class LangGraphGuard(Guard):
                         break
                     sent = self._bridge.run(step)
                 if isinstance(found, Recorded):
-                    return cast(R, _replayed(tool, found))
-                token = _CURRENT.set(found.intent_id)
-                try:
-                    value = fn(*args, **kwargs)
-                except Exception as exc:
-                    self._bridge.run(self.records.finish(found, error=_error(exc)))
-                    raise
-                finally:
-                    _CURRENT.reset(token)
-                self._bridge.run(self.records.finish(found, value=_json(tool, value)))
-                return value
+                    return cast(R, replayed(tool, found))
+                return self.perform(found, lambda: fn(*args, **kwargs), not_happened_on)
 
             return guarded
 
         return decorate
 
     def _steps(
-        self, tool: str, policy: ReplayPolicy, arguments: JSONValue, runtime: object = None
+        self,
+        tool: str,
+        policy: ReplayPolicy,
+        wait: float | None,
+        arguments: JSONValue,
+        runtime: object = None,
     ) -> Generator[Coroutine[Any, Any, Any], Any, Recorded | Begun]:
         """The guard's part before an effect, for a sync or an async caller to drive.
 
@@ -246,14 +249,14 @@ class LangGraphGuard(Guard):
         naming its intent id comes back (see the module docstring).
         """
         key = self._key(tool, arguments, runtime)
-        records = self.records
+        ledger = self.ledger
         # LangGraph hands resume values to interrupt() calls by their index in the
         # task: ask again every question this effect already had answered, so that the
         # node's later questions, ours or its own, get their own answers. An answer
         # read here that names another unknown effect is recorded for that effect.
         # When calls made at once read each other's answers, an effect may count more
         # answers than are left: once none is, asking again stops (no question).
-        for _ in range(int((yield records.decisions(key)))):
+        for _ in range(int((yield ledger.decisions(key)))):
             try:
                 answer = interrupt(
                     {
@@ -266,8 +269,8 @@ class LangGraphGuard(Guard):
             except GraphInterrupt:
                 break
             for intent_id, outcome in _named(answer):
-                yield _route(records, intent_id, outcome)
-        found = yield records.begin(key, tool, policy, arguments)
+                yield _route(ledger, intent_id, outcome)
+        found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
         refused = ""
         while not isinstance(found, Begun):
             if isinstance(found, Recorded):
@@ -289,20 +292,20 @@ class LangGraphGuard(Guard):
                 if intent_id == found.intent_id:
                     mine = outcome
                 else:
-                    yield _route(records, intent_id, outcome)
+                    yield _route(ledger, intent_id, outcome)
             if mine is None:
                 # Nothing for this effect: look again (another call may have recorded
                 # its decision), then ask again with the next interrupt.
-                found = yield records.begin(key, tool, policy, arguments)
+                found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
                 continue
-            now = yield records.find(key, tool, policy, arguments)
+            now = yield ledger.find(key, tool, policy, arguments)
             if not (isinstance(now, Unknown) and now.intent_id == found.intent_id):
-                found = yield records.begin(key, tool, policy, arguments)
+                found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
                 continue
-            decided = yield records.decide(found, mine)
+            decided = yield ledger.decide(found, mine)
             if decided is not None:
                 return cast(Recorded, decided)
-            found = yield records.begin(key, tool, policy, arguments, again=True)
+            found = yield ledger.begin(key, tool, policy, arguments, again=True, wait=wait)
         return found
 
     def _key(
@@ -442,7 +445,7 @@ def _named(answer: object) -> list[tuple[str, Happened | NotHappened]]:
     return named
 
 
-async def _route(records: EffectRecords, intent_id: str, outcome: Happened | NotHappened) -> None:
+async def _route(records: EffectLedger, intent_id: str, outcome: Happened | NotHappened) -> None:
     """Record a decision read by another call for the effect it names, if still unknown."""
     try:
         key = json.loads(intent_id.rsplit("#", 1)[0])[1:]
@@ -453,25 +456,3 @@ async def _route(records: EffectRecords, intent_id: str, outcome: Happened | Not
         return  # already decided, or not an intent of this journal
     with contextlib.suppress(EffectBusy):
         await records.decide(unknown, outcome)
-
-
-def _error(exc: Exception) -> str:
-    """How a failed effect's error is recorded."""
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _replayed(tool: str, found: Recorded) -> Any:
-    if found.error is not None:
-        raise EffectFailed(f"effect {tool!r} already ran and failed: {found.error}")
-    return found.value
-
-
-def _json(tool: str, value: object) -> JSONValue:
-    try:
-        check_canonical(value)
-    except ValueError as exc:
-        raise GuardError(
-            f"effect {tool!r} returned a value with no JSON form, so its result cannot be "
-            f"recorded and its intent stays open: {exc}"
-        ) from None
-    return cast(JSONValue, value)

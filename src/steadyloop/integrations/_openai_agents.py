@@ -42,16 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from steadyloop._errors import EffectFailed, GuardError
-from steadyloop.integrations._guard import (
-    _CURRENT,
-    Begun,
-    Guard,
-    Recorded,
-    Unknown,
-)
+from steadyloop._errors import GuardError
+from steadyloop.effects import Happened, NotHappened, Recorded, ReplayPolicy, Unknown
+from steadyloop.integrations._guard import Guard, replayed
 from steadyloop.journal import Journal, StreamWrite
-from steadyloop.loop import Happened, NotHappened, ReplayPolicy
 from steadyloop.records import JSONValue, RecordFactory, canonical_json, check_canonical
 
 try:
@@ -214,26 +208,16 @@ class AgentsGuard(Guard):
                 arguments = _arguments(tool_name, raw)
                 key = await self._key(ctx.tool_call_id, tool_name)
                 found = await self._bridge.run_async(
-                    self.records.begin(key, tool_name, policy, arguments)
+                    self.ledger.begin(key, tool_name, policy, arguments)
                 )
                 if isinstance(found, Recorded):
-                    if found.error is not None:
-                        raise EffectFailed(
-                            f"tool {tool_name!r} already ran and failed: {found.error}"
-                        )
-                    return found.value
+                    return replayed(tool_name, found)
                 if isinstance(found, Unknown):
                     raise GuardError(
                         f"tool {tool_name!r} has an effect of unknown outcome (intent "
                         f"{found.intent_id!r}); it was not asked for approval, so it does not run"
                     )
-                token = _CURRENT.set(found.intent_id)
-                try:
-                    value = await inner(ctx, raw)
-                finally:
-                    _CURRENT.reset(token)
-                await self._finish(found, tool_name, value)
-                return value
+                return await self.perform_async(found, lambda: inner(ctx, raw))
 
             return dataclasses.replace(tool, on_invoke_tool=invoke, needs_approval=needs_approval)
 
@@ -248,7 +232,7 @@ class AgentsGuard(Guard):
         if key is None:
             return None
         found = await self._bridge.run_async(
-            self.records.find(key, str(item.tool_name), ReplayPolicy.NEVER, _raw_args(item))
+            self.ledger.find(key, str(item.tool_name), ReplayPolicy.NEVER, _raw_args(item))
         )
         return found if isinstance(found, Unknown) else None
 
@@ -268,17 +252,17 @@ class AgentsGuard(Guard):
         if key is None:
             raise GuardError(f"call {call_id!r} is not an effect of unknown outcome of this guard")
         found = await self._bridge.run_async(
-            self.records.find(key, str(item.tool_name), ReplayPolicy.NEVER, _raw_args(item))
+            self.ledger.find(key, str(item.tool_name), ReplayPolicy.NEVER, _raw_args(item))
         )
         if isinstance(found, Unknown):
-            await self._bridge.run_async(self.records.decide(found, outcome))
+            await self._bridge.run_async(self.ledger.decide(found, outcome))
         state.approve(item)
 
     async def _unknown_call(self, tool: str, call_id: str, params: dict[str, Any]) -> bool:
         """Whether a `NEVER` call's effect is unknown; if so, remember its key by call id."""
         key = await self._key(call_id, tool)
         found = await self._bridge.run_async(
-            self.records.find(key, tool, ReplayPolicy.NEVER, cast(JSONValue, params))
+            self.ledger.find(key, tool, ReplayPolicy.NEVER, cast(JSONValue, params))
         )
         if not isinstance(found, Unknown):
             return False
@@ -346,29 +330,19 @@ class AgentsGuard(Guard):
         return canonical_json(["pending", call_id])
 
     async def _remember(self, call_id: str, key: tuple[str | int, ...]) -> None:
-        journal, ns = self.records.journal, self.records.namespace
+        journal, ns = self.ledger.journal, self.ledger.namespace
         stream = self._pending_stream(call_id)
         if await journal.head(ns, stream) == 0:
-            record = self.records.records(PENDING_KIND, {"call_id": call_id, "key": list(key)})
+            record = self.ledger.records(PENDING_KIND, {"call_id": call_id, "key": list(key)})
             await journal.append(ns, [StreamWrite(stream, [record], 1)])
 
     async def _pending(self, call_id: str) -> tuple[str | int, ...] | None:
-        stored = await self.records.journal.read(
-            self.records.namespace, self._pending_stream(call_id)
+        stored = await self.ledger.journal.read(
+            self.ledger.namespace, self._pending_stream(call_id)
         )
         if not stored:
             return None
         return tuple(stored[0].record.payload["key"])  # type: ignore[arg-type]
-
-    async def _finish(self, begun: Begun, tool: str, value: Any) -> None:
-        try:
-            check_canonical(value)
-        except ValueError as exc:
-            raise GuardError(
-                f"tool {tool!r} returned a value with no JSON form, so its result cannot be "
-                f"recorded and its intent stays open: {exc}"
-            ) from None
-        await self._bridge.run_async(self.records.finish(begun, value=cast(JSONValue, value)))
 
 
 def handoff_names(agent: Agent[Any]) -> frozenset[str]:

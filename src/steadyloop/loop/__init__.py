@@ -25,6 +25,7 @@ Examples:
     ('completed', '5', 2, 1)
 """
 
+from steadyloop.effects import Happened, NotHappened, Owner
 from steadyloop.loop._agent import Agent, DecisionParser, ToolCallParser, load_agent
 from steadyloop.loop._check import Mismatch, check_session_copies
 from steadyloop.loop._messages import (
@@ -36,8 +37,6 @@ from steadyloop.loop._messages import (
 )
 from steadyloop.loop._models import OpenAIChatModel, ScriptedModel
 from steadyloop.loop._run import (
-    Happened,
-    NotHappened,
     RunInfo,
     list_runs,
     load_run,
@@ -55,7 +54,6 @@ from steadyloop.loop._state import (
     RUN_STARTED,
     RUN_STOPPED,
     RUN_SUSPENDED,
-    Owner,
     RunState,
     parse_run_stream,
     run_stream,

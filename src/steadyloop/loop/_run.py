@@ -41,7 +41,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -57,6 +56,15 @@ from steadyloop._errors import (
     SessionExists,
     SessionNotFound,
     ToolTimeout,
+)
+from steadyloop.effects import (
+    LIVE_TOKENS,
+    Happened,
+    NotHappened,
+    Owner,
+    decision_payload,
+    describe,
+    interrupted,
 )
 from steadyloop.journal import Journal, StreamWrite
 from steadyloop.loop._agent import Agent
@@ -78,7 +86,6 @@ from steadyloop.loop._state import (
     RUN_STARTED,
     RUN_STOPPED,
     RUN_SUSPENDED,
-    Owner,
     ParseHook,
     RunState,
     parse_run_stream,
@@ -108,8 +115,6 @@ from steadyloop.records import (
 from steadyloop.sessions import Event, Session, SessionService, TextPart, ToolResultPart
 
 __all__ = [
-    "Happened",
-    "NotHappened",
     "RunInfo",
     "list_runs",
     "load_run",
@@ -118,9 +123,6 @@ __all__ = [
     "resume",
     "run",
 ]
-
-_LIVE: set[str] = set()
-"""Tokens of the drivers running in this process right now."""
 
 SNAPSHOT_EVERY = 200
 """Run records between snapshots: resume reads and folds at most about this many.
@@ -131,33 +133,6 @@ step's cost.
 """
 
 _log = logging.getLogger("steadyloop.loop")
-
-
-@dataclass(frozen=True, slots=True)
-class Happened:
-    """A caller's decision: the effect happened, with this outcome.
-
-    Attributes:
-        value: For a tool, its observation (any JSON value). For a model call, the reply
-            as [`ModelReply.to_json`][steadyloop.loop.ModelReply.to_json] gives it.
-        error: For a tool that failed: the error the model should see.
-        note: Why the caller decided so (stored with the decision).
-    """
-
-    value: JSONValue = None
-    error: str | None = None
-    note: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class NotHappened:
-    """A caller's decision: the effect did not happen; resume does it again.
-
-    Attributes:
-        note: Why the caller decided so (stored with the decision).
-    """
-
-    note: str = ""
 
 
 class _CancelSeen(Exception):
@@ -179,20 +154,12 @@ def _check_owner(state: RunState, takeover: bool) -> None:
     owner = state.owner
     if owner is None:
         return
-    if owner.token in _LIVE:
-        raise RunBusy(f"run {state.run_id!r} is being driven by another task of this process")
-    me = Owner.me("")
-    if owner.host == me.host and None not in (owner.boot, me.boot) and owner.boot != me.boot:
-        return  # claimed before this host last booted: that process is gone
-    if owner.same_host():
-        if owner.pid == os.getpid():
-            return  # our own process, but that driver is gone (it crashed or was dropped)
-        if owner.process_alive():
-            raise RunBusy(
-                f"run {state.run_id!r} is being driven by process {owner.pid} on this host"
-            )
-        return
-    if not takeover:
+    liveness = owner.liveness()
+    if liveness == "alive":
+        if owner.token in LIVE_TOKENS:
+            raise RunBusy(f"run {state.run_id!r} is being driven by another task of this process")
+        raise RunBusy(f"run {state.run_id!r} is being driven by process {owner.pid} on this host")
+    if liveness == "unknown" and not takeover:
         raise RunBusy(
             f"run {state.run_id!r} was claimed by process {owner.pid} on host "
             f"{owner.host!r}, which cannot be checked from here; if that process is gone, "
@@ -392,14 +359,14 @@ class _Driver:
 
     async def drive(self) -> RunResult:
         """Run until a stop reason; the end record is durable before this returns."""
-        _LIVE.add(self.token)
+        LIVE_TOKENS.add(self.token)
         try:
             return await self._drive()
         except asyncio.CancelledError:
             await self._end_after_task_cancel()
             raise
         finally:
-            _LIVE.discard(self.token)
+            LIVE_TOKENS.discard(self.token)
 
     async def _drive(self) -> RunResult:
         state = self.state
@@ -490,7 +457,7 @@ class _Driver:
         try:
             reply = await agent.model.complete(list(self.messages), self.tool_specs)
         except Exception as exc:  # the model's failure is its outcome
-            self._record_result(payload, {"status": "error", "error": _describe(exc)})
+            self._record_result(payload, {"status": "error", "error": describe(exc)})
             return
         decision = agent.parser.parse(reply, agent.tools)
         result: dict[str, JSONValue] = {
@@ -551,14 +518,14 @@ class _Driver:
                     # Given up, not finished: its thread may still act. Its intent stays
                     # open, exactly as after a crash, and a person decides.
                     return await self._suspend(payload, _safe(str(exc)))
-                result = {"status": "error", "error": _describe(exc)}
+                result = {"status": "error", "error": describe(exc)}
             except EncodingError as exc:
                 result = {
                     "status": "error",
                     "error": _safe(f"the tool returned no JSON value: {exc}"),
                 }
             except Exception as exc:  # a tool that raises: that is its observation
-                result = {"status": "error", "error": _describe(exc)}
+                result = {"status": "error", "error": describe(exc)}
 
         def failed(why: str) -> dict[str, JSONValue]:
             return {"status": "error", "error": f"the result cannot be recorded: {why}"}
@@ -590,7 +557,7 @@ class _Driver:
             except Exception as exc:  # anything the session or the encoder refuses
                 if fallback is None:
                     break
-                payload = {"intent_id": iid, **fallback(_describe(exc))}
+                payload = {"intent_id": iid, **fallback(describe(exc))}
         self._queue(RESULT_KIND, payload)
         for event in events:
             self._queue_event(event)
@@ -630,7 +597,7 @@ class _Driver:
         iid = str(intent["intent_id"])
         if state.open_policy is ReplayPolicy.SAFE:
             # Safe to repeat: close the old intent and do the action again, anew.
-            self._queue(RESULT_KIND, {"intent_id": iid, "status": "interrupted"})
+            self._queue(RESULT_KIND, interrupted(iid))
             return None
         if self._cancelled():
             # Nobody will decide any more: end, naming the intent whose outcome stays
@@ -730,11 +697,6 @@ def _unknown(intent: Mapping[str, Any], why: str = "") -> str:
 def _safe(text: str) -> str:
     """``text`` with lone surrogates escaped, so that it always has a JSON form."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _describe(exc: BaseException) -> str:
-    text = _safe(str(exc))
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 async def _session(service: SessionService, user_id: str, session_id: str) -> Session:
@@ -989,21 +951,16 @@ async def resolve(
             f"intent {intent_id!r} of run {run_id!r} is not waiting for a decision "
             f"(the open intent is {open_id!r})"
         )
-    payload: dict[str, JSONValue] = {"intent_id": intent_id, "resolved_by": "caller"}
-    if isinstance(outcome, NotHappened):
-        payload.update(status="not_happened", note=outcome.note)
-    elif intent.get("what") == "model":
+    value = None if isinstance(outcome, NotHappened) else outcome.value
+    field = "value"
+    if intent.get("what") == "model" and isinstance(outcome, Happened) and outcome.error is None:
         if not isinstance(outcome.value, Mapping):
             raise LoopError("a model call's outcome must be a reply, as ModelReply.to_json gives")
         try:
-            reply = ModelReply.from_json(outcome.value).to_json()
+            value, field = ModelReply.from_json(outcome.value).to_json(), "reply"
         except (KeyError, TypeError, ValueError) as exc:
             raise LoopError(f"the reply is malformed: {exc}") from None
-        payload.update(status="ok", reply=reply, note=outcome.note)
-    elif outcome.error is not None:
-        payload.update(status="error", error=outcome.error, note=outcome.note)
-    else:
-        payload.update(status="ok", value=outcome.value, note=outcome.note)
+    payload = decision_payload(intent_id, outcome, value, field=field)
     try:
         check_canonical(payload)
     except EncodingError as exc:

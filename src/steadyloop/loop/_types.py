@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from steadyloop.effects import ReplayPolicy
 from steadyloop.records import JSONValue
 
 __all__ = [
@@ -29,21 +30,6 @@ __all__ = [
     "ToolCalls",
     "ToolSpec",
 ]
-
-
-class ReplayPolicy(enum.StrEnum):
-    """What resume may do with an effect whose intent is durable but whose result is not.
-
-    Attributes:
-        SAFE: Repeating the effect is harmless (a read, a pure computation, a model
-            call): resume executes it again.
-        NEVER: The effect must never happen twice (a payment, an e-mail): resume stops
-            with [`StopReason.RESUME_STATE_UNKNOWN`][steadyloop.loop.StopReason] and the caller
-            decides.
-    """
-
-    SAFE = "safe"
-    NEVER = "never"
 
 
 class StopReason(enum.StrEnum):

@@ -54,10 +54,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from steadyloop._errors import RunFinished, RunNotFound
+from steadyloop.effects import Happened, NotHappened, describe
 from steadyloop.journal import AppendResult, ForwardingJournal, Journal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.loop._agent import Agent
-from steadyloop.loop._run import Happened, NotHappened, _describe, load_run, resolve, resume, run
+from steadyloop.loop._run import load_run, resolve, resume, run
 from steadyloop.loop._state import run_stream
 from steadyloop.loop._tools import Tool, ToolContext, ToolRegistry
 from steadyloop.loop._types import (
@@ -193,7 +194,7 @@ class _Recorder:
             try:
                 value = await tool.invoke(arguments, context)
             except Exception as exc:
-                recorder.executions[context.intent_id] = ("error", _describe(exc))
+                recorder.executions[context.intent_id] = ("error", describe(exc))
                 raise
             recorder.executions[context.intent_id] = ("ok", value)
             return value

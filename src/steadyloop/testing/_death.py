@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
-from steadyloop.integrations._guard import Guard, current_intent
+from steadyloop.effects import current_intent
+from steadyloop.integrations import Guard
 from steadyloop.journal import AppendResult, ForwardingJournal, Journal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.testing._effects import EffectSink, Repeat

@@ -45,7 +45,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
 
-from steadyloop.integrations._guard import decision_from
+from steadyloop.effects import decision_from
 from steadyloop.loop import ReplayPolicy
 from steadyloop.testing._death import (
     FrameworkCrashReport,

@@ -1,0 +1,629 @@
+"""The effect ledger: intent before effect, keyed by what identifies an effect.
+
+A guarded effect has a **key**: what identifies the same effect when a runtime
+executes it again after a crash (each integration says how it builds one, from what
+the runtime's history keeps stable). Its records live in one journal stream per key,
+``["effect", *key]`` (`steadyloop._names.effect_stream`), with the loop's own record
+kinds and payload fields:
+
+``effect.intent`` (``intent_id``, ``policy``, ``what`` = ``"tool"``, ``tool``,
+    ``arguments``, ``attempt``, ``key``, ``owner``)
+    Durable before the effect runs. ``owner`` is the process that runs it
+    ([Owner][steadyloop.effects.Owner]).
+``effect.result`` (``intent_id``, ``status`` and ``value`` or ``error``;
+    ``resolved_by`` and ``note`` when a caller decided)
+    Durable after it. ``status`` is ``ok`` or ``error`` when the effect happened,
+    ``raised`` when it raised and nobody said whether it acted, ``interrupted`` when
+    a `SAFE` effect is run again after a crash, and ``not_happened`` when a caller
+    (or the guard, for an exception declared to mean so) said it did not happen.
+
+What a re-executed effect finds decides what happens (`EffectLedger.begin`):
+
+* a result → the recorded value is returned (or, for a `NEVER` effect, the recorded
+  error raised as [EffectFailed][steadyloop.EffectFailed]); a `SAFE` effect that
+  failed runs again;
+* an intent without a result whose owner is alive → [EffectBusy][steadyloop.EffectBusy]
+  at once, or after ``wait`` seconds if it is still running then;
+* an intent without a result whose owner is gone, or a `NEVER` effect that raised →
+  a `SAFE` effect runs again under a new intent; a `NEVER` effect is **unknown**:
+  nothing is guessed, and the integration surfaces it through the runtime's own
+  human-in-the-loop mechanism until a caller records what really happened
+  (`EffectLedger.decide`), as ``steadyloop runs resolve`` does for a run;
+* an intent for other arguments or another tool than this call's → for a `NEVER`
+  effect, unknown (the runtime asks for something else than it recorded);
+* nothing → a new intent, then the effect.
+
+Values are recorded as JSON, with tuples tagged (``{"$tuple": [...]}``, and an object
+whose one key is a tag wrapped as ``{"$object": {...}}``), so a replayed value has the
+type the effect returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from steadyloop import _names
+from steadyloop._errors import ConflictError, EffectBusy, GuardError
+from steadyloop.effects._outcomes import (
+    DONE_STATUSES,
+    Happened,
+    NotHappened,
+    ReplayPolicy,
+    decision_payload,
+    interrupted,
+)
+from steadyloop.effects._owner import LIVE_TOKENS, Owner
+from steadyloop.journal import Journal, StreamWrite
+from steadyloop.records import (
+    INTENT_KIND,
+    RESULT_KIND,
+    JSONValue,
+    RecordFactory,
+    canonical_json,
+    check_canonical,
+)
+
+__all__ = [
+    "Begun",
+    "EffectLedger",
+    "Recorded",
+    "Unknown",
+    "acting",
+    "current_intent",
+    "describe",
+]
+
+_log = logging.getLogger("steadyloop.effects")
+
+_CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "steadyloop_current_intent", default=None
+)
+
+_TAGS = frozenset({"$tuple", "$object"})
+_POLL_S = 0.05
+
+
+def current_intent() -> str | None:
+    """Return the intent id of the guarded effect running now (None outside one).
+
+    An effect can pass it on (to an outbox, a payment's metadata) so that a person
+    deciding an unknown effect later can look it up there.
+    """
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def acting(begun: Begun) -> Iterator[None]:
+    """Run the effect of ``begun`` in this block, as the current intent.
+
+    An execution that leaves the block by an exception no guard records (a
+    cancellation, a modelled crash) is no longer live: its open intent then reads
+    as that of a dead owner.
+    """
+    token = _CURRENT.set(begun.intent_id)
+    try:
+        yield
+    except BaseException:
+        LIVE_TOKENS.discard(begun.token)
+        raise
+    finally:
+        _CURRENT.reset(token)
+
+
+def describe(exc: BaseException) -> str:
+    """How an exception is recorded: its type and its text.
+
+    The text always has a JSON form (lone surrogates are escaped), and an exception
+    whose ``__str__`` raises is still described.
+    """
+    try:
+        text = str(exc).encode("utf-8", "backslashreplace").decode("utf-8")
+    except Exception as inner:  # its __str__ raised: the effect still gets a record
+        text = f"<str() of this exception raised {type(inner).__name__}>"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _encode(value: object) -> object:
+    """A value as recorded: tuples tagged, tag-like objects wrapped."""
+    if isinstance(value, tuple):
+        return {"$tuple": [_encode(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, dict):
+        out = {k: _encode(v) for k, v in value.items()}
+        return {"$object": out} if len(out) == 1 and next(iter(out)) in _TAGS else out
+    return value
+
+
+def _decode(value: object) -> Any:
+    """The value an effect returned, from its record (see `_encode`)."""
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    if isinstance(value, dict):
+        if len(value) == 1:
+            ((tag, inner),) = value.items()
+            if tag == "$tuple" and isinstance(inner, list):
+                return tuple(_decode(v) for v in inner)
+            if tag == "$object" and isinstance(inner, dict):
+                return {k: _decode(v) for k, v in inner.items()}
+        return {k: _decode(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """The effect already happened; its outcome as recorded.
+
+    Attributes:
+        intent_id: The intent it answered.
+        value: What the effect returned (when ``error`` is None), with its tuples.
+        error: The error it ended with, as text.
+    """
+
+    intent_id: str
+    value: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Begun:
+    """A new intent is durable: run the effect, then finish it.
+
+    Attributes:
+        stream: The key's stream.
+        intent_id: The new intent.
+        next_seq: The sequence number the result will get.
+        tool: The effect's name.
+        policy: Whether it may be repeated.
+        token: The owner token of this execution (live until it is finished).
+    """
+
+    stream: str
+    intent_id: str
+    next_seq: int
+    tool: str = ""
+    policy: ReplayPolicy = ReplayPolicy.NEVER
+    token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """A `NEVER` effect whose outcome is not known: a caller must decide.
+
+    Attributes:
+        intent_id: The intent without a result (or the recorded one whose tool or
+            arguments differ from this call's).
+        tool: The effect's name.
+        key: Its key.
+        recorded_arguments: The arguments the intent recorded.
+        arguments: The arguments of this call.
+        reason: ``"no_result"`` (the process died between intent and result, or the
+            effect timed out), ``"raised"`` (the effect raised, and nothing says
+            whether it acted first) or ``"arguments_changed"`` (the runtime executes
+            the effect again with another tool or other arguments than it recorded).
+        owner: The process that wrote the intent, as JSON (None for old records).
+        error: What the effect raised (reason ``"raised"``).
+    """
+
+    intent_id: str
+    tool: str
+    key: tuple[str | int, ...]
+    recorded_arguments: JSONValue
+    arguments: JSONValue
+    reason: str
+    owner: JSONValue = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """Return what a person needs to decide, as JSON."""
+        out: dict[str, JSONValue] = {
+            "steadyloop": "effect_state_unknown",
+            "intent_id": self.intent_id,
+            "tool": self.tool,
+            "key": list(self.key),
+            "reason": self.reason,
+            "recorded_arguments": self.recorded_arguments,
+            "arguments": self.arguments,
+            "owner": self.owner,
+            "decide": {
+                "happened": {"happened": True, "value": "<what it returned>", "note": "..."},
+                "failed": {"happened": True, "error": "<the error>", "note": "..."},
+                "not_happened": {"happened": False, "note": "..."},
+            },
+        }
+        if self.error is not None:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Fold:
+    """A key's stream read: its head, last intent, that intent's result, decisions."""
+
+    head: int
+    intent: dict[str, Any] | None
+    result: dict[str, Any] | None
+    decisions: int
+
+    @property
+    def status(self) -> str | None:
+        return None if self.result is None else str(self.result.get("status"))
+
+    def open_owner(self) -> Owner | None:
+        """The owner of the last intent while it has no result (None for old records)."""
+        if self.intent is None or self.result is not None:
+            return None
+        raw = self.intent.get("owner")
+        return Owner.from_json(raw) if isinstance(raw, dict) else None
+
+
+class EffectLedger:
+    """The intents and results of effects, one journal stream per effect key.
+
+    The one place that says what an effect's records mean: every guard is its
+    client, and the loop driver builds its run stream's effect records from the same
+    vocabulary ([ReplayPolicy][steadyloop.effects.ReplayPolicy], the statuses and
+    [Happened][steadyloop.effects.Happened] / [NotHappened][steadyloop.effects.NotHappened]).
+
+    Args:
+        journal: Any Steadyloop journal.
+        namespace: The journal namespace the records go to.
+        records: Where record ids and times come from.
+    """
+
+    def __init__(
+        self, journal: Journal, namespace: str = "effects", records: RecordFactory | None = None
+    ) -> None:
+        self.journal = journal
+        self.namespace = namespace
+        self.records = records or RecordFactory()
+
+    @staticmethod
+    def stream(key: Sequence[str | int]) -> str:
+        """Return the stream of an effect key.
+
+        Raises:
+            GuardError: The key cannot name a stream.
+        """
+        try:
+            return _names.effect_stream(key)
+        except ValueError as exc:
+            raise GuardError(str(exc)) from None
+
+    async def _fold(self, stream: str) -> _Fold:
+        stored = await self.journal.read(self.namespace, stream)
+        intent: dict[str, Any] | None = None
+        result: dict[str, Any] | None = None
+        decided = 0
+        after_not_happened = False  # its decision is counted already
+        for rec in stored:
+            kind, payload = rec.record.kind, rec.record.payload
+            by_caller = kind == RESULT_KIND and payload.get("resolved_by") == "caller"
+            if by_caller:
+                decided += 1
+            elif kind == INTENT_KIND and payload.get("decided") is True:
+                decided += 0 if after_not_happened else 1
+            after_not_happened = by_caller and payload.get("status") == "not_happened"
+            if kind == INTENT_KIND:
+                intent, result = dict(payload), None
+            elif (
+                kind == RESULT_KIND
+                and intent is not None
+                and payload.get("intent_id") == intent["intent_id"]
+            ):
+                result = dict(payload)
+        return _Fold(stored[-1].seq if stored else 0, intent, result, decided)
+
+    async def decisions(self, key: Sequence[str | int]) -> int:
+        """Return how many times a caller decided this effect.
+
+        Each decision answered one question the runtime asked (a LangGraph
+        ``interrupt``), so a re-executed call asks as many again, in order, before
+        its own: the runtime's answers are matched by position.
+        """
+        return (await self._fold(self.stream(key))).decisions
+
+    @staticmethod
+    def _judge(
+        key: Sequence[str | int],
+        tool: str,
+        policy: ReplayPolicy,
+        arguments: JSONValue,
+        fold: _Fold,
+    ) -> Recorded | Unknown | None:
+        """What the records say of this call: done, unknown, or None (it must run)."""
+        intent, result, status = fold.intent, fold.result, fold.status
+        if intent is None:
+            return None
+        same = intent.get("tool") == tool and canonical_json(
+            intent.get("arguments")
+        ) == canonical_json(arguments)
+        if result is not None and status in DONE_STATUSES and same:
+            if status == "ok":
+                return Recorded(intent["intent_id"], _decode(result.get("value")))
+            if policy is ReplayPolicy.NEVER:
+                return Recorded(intent["intent_id"], error=str(result.get("error")))
+            return None
+        if policy is not ReplayPolicy.NEVER:
+            return None
+        reasons = {None: "no_result", "raised": "raised", "ok": "arguments_changed"}
+        reason = reasons.get(status, "arguments_changed" if status in DONE_STATUSES else None)
+        if reason is not None:
+            return Unknown(
+                intent["intent_id"],
+                tool,
+                tuple(key),
+                intent.get("arguments"),
+                arguments,
+                reason,
+                intent.get("owner"),
+                None if result is None or status != "raised" else str(result.get("error")),
+            )
+        return None
+
+    async def find(
+        self, key: Sequence[str | int], tool: str, policy: ReplayPolicy, arguments: JSONValue
+    ) -> Recorded | Unknown | None:
+        """Look an effect up without writing: done, unknown, or None (it would run)."""
+        fold = await self._fold(self.stream(key))
+        return self._judge(key, tool, policy, arguments, fold)
+
+    async def open_intent(self, key: Sequence[str | int], intent_id: str) -> Unknown | None:
+        """Return the unknown `NEVER` effect whose last intent is ``intent_id``, if it is one.
+
+        None when that intent is not the key's last, is not `NEVER`, or is settled.
+        """
+        fold = await self._fold(self.stream(key))
+        intent = fold.intent
+        if intent is None or intent.get("intent_id") != intent_id:
+            return None
+        if intent.get("policy") != ReplayPolicy.NEVER.value or fold.status not in (None, "raised"):
+            return None
+        found = self._judge(
+            key, str(intent.get("tool")), ReplayPolicy.NEVER, intent.get("arguments"), fold
+        )
+        return found if isinstance(found, Unknown) else None
+
+    async def _settled(
+        self, stream: str, tool: str, key: Sequence[str | int], wait: float | None
+    ) -> _Fold:
+        """The key's fold once no live owner holds its last intent (or EffectBusy)."""
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            fold = await self._fold(stream)
+            owner = fold.open_owner()
+            if owner is None or owner.liveness() != "alive":
+                return fold
+            if deadline is None or time.monotonic() >= deadline:
+                raise EffectBusy(
+                    f"effect {tool!r} (key {list(key)!r}) is running in process {owner.pid} "
+                    f"on {owner.host!r}; this call does not run it"
+                    + ("" if wait is None else f" (waited {wait:g} s)")
+                )
+            await asyncio.sleep(_POLL_S)
+
+    async def begin(
+        self,
+        key: Sequence[str | int],
+        tool: str,
+        policy: ReplayPolicy,
+        arguments: JSONValue,
+        *,
+        again: bool = False,
+        wait: float | None = None,
+    ) -> Recorded | Begun | Unknown:
+        """Look up an effect by its key and, if it must run, make its intent durable.
+
+        Args:
+            key: What identifies the effect across re-executions.
+            tool: The effect's name.
+            policy: Whether it may be repeated.
+            arguments: Its arguments (JSON), recorded with the intent.
+            again: Run it under a new intent whatever the last one says (a caller
+                decided that this call's effect has not happened).
+            wait: Seconds to wait for a live owner of the effect to finish it; by
+                default a live owner makes the call raise at once.
+
+        Raises:
+            EffectBusy: A live execution holds the effect (or wrote its intent at the
+                same moment).
+            EncodingError: The arguments have no canonical JSON form.
+            GuardError: The key cannot name a stream.
+        """
+        check_canonical(arguments)
+        stream = self.stream(key)
+        fold = await self._settled(stream, tool, key, wait)
+        intent = fold.intent
+        if not again:
+            found = self._judge(key, tool, policy, arguments, fold)
+            if found is not None:
+                return found
+        batch = []
+        if intent is not None and fold.result is None:
+            # An effect that may not have finished (SAFE, or decided not to have
+            # happened): say so, then run it again under a new intent.
+            batch.append(self.records(RESULT_KIND, interrupted(intent["intent_id"])))
+        attempt = 1 if intent is None else int(intent.get("attempt", 0)) + 1
+        intent_id = f"{stream}#{attempt}"
+        token = uuid.uuid4().hex
+        payload: dict[str, JSONValue] = {
+            "intent_id": intent_id,
+            "policy": policy.value,
+            "what": "tool",
+            "tool": tool,
+            "arguments": arguments,
+            "attempt": attempt,
+            "key": list(key),
+            "owner": Owner.me(token).to_json(),
+        }
+        if again:
+            payload["decided"] = True
+        batch.append(self.records(INTENT_KIND, payload))
+        LIVE_TOKENS.add(token)
+        try:
+            await self.journal.append(self.namespace, [StreamWrite(stream, batch, fold.head + 1)])
+        except ConflictError:
+            LIVE_TOKENS.discard(token)
+            raise EffectBusy(
+                f"another execution of effect {tool!r} (key {list(key)!r}) wrote its intent "
+                "at the same time; this one does not run"
+            ) from None
+        except BaseException:
+            LIVE_TOKENS.discard(token)
+            raise
+        return Begun(stream, intent_id, fold.head + 1 + len(batch), tool, policy, token)
+
+    async def _settle(self, begun: Begun, payload: dict[str, JSONValue]) -> None:
+        """Append an effect's result; its execution is no longer live afterwards."""
+        try:
+            record = self.records(RESULT_KIND, payload)
+            try:
+                await self.journal.append(
+                    self.namespace, [StreamWrite(begun.stream, [record], begun.next_seq)]
+                )
+            except ConflictError:
+                # Something was appended after our intent (nothing should be while we
+                # live): the result goes after it if our intent is still the open one.
+                fold = await self._fold(begun.stream)
+                if fold.intent is None or fold.intent.get("intent_id") != begun.intent_id:
+                    raise GuardError(
+                        f"effect {begun.tool!r} ran (intent {begun.intent_id!r}), but its "
+                        "records changed meanwhile, so its outcome was not recorded: "
+                        f"{canonical_json(payload)}"
+                    ) from None
+                if fold.result is not None:
+                    return  # already settled (a decision recorded it)
+                await self.journal.append(
+                    self.namespace, [StreamWrite(begun.stream, [record], fold.head + 1)]
+                )
+        finally:
+            LIVE_TOKENS.discard(begun.token)
+
+    @staticmethod
+    def abandon(begun: Begun) -> None:
+        """Leave an effect without an outcome, as a crash does: its intent stays open.
+
+        This process no longer runs it, so its owner reads as dead: the next
+        execution finds it unknown (`NEVER`) or runs it again (`SAFE`), not busy.
+        """
+        LIVE_TOKENS.discard(begun.token)
+
+    async def finish(self, begun: Begun, value: object = None) -> None:
+        """Make the outcome of an effect that returned durable (its result record).
+
+        A value with no JSON form is recorded as an error of an effect that happened
+        (a `NEVER` effect is then never run again, and its replay raises), with one
+        warning: the effect ran, so its intent must not stay open.
+        """
+        payload: dict[str, JSONValue] = {"intent_id": begun.intent_id, "status": "ok"}
+        encoded = _encode(value)
+        try:
+            check_canonical(encoded)
+            payload["value"] = cast(JSONValue, encoded)
+        except ValueError as exc:
+            _log.warning(
+                "effect %r returned a value with no JSON form; recorded as happened "
+                "with an error: %s",
+                begun.tool,
+                exc,
+            )
+            payload.update(
+                status="error",
+                error=f"the effect happened, but its value has no JSON form: {exc}",
+            )
+        await self._settle(begun, payload)
+
+    async def fail(
+        self,
+        begun: Begun,
+        exc: BaseException,
+        not_happened_on: tuple[type[BaseException], ...] = (),
+    ) -> None:
+        """Make the outcome of an effect that raised durable.
+
+        Args:
+            begun: The effect's intent.
+            exc: What it raised.
+            not_happened_on: Exception types that mean the effect did not act (a
+                refused connection, a validation error before the request): such an
+                exception is recorded as ``not_happened``, so a retry runs the effect
+                under a new intent. Any other exception of a `NEVER` effect is
+                recorded as ``raised``: the next execution asks whether it acted.
+        """
+        error = describe(exc)
+        payload: dict[str, JSONValue] = {"intent_id": begun.intent_id}
+        if not_happened_on and isinstance(exc, not_happened_on):
+            payload.update(
+                status="not_happened",
+                resolved_by="guard",
+                note=f"raised {error}, declared not to have happened",
+            )
+        elif begun.policy is ReplayPolicy.NEVER:
+            payload.update(status="raised", error=error)
+        else:
+            payload.update(status="error", error=error)
+        await self._settle(begun, payload)
+
+    async def decide(self, unknown: Unknown, outcome: Happened | NotHappened) -> Recorded | None:
+        """Record a caller's decision about an unknown effect.
+
+        Returns:
+            What the effect returned when it happened (the call returns that), or
+            None when it did not (the call runs it under a new intent).
+
+        Raises:
+            EffectBusy: The effect's records changed since it was found unknown, or
+                its owner is running it right now (a decision then could be wrong).
+        """
+        stream = self.stream(unknown.key)
+        fold = await self._fold(stream)
+        owner = fold.open_owner()
+        if owner is not None and owner.liveness() == "alive":
+            raise EffectBusy(
+                f"effect {unknown.tool!r} is still running in process {owner.pid} on "
+                f"{owner.host!r}; decide once it has ended"
+            )
+        intent = fold.intent
+        if intent is not None and intent["intent_id"] != unknown.intent_id:
+            raise EffectBusy(f"effect {unknown.tool!r} changed while a decision was made")
+        batch = []
+        target = unknown.intent_id
+        if unknown.reason == "arguments_changed":
+            if isinstance(outcome, NotHappened):
+                return None  # begin() then runs it under a new intent
+            # Record this call as an effect of its own whose outcome the caller gave.
+            attempt = int((intent or {}).get("attempt", 0)) + 1
+            target = f"{stream}#{attempt}"
+            batch.append(
+                self.records(
+                    INTENT_KIND,
+                    {
+                        "intent_id": target,
+                        "policy": ReplayPolicy.NEVER.value,
+                        "what": "tool",
+                        "tool": unknown.tool,
+                        "arguments": unknown.arguments,
+                        "attempt": attempt,
+                        "key": list(unknown.key),
+                    },
+                )
+            )
+        encoded = None if isinstance(outcome, NotHappened) else _encode(outcome.value)
+        payload = decision_payload(target, outcome, cast(JSONValue, encoded))
+        check_canonical(payload)
+        batch.append(self.records(RESULT_KIND, payload))
+        try:
+            await self.journal.append(self.namespace, [StreamWrite(stream, batch, fold.head + 1)])
+        except ConflictError:
+            raise EffectBusy(f"effect {unknown.tool!r} changed while a decision was made") from None
+        if isinstance(outcome, NotHappened):
+            return None
+        return Recorded(target, outcome.value, outcome.error)
