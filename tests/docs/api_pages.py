@@ -568,6 +568,45 @@ PACKAGES: dict[str, Package] = {
             ),
         ],
     ),
+    "effects": Package(
+        intro_en="The effect ledger: what an effect's intent and result mean, in one layer below the agent loop and the guards. It owns the replay policy, the states of an effect (open, happened, raised, not happened, decided by whom), begin / finish / fail / decide, and the owner of an open intent. See [Guard the tools of an existing agent](../../how-to/guard-existing-agents.md).",
+        intro_zh="副作用账本：副作用的意图和结果各自意味着什么，集中在智能体循环和各种防护之下的一层里。它负责重复执行策略、副作用的各种状态（未决、已发生、抛出异常、未发生、由谁裁定）、begin / finish / fail / decide，以及未决意图的属主。见[为现有智能体的工具加上防护](../../how-to/guard-existing-agents.md)。",
+        groups=[
+            Group(
+                "ledger",
+                "The ledger",
+                "账本",
+                "",
+                "",
+                ["EffectLedger", "Begun", "Recorded", "Unknown", "acting", "current_intent", "describe"],
+            ),
+            Group(
+                "outcomes",
+                "Policies, statuses and decisions",
+                "策略、状态与裁定",
+                "The vocabulary the loop driver writes its run streams with, too.",
+                "智能体循环写运行流时用的也是这套词汇。",
+                [
+                    "ReplayPolicy",
+                    "Happened",
+                    "NotHappened",
+                    "decision_from",
+                    "decision_payload",
+                    "interrupted",
+                    "DONE_STATUSES",
+                    "REDO_STATUSES",
+                ],
+            ),
+            Group(
+                "owners",
+                "Owners",
+                "属主",
+                "Who runs an open intent, told alive or dead from the process table, with no renewal writes.",
+                "谁在执行一个未决意图；通过进程表判断其存活与否，无需续租写入。",
+                ["Owner", "Liveness", "LIVE_TOKENS"],
+            ),
+        ],
+    ),
     "integrations": Package(
         intro_en="Guards that put intent before effect into the tools of agents built on other runtimes, without changing the runtime: [`LangGraphGuard`][steadyloop.integrations.langgraph.LangGraphGuard] for LangGraph (extra `langgraph`) and [`AgentsGuard`][steadyloop.integrations.openai_agents.AgentsGuard] for the OpenAI Agents SDK (extra `openai-agents`). See [Guard the tools of an existing agent](../../how-to/guard-existing-agents.md).",
         intro_zh="给基于其他运行时构建的智能体的工具加上“先写意图，再做副作用”的防护，而不改动运行时本身：LangGraph 用 [`LangGraphGuard`][steadyloop.integrations.langgraph.LangGraphGuard]（extra `langgraph`），OpenAI Agents SDK 用 [`AgentsGuard`][steadyloop.integrations.openai_agents.AgentsGuard]（extra `openai-agents`）。见[为现有智能体的工具加上防护](../../how-to/guard-existing-agents.md)。",
@@ -582,18 +621,11 @@ PACKAGES: dict[str, Package] = {
             ),
             Group(
                 "records",
-                "The records of guarded effects",
-                "受防护副作用的记录",
-                "What every guard writes and reads, for a guard of your own.",
-                "每种防护写入和读取的内容，供你编写自己的防护时使用。",
-                [
-                    "EffectRecords",
-                    "Begun",
-                    "Recorded",
-                    "Unknown",
-                    "decision_from",
-                    "current_intent",
-                ],
+                "For the guarded function",
+                "供受防护的函数使用",
+                "A guard keeps its effects in the [effect ledger](effects.md); these two are what the code a guard runs needs from it.",
+                "防护把副作用记在[副作用账本](effects.md)里；受防护的代码需要从中用到的，是这两个。",
+                ["decision_from", "current_intent"],
             ),
             Group(
                 "errors",
@@ -649,7 +681,7 @@ PACKAGES: dict[str, Package] = {
             Group(
                 "other-runtimes",
                 "Crash kits for other runtimes",
-                "其他运行时的崩溃测试工具",
+                "其他运行时的崩溃测试工具包",
                 "",
                 "",
                 [
@@ -778,6 +810,10 @@ PAGE_SUMMARIES = {  # the index's first table: page -> (English, Chinese)
     "replay": (
         "Replay cases across backends, normalise snapshots, diff and report",
         "在多个后端上回放用例、规范化快照、比对并出报告",
+    ),
+    "effects": (
+        "The effect ledger: intents, results, decisions and owners of effects",
+        "副作用账本：副作用的意图、结果、裁定与属主",
     ),
     "integrations": (
         "Guards for the tools of LangGraph and OpenAI Agents SDK agents",
