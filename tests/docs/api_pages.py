@@ -578,7 +578,15 @@ PACKAGES: dict[str, Package] = {
                 "账本",
                 "",
                 "",
-                ["EffectLedger", "Begun", "Recorded", "Unknown", "acting", "current_intent", "describe"],
+                [
+                    "EffectLedger",
+                    "Begun",
+                    "Recorded",
+                    "Unknown",
+                    "acting",
+                    "current_intent",
+                    "describe",
+                ],
             ),
             Group(
                 "outcomes",
