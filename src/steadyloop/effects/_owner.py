@@ -87,7 +87,7 @@ class Owner:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Owner:
-        """Rebuild an owner from [`to_json`][steadyloop.loop.Owner.to_json] output."""
+        """Rebuild an owner from [`to_json`][steadyloop.effects.Owner.to_json] output."""
         return cls(
             host=str(data.get("host")),
             boot=data.get("boot"),

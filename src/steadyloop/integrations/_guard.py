@@ -98,7 +98,7 @@ class Guard:
         records: Where record ids and times come from.
 
     Attributes:
-        records: The guard's [EffectLedger][steadyloop.integrations.EffectLedger].
+        ledger: The guard's [EffectLedger][steadyloop.effects.EffectLedger].
     """
 
     def __init__(
