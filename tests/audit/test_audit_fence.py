@@ -56,6 +56,15 @@ def _starts(folder: Path) -> list[int]:
     return [int(x) for x in path.read_text().split()] if path.exists() else []
 
 
+async def _until(predicate: Any, seconds: float) -> None:
+    """Wait until ``predicate()`` holds, or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if predicate() or time.monotonic() >= deadline:
+            return
+        await asyncio.sleep(0.02)
+
+
 class _Observer:
     """Samples, from outside the workers, how many verify commands are alive at once."""
 
@@ -154,9 +163,7 @@ async def test_a_worker_without_renewals_stops_its_verify_before_the_lease_expir
         running_a = asyncio.ensure_future(a.run(until_idle=False))
         running_b: asyncio.Future[int] | None = None
         try:
-            deadline = time.monotonic() + 30
-            while not _starts(folder) and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
+            await _until(lambda: _starts(folder), 30)
             (first,) = _starts(folder)
             running_b = asyncio.ensure_future(b.run(until_idle=False))
             await asyncio.sleep(HEARTBEAT * 1.2)  # a renewal succeeds while the verify runs
@@ -164,25 +171,20 @@ async def test_a_worker_without_renewals_stops_its_verify_before_the_lease_expir
             cut_at = time.monotonic()
             # The lease in the store ends no earlier than cut_at + LEASE, and b may
             # claim then: a's verify must be gone by then (a little margin for load).
-            while _alive(first) and time.monotonic() < cut_at + LEASE + 0.5:
-                await asyncio.sleep(0.02)
+            await _until(lambda: not _alive(first), LEASE + 0.5)
             gone_after = time.monotonic() - cut_at
             assert not _alive(first), (
                 f"a's verify still runs {gone_after:.1f} s after its renewals stopped "
                 f"(lease {LEASE:g} s)"
             )
             # b takes the task over and starts its own verify, alone.
-            deadline = time.monotonic() + 30
-            while len(_starts(folder)) < 2 and time.monotonic() < deadline:
-                await asyncio.sleep(0.02)
+            await _until(lambda: len(_starts(folder)) >= 2, 30)
             assert len(_starts(folder)) == 2, "b never started its verify"
             b.interrupt()  # b hands the task back
             await asyncio.wait_for(running_b, 30)
             restore()
             # a comes back and claims the task again; its verify runs alone too.
-            deadline = time.monotonic() + 60
-            while len(_starts(folder)) < 3 and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
+            await _until(lambda: len(_starts(folder)) >= 3, 60)
             assert len(_starts(folder)) == 3, "a did not go back to claiming"
         finally:
             restore()
