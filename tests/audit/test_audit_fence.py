@@ -19,6 +19,7 @@ from faults import StallProxy
 from steadyloop import BackendUnavailable
 from steadyloop.audit import (
     GoalSpec,
+    InProcessExecutor,
     TaskBoard,
     TaskSpec,
     Verifier,
@@ -210,3 +211,54 @@ async def test_a_worker_without_renewals_stops_its_verify_before_the_lease_expir
         assert [e.worker for e in events if e.kind == "claimed"] == ["a", "b", "a"]
         assert not a.errors and not b.errors
         assert os.path.exists(folder / "verify.lock")
+
+
+async def test_a_renewal_that_finds_another_owner_stops_the_verify_at_once(
+    board: TaskBoard, clock: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When a heartbeat finds the task claimed by another worker, the running verify is stopped at once."""
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def check(_cwd: Path) -> int:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            stopped.set()
+        return 0
+
+    await board.submit(
+        TaskSpec(
+            prompt="wait",
+            task_id="t1",
+            goal=GoalSpec(goal="checked", verify=VerifySpec(("check",)), round_budget=3),
+        )
+    )
+    events: list[WorkerEvent] = []
+    worker = Worker(
+        board,
+        Agent("idle", ScriptedModel(lambda _i, _m: "done")),
+        worker_id="a",
+        verifier=Verifier(InProcessExecutor({"check": check})),
+        scratch_root=tmp_path,
+        lease=10,
+        heartbeat=0.05,
+        on_event=events.append,
+    )
+    caplog.set_level(logging.WARNING, logger="steadyloop.audit")
+    working = asyncio.ensure_future(worker.run_once())
+    await asyncio.wait_for(started.wait(), 10)
+    clock.advance(11)  # the lease has expired: another worker takes the task
+    other = await board.queue.claim("b", 10)
+    assert other is not None and other.task_id == "t1"
+    taken = time.monotonic()
+    await asyncio.wait_for(stopped.wait(), 2)  # the next heartbeat sees it
+    assert time.monotonic() - taken < 1.0
+    assert await asyncio.wait_for(working, 10) == "t1"
+    assert [e.kind for e in events if e.kind in ("lease-lost", "error")] == ["lease-lost"]
+    (warning,) = [r for r in caplog.records if r.name == "steadyloop.audit"]
+    assert "no longer this worker's" in warning.getMessage()
+    # Nothing was written for the lost claim: no verification, no release.
+    kinds = [r.kind.removeprefix("task.") for r in await board.trail("t1")]
+    assert kinds == ["submitted", "claimed", "round_started", "run_finished"], kinds
+    assert (await board.queue.tasks())[0].owner == "b"

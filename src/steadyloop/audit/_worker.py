@@ -453,6 +453,12 @@ class Worker:
                 if self._fenced is not None:
                     raise LeaseLost(self._fenced) from None
                 await self._record_cancelled(claim, exc.reason)
+            except Exception:
+                if self._fenced is not None:
+                    # However the stopped round ended (a lost store, a refused write),
+                    # what happened is that the lease was lost.
+                    raise LeaseLost(self._fenced) from None
+                raise
         except LeaseLost as exc:
             self._emit("lease-lost", claim.task_id, str(exc))
         except Exception as exc:
