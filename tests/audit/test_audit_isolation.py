@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -327,3 +328,15 @@ async def test_without_network_psql_cannot_reach_the_local_server_through_its_so
     assert "Operation not permitted" in inside.stderr, inside.stderr
     networked = await BubblewrapExecutor(network=True).run(command, cwd=tmp_path)
     assert networked.ok  # with the network on, as documented, the socket is there
+
+
+@pytest.mark.usefixtures("bubblewrap")
+def test_without_network_on_a_machine_the_filter_does_not_know_nothing_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where no socket filter can be built, network=False refuses in one line instead of leaving Unix sockets open."""
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    with pytest.raises(ExecutorUnavailable) as info:
+        BubblewrapExecutor(network=False)
+    assert "'riscv64'" in str(info.value) and "\n" not in str(info.value)
+    BubblewrapExecutor(network=True)  # with the network on, no filter is needed

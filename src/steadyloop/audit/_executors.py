@@ -604,6 +604,7 @@ class BubblewrapExecutor(SubprocessExecutor):
         fds: list[int] = []
         probe_args = [found, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent"]
         probe_args += self._sealed(fds)
+        sealed = not network
         try:
             probe = subprocess.run(
                 [*probe_args, "true"],
@@ -621,7 +622,9 @@ class BubblewrapExecutor(SubprocessExecutor):
             raise ExecutorUnavailable(
                 f"bubblewrap ({found}) cannot make a sandbox here: {why} (it needs user or "
                 "PID namespaces: run as root, or allow unprivileged user namespaces, e.g. "
-                "sysctl kernel.unprivileged_userns_clone=1); nothing runs unisolated instead"
+                "sysctl kernel.unprivileged_userns_clone=1"
+                + ("; and, without network, network namespaces and seccomp filters" * sealed)
+                + "); nothing runs unisolated instead"
             )
 
     def _sealed(self, fds: list[int]) -> list[str]:
