@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import platform
 import shutil
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -235,3 +239,104 @@ async def test_a_command_that_kills_its_supervisor_leaves_no_daemon(
     finally:
         for pid in marked(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+def _listening_tcp() -> set[tuple[str, int]]:
+    """Every listening TCP port of the machine, on loopback and on each of its addresses."""
+    ports = {5432, 3306, 6379}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A":  # LISTEN
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    hosts = {"127.0.0.1", "::1"}
+    with contextlib.suppress(OSError):
+        for info in socket.getaddrinfo(socket.gethostname(), None):
+            hosts.add(str(info[4][0]))
+    return {(host, port) for host in hosts for port in ports}
+
+
+def _unix_sockets() -> set[str]:
+    """Every Unix socket of the machine with a name: bound ones, and socket files found."""
+    out: set[str] = set()
+    with open("/proc/net/unix") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if len(fields) >= 8:
+                out.add(fields[7])
+    for top in ("/run", "/var/run", "/tmp", "/var/lib"):
+        for folder, _dirs, files in os.walk(top):
+            for name in files:
+                path = os.path.join(folder, name)
+                with contextlib.suppress(OSError):
+                    if stat.S_ISSOCK(os.lstat(path).st_mode):
+                        out.add(path)
+    return out
+
+
+def _connects(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(2)
+        try:
+            s.connect("\0" + path[1:] if path.startswith("@") else path)
+        except OSError:
+            return False
+        return True
+
+
+@pytest.mark.usefixtures("bubblewrap")
+async def test_without_network_the_sandbox_reaches_no_server_on_the_machine(
+    tmp_path: Path,
+) -> None:
+    """With network=False no server of the machine is reachable, by TCP or by any Unix socket."""
+    unix = _unix_sockets()
+    reachable = sorted(p for p in unix if _connects(p))
+    if not reachable:
+        pytest.skip("no Unix socket of a server on this machine to try")
+    targets = tmp_path / "targets.json"
+    targets.write_text(json.dumps({"unix": sorted(unix), "tcp": sorted(_listening_tcp())}))
+    probe = str(HERE / "sandbox_socket_probe.py")
+    result = await BubblewrapExecutor(network=False).run(
+        [sys.executable, "-I", "-S", probe, str(targets)], cwd=tmp_path
+    )
+    assert result.ok, result.stderr
+    report = json.loads(result.stdout)
+    tried = {r["target"] for r in report["results"]}
+    assert all(f"unix:{p}:{socket.SOCK_STREAM}" in tried for p in reachable)
+    assert len(tried) >= 3 * len(unix) + 6
+    connected = [r["target"] for r in report["results"] if r["connected"]]
+    assert connected == [], f"reached from the sandbox: {connected}"
+    # What needs no server still works: a socket pair, and the sandbox's own loopback.
+    assert report["socketpair"] and report["own_loopback"]
+
+
+@pytest.mark.usefixtures("bubblewrap")
+async def test_without_network_psql_cannot_reach_the_local_server_through_its_socket(
+    tmp_path: Path,
+) -> None:
+    """A query by psql through /var/run/postgresql runs outside, and fails inside the sandbox."""
+    command = ["psql", "-h", "/var/run/postgresql", "-U", "postgres", "-Atc", "select 1"]
+    if shutil.which("psql") is None or not os.path.exists("/var/run/postgresql/.s.PGSQL.5432"):
+        pytest.skip("no psql, or no PostgreSQL socket in /var/run/postgresql")
+    outside = await SubprocessExecutor().run(command, cwd=tmp_path)
+    if not outside.ok:
+        pytest.skip(f"psql cannot log in outside the sandbox either: {outside.stderr.strip()}")
+    assert outside.stdout.strip() == "1"
+    inside = await BubblewrapExecutor(network=False).run(command, cwd=tmp_path)
+    assert not inside.ok and "1" not in inside.stdout.split()
+    assert "Operation not permitted" in inside.stderr, inside.stderr
+    networked = await BubblewrapExecutor(network=True).run(command, cwd=tmp_path)
+    assert networked.ok  # with the network on, as documented, the socket is there
+
+
+@pytest.mark.usefixtures("bubblewrap")
+def test_without_network_on_a_machine_the_filter_does_not_know_nothing_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where no socket filter can be built, network=False refuses in one line instead of leaving Unix sockets open."""
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    with pytest.raises(ExecutorUnavailable) as info:
+        BubblewrapExecutor(network=False)
+    assert "'riscv64'" in str(info.value) and "\n" not in str(info.value)
+    BubblewrapExecutor(network=True)  # with the network on, no filter is needed

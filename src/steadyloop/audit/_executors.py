@@ -13,7 +13,9 @@ worker's user included).
 [`BubblewrapExecutor`][steadyloop.audit.BubblewrapExecutor] runs the same commands in a
 bubblewrap sandbox: its own PID namespace (no other process is visible, and the
 sandbox dies with the worker), a read-only root, only the working directory writable,
-a private ``/tmp``, no inherited descriptors, optionally no network, and bubblewrap
+a private ``/tmp``, no inherited descriptors, optionally no network (no interface but
+its own loopback, and no Unix socket either: no server on the machine can be reached),
+and bubblewrap
 itself started with exactly the command's environment and no secret on its command
 line.
 
@@ -29,6 +31,7 @@ import contextlib
 import errno
 import inspect
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -42,6 +45,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from steadyloop._errors import ExecutorUnavailable
+from steadyloop.audit._seccomp import no_socket_filter, seccomp_supported
 from steadyloop.loop import ReplayPolicy, Tool
 from steadyloop.records import JSONValue
 
@@ -372,8 +376,14 @@ class SubprocessExecutor:
                 return await self._run(argv, tmp, limit, self.environment(env, allow_env))
         return await self._run(argv, str(cwd), limit, self.environment(env, allow_env))
 
-    def _launch(self, argv: tuple[str, ...], cwd: str, env: dict[str, str]) -> list[str]:
-        """The argv actually started: the command under the supervisor."""
+    def _launch(
+        self, argv: tuple[str, ...], cwd: str, env: dict[str, str], fds: list[int]
+    ) -> list[str]:
+        """The argv actually started: the command under the supervisor.
+
+        Descriptors added to ``fds`` are inherited by what is started, and closed here
+        once it is.
+        """
         return [sys.executable, "-I", "-S", _SUPERVISOR, str(os.getpid()), *argv]
 
     async def _stop(self, proc: asyncio.subprocess.Process) -> None:
@@ -400,15 +410,17 @@ class SubprocessExecutor:
             text = f"executable {argv[0]!r} not found (PATH={env.get('PATH', '')})"
             return CommandResult(argv, "missing", None, stderr=text, cwd=cwd)
         started = time.monotonic()
+        fds: list[int] = []
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._launch(argv, cwd, env),
+                *self._launch(argv, cwd, env, fds),
                 cwd=cwd,
                 env=env,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
+                pass_fds=fds,
             )
         except (OSError, ValueError) as exc:
             # ValueError: the OS cannot take the command as given (a NUL byte in an
@@ -416,6 +428,9 @@ class SubprocessExecutor:
             return CommandResult(
                 argv, "error", None, stderr=f"{type(exc).__name__}: {exc}", cwd=cwd
             )
+        finally:
+            for fd in fds:
+                os.close(fd)  # the child has its copy
         out, err = _Capped(self.max_output), _Capped(self.max_output)
         assert proc.stdout is not None and proc.stderr is not None
         readers = [
@@ -514,15 +529,23 @@ class BubblewrapExecutor(SubprocessExecutor):
       secret on its command line (``/proc/1/cmdline`` is readable too);
     * no inherited descriptors but stdin (``/dev/null``), stdout and stderr;
     * its own IPC and UTS namespaces, and a new session (no terminal to inject into);
-    * no network when ``network=False`` (``--unshare-net``).
+    * with ``network=False``, no way to any server on the machine or beyond, by TCP
+      or by Unix socket: a network namespace of its own (``--unshare-net``: no
+      interface but its own loopback, where nothing of the machine listens, and no
+      abstract Unix socket of the machine), and a seccomp filter (``--seccomp``) under
+      which ``socket`` makes only Internet sockets (so a pathname Unix socket such as
+      ``/var/run/postgresql/.s.PGSQL.5432``, which the read-only root still shows,
+      cannot be connected to) and io_uring cannot be set up. ``socketpair`` still
+      works; a command that needs a Unix socket of its own needs the network on.
 
     What it does not isolate: the filesystem stays *readable* (anything the worker's
     user can read, except the paths given in ``hide``, each covered by an empty tmpfs);
     it runs as the worker's user; with the network on, it can reach what the worker
-    reaches. It is Linux only.
+    reaches, Unix sockets included. It is Linux only (and ``network=False`` needs
+    x86-64 or 64-bit ARM).
 
     Args:
-        network: Whether commands may use the network.
+        network: Whether commands may use the network (and Unix sockets).
         hide: Paths covered by an empty tmpfs in the sandbox (a home, the task store's
             folder, a secrets directory).
         bwrap: The ``bwrap`` executable (found on ``PATH`` by default).
@@ -533,8 +556,10 @@ class BubblewrapExecutor(SubprocessExecutor):
         source_env: As for [`SubprocessExecutor`][steadyloop.audit.SubprocessExecutor].
 
     Raises:
-        ExecutorUnavailable: ``bwrap`` is not installed, or cannot make namespaces here;
-            the message names the package. Nothing falls back to running unisolated.
+        ExecutorUnavailable: ``bwrap`` is not installed, or cannot make namespaces here
+            (the message names the package); or, with ``network=False``, the seccomp
+            filter cannot be built or applied here. Nothing falls back to running
+            unisolated, nor with the network on.
     """
 
     def __init__(
@@ -566,22 +591,57 @@ class BubblewrapExecutor(SubprocessExecutor):
                 f"{BUBBLEWRAP_PACKAGE}); nothing runs unisolated instead"
             )
         self.bwrap = found
-        probe = subprocess.run(
-            [found, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent", "true"],
-            env={"PATH": os.defpath},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        self._filter = b""
+        if not network:
+            if not seccomp_supported():
+                raise ExecutorUnavailable(
+                    f"the isolating executor cannot shut Unix sockets off on this "
+                    f"{platform.machine()!r} machine (its seccomp filter knows x86-64 and "
+                    "64-bit ARM): without it, network=False would leave local servers "
+                    "reachable; nothing runs unisolated instead"
+                )
+            self._filter = no_socket_filter()
+        fds: list[int] = []
+        probe_args = [found, "--ro-bind", "/", "/", "--unshare-pid", "--die-with-parent"]
+        probe_args += self._sealed(fds)
+        sealed = not network
+        try:
+            probe = subprocess.run(
+                [*probe_args, "true"],
+                env={"PATH": os.defpath},
+                capture_output=True,
+                text=True,
+                check=False,
+                pass_fds=fds,
+            )
+        finally:
+            for fd in fds:
+                os.close(fd)
         if probe.returncode != 0:
             why = (probe.stderr.strip().splitlines() or [f"exit status {probe.returncode}"])[0]
             raise ExecutorUnavailable(
                 f"bubblewrap ({found}) cannot make a sandbox here: {why} (it needs user or "
                 "PID namespaces: run as root, or allow unprivileged user namespaces, e.g. "
-                "sysctl kernel.unprivileged_userns_clone=1); nothing runs unisolated instead"
+                "sysctl kernel.unprivileged_userns_clone=1"
+                + ("; and, without network, network namespaces and seccomp filters" * sealed)
+                + "); nothing runs unisolated instead"
             )
 
-    def _launch(self, argv: tuple[str, ...], cwd: str, env: dict[str, str]) -> list[str]:
+    def _sealed(self, fds: list[int]) -> list[str]:
+        """The options that take the network away; the filter's pipe goes into ``fds``."""
+        if self.network:
+            return []
+        read, write = os.pipe()
+        fds.append(read)
+        try:
+            os.write(write, self._filter)  # a few hundred bytes: the pipe holds them
+        finally:
+            os.close(write)
+        return ["--unshare-net", "--seccomp", str(read)]
+
+    def _launch(
+        self, argv: tuple[str, ...], cwd: str, env: dict[str, str], fds: list[int]
+    ) -> list[str]:
         cwd = os.path.abspath(cwd)
         args = [
             self.bwrap,
@@ -601,8 +661,7 @@ class BubblewrapExecutor(SubprocessExecutor):
             "--die-with-parent",
             "--new-session",
         ]  # fmt: skip
-        if not self.network:
-            args.append("--unshare-net")
+        args += self._sealed(fds)
         return [*args, "--", *argv]
 
     async def _stop(self, proc: asyncio.subprocess.Process) -> None:

@@ -36,6 +36,15 @@ run is then ended at its next write (the loop's ``cancel``; a hung tool is inter
 after the grace period), a verify command is killed at once, and the task is recorded
 ``cancelled``.
 
+A worker fences itself by its own clock: when no renewal of its lease has succeeded
+for ``lease - heartbeat`` seconds since the last one that did (the store is out of
+reach, or stalled), or a renewal finds the lease no longer its own, it stops the round
+at once, as an interrupt does (the run stops where it stands, a verify command's whole
+process tree is killed), but writes and releases nothing: the task may be another
+worker's by the time the lease would have expired, and nothing of this claim may then
+still run. It logs one ``WARNING`` (logger ``steadyloop.audit``), emits ``lease-lost``
+and goes back to claiming, which waits for the store to come back.
+
 A round has a wall-clock limit (``round_time``): a run still going when it runs out is
 stopped the same way, and the round is audited with the overrun as its evidence, so no
 hung tool keeps a task ``running`` (and its lease renewed) for ever.
@@ -48,6 +57,7 @@ import contextlib
 import copy
 import dataclasses
 import json
+import logging
 import os
 import re
 import socket
@@ -86,6 +96,8 @@ __all__ = [
     "WorkerEvent",
     "decide",
 ]
+
+_log = logging.getLogger("steadyloop.audit")
 
 DEFAULT_GRACE = 5.0
 """Seconds a worker told to shut down lets its current round go on before interrupting it."""
@@ -232,7 +244,9 @@ class Worker:
         verifier: Runs verify commands (in a scrubbed subprocess by default).
         scratch_root: Where scratch folders for tasks without a ``workdir`` are made.
         lease: Seconds a claim lasts without a heartbeat.
-        heartbeat: Seconds between heartbeats (a third of the lease by default).
+        heartbeat: Seconds between heartbeats (a third of the lease by default); less
+            than ``lease``. With no successful renewal for ``lease - heartbeat`` seconds,
+            the worker stops its round on its own (see the module's notes on fencing).
         poll: Most seconds an idle worker waits before it looks at the queue again
             (the queue wakes it earlier when a task becomes claimable: at once on
             PostgreSQL, within the queue's own poll interval elsewhere).
@@ -275,6 +289,11 @@ class Worker:
         self.scratch_root = Path(scratch_root or Path(tempfile.gettempdir()) / "steadyloop-audit")
         self.lease = lease
         self.heartbeat = heartbeat if heartbeat is not None else lease / 3
+        if not 0 < self.heartbeat < lease:
+            raise ValueError(
+                f"heartbeat must be positive and shorter than the lease ({lease!r} s), "
+                f"got {self.heartbeat!r}"
+            )
         self.poll = poll
         self.max_claims = max_claims
         self.on_event = on_event
@@ -295,6 +314,9 @@ class Worker:
         self._unwatch: Callable[[], None] | None = None
         self._watching = False
         self._cancel_timer: asyncio.TimerHandle | None = None  # a cancel's grace, this claim's
+        self._renewed = 0.0  # loop time a successful claim or renewal was asked at
+        self._fenced: str | None = None  # why this claim's lease is taken as lost
+        self._settling = False  # the claim is being given up: its lease ends by our hand
 
     # -- public ------------------------------------------------------------------------
 
@@ -393,6 +415,7 @@ class Worker:
         """
         self._watch_cancels()
         self._nudge.clear()  # a notification from here on may be about this claim
+        asked = asyncio.get_running_loop().time()
         claim = await self.board.queue.claim(self.worker_id, self.lease)
         if claim is None:
             for task_id in await self.board.block_doomed():
@@ -400,13 +423,17 @@ class Worker:
             return None
         self._lost = asyncio.Event()
         self._interrupting = False
+        self._renewed = asked  # the lease runs from no earlier than the claim was asked
+        self._fenced = None
+        self._settling = False
         self._counters = None  # the round's, for the queue row
         self._cancelled = claim.cancel_requested
         self._cancel_run = asyncio.Event()
         self._stop_run = asyncio.Event()
+        self._work = work = asyncio.ensure_future(self._process_through_blips(claim))
         beat = asyncio.ensure_future(self._beat(claim))
         look = asyncio.ensure_future(self._look_for_cancel(claim))
-        self._work = work = asyncio.ensure_future(self._process_through_blips(claim))
+        fence = asyncio.ensure_future(self._fence(claim))
         try:
             try:
                 await work
@@ -414,6 +441,8 @@ class Worker:
                 current = asyncio.current_task()
                 if current is not None and current.cancelling():
                     raise
+                if self._fenced is not None:
+                    raise LeaseLost(self._fenced) from None
                 if not self._interrupting and not self._stop_run.is_set():
                     raise
                 if self._cancelled is not None:
@@ -421,7 +450,15 @@ class Worker:
                 else:
                     await self._release_interrupted(claim)
             except TaskCancelled as exc:
+                if self._fenced is not None:
+                    raise LeaseLost(self._fenced) from None
                 await self._record_cancelled(claim, exc.reason)
+            except Exception:
+                if self._fenced is not None:
+                    # However the stopped round ended (a lost store, a refused write),
+                    # what happened is that the lease was lost.
+                    raise LeaseLost(self._fenced) from None
+                raise
         except LeaseLost as exc:
             self._emit("lease-lost", claim.task_id, str(exc))
         except Exception as exc:
@@ -434,7 +471,7 @@ class Worker:
                 # interrupt the next claim's round.
                 self._cancel_timer.cancel()
                 self._cancel_timer = None
-            for helper in (beat, look):
+            for helper in (beat, look, fence):
                 helper.cancel()
                 with contextlib.suppress(BaseException):
                     await helper
@@ -447,20 +484,73 @@ class Worker:
             self.on_event(WorkerEvent(self.worker_id, kind, task_id, detail))
 
     async def _beat(self, claim: Claim) -> None:
+        """Renew the lease every ``heartbeat`` seconds; fence the claim if it is gone."""
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.heartbeat)
+            asked = loop.time()
             try:
                 ok = await self.board.queue.heartbeat(
                     claim.task_id, claim.lease_token, self.lease, counters=self._counters
                 )
             except TaskCancelled as exc:
+                self._renewed = asked  # the lease was renewed: keep it while the round stops
                 self._cancel(exc.reason)
-                continue  # the lease was renewed: keep it while the round stops
+                continue
             except Exception:
-                continue  # a failed renewal is retried; the lease may still hold
+                continue  # retried; `_fence` stops the round if none succeeds in time
             if not ok:
-                self._lost.set()
+                self._fence_off(
+                    claim,
+                    "a renewal found the lease no longer this worker's (another worker "
+                    "took the task over, or it was settled)",
+                )
                 return
+            self._renewed = asked
+
+    async def _fence(self, claim: Claim) -> None:
+        """Stop the round once no renewal has succeeded for ``lease - heartbeat`` seconds.
+
+        A renewal's lease runs from no earlier than the moment it was asked for, so the
+        round stops at least ``heartbeat`` seconds before the lease can expire in the
+        store: time to kill a verify command's process tree before another worker may
+        claim the task. The clock is this process's own (monotonic), not the store's, so
+        a stalled or unreachable store cannot keep the round going.
+        """
+        loop = asyncio.get_running_loop()
+        margin = self.lease - self.heartbeat
+        while True:
+            wait = self._renewed + margin - loop.time()  # moved on by each renewal
+            if wait <= 0:
+                break
+            await asyncio.sleep(wait)
+        self._fence_off(
+            claim,
+            f"no renewal of the lease succeeded for {margin:g} s (lease {self.lease:g} s "
+            f"less heartbeat {self.heartbeat:g} s); the store may be unreachable",
+        )
+        # The round's own clean-up may wait on the lost store (the run tries to record
+        # how it stopped): cut it short too, so the worker goes back to claiming.
+        work = self._work
+        while work is not None and not work.done():
+            await asyncio.wait({work}, timeout=self.heartbeat)
+            if not work.done():
+                work.cancel()
+
+    def _fence_off(self, claim: Claim, why: str) -> None:
+        """Take the lease as lost: stop the round now; nothing more is written for it."""
+        if self._fenced is not None or self._settling:
+            return  # already fenced, or the lease ends because this worker gives it up
+        self._fenced = f"task {claim.task_id!r}: {why}"
+        self._lost.set()
+        _log.warning(
+            "worker %s: task %r: %s; its round is stopped (run and verify command) and "
+            "nothing is written for it; the worker goes back to claiming",
+            self.worker_id,
+            claim.task_id,
+            why,
+        )
+        self.interrupt_round()
 
     def _watch_cancels(self) -> None:
         """Ask the queue to nudge this worker when a cancel may have come (once)."""
@@ -488,6 +578,7 @@ class Worker:
             try:
                 reason = await queue.cancel_requested(claim.task_id, claim.lease_token)
             except LeaseLost:
+                self._fence_off(claim, "the lease is no longer this worker's")
                 return
             except Exception:
                 # A failed look is tried again after a pause (the heartbeat looks too).
@@ -560,15 +651,20 @@ class Worker:
     async def _settle(
         self, claim: Claim, state: TaskState, status: TaskStatus, delay: float = 0.0
     ) -> None:
-        await self.board.queue.settle(
-            claim.task_id,
-            claim.lease_token,
-            status,
-            round=state.round,
-            audit_rounds=state.audit_rounds,
-            detail=state.detail,
-            delay=delay,
-        )
+        self._settling = True  # the lease ends by this worker's hand: no fence for it
+        try:
+            await self.board.queue.settle(
+                claim.task_id,
+                claim.lease_token,
+                status,
+                round=state.round,
+                audit_rounds=state.audit_rounds,
+                detail=state.detail,
+                delay=delay,
+            )
+        except BaseException:
+            self._settling = False  # not given up after all: the fence holds again
+            raise
         if status in (TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET, TaskStatus.CANCELLED):
             for task_id in await self.board.block_doomed():
                 self._emit("blocked", task_id, f"{claim.task_id} ended {status.value}")
