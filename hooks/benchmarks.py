@@ -187,9 +187,13 @@ LABELS: dict[str, dict[str, str]] = {
             "today's full build with every notebook."
         ),
         "docs_full": "This result covers all {total} notebooks in `notebooks/`.",
+        "docs_partial_title": "Not the whole build",
+        "loaded_title": "A busy machine",
+        "soak_forked": "forked from the soaking process",
+        "soak_spawned interpreters": "fresh interpreters",
         "soak_settings": (
-            "Each backend was soaked for {duration} s: runs of {steps} steps, children "
-            "{children}, killed with SIGKILL after at most {delay} s each (seed `{seed}`)."
+            "Each backend was soaked for {duration} s: runs of {steps} steps, the children "
+            "{children}, each killed with SIGKILL after at most {delay} s (seed `{seed}`)."
         ),
         "soak_ok": "Every check held on every backend.",
         "soak_failed": "A check failed: see the failures row.",
@@ -325,8 +329,12 @@ LABELS: dict[str, dict[str, str]] = {
             "其中的构建耗时属于那次较小的构建，不是今天执行全部笔记本的完整构建。"
         ),
         "docs_full": "这份结果覆盖 `notebooks/` 中全部 {total} 个笔记本。",
+        "docs_partial_title": "不是完整构建",
+        "loaded_title": "机器较忙",
+        "soak_forked": "从压测进程 fork 出来的",
+        "soak_spawned interpreters": "新启动的解释器",
         "soak_settings": (
-            "每个后端各压测 {duration} 秒：每次运行 {steps} 步，子进程为 {children}，"
+            "每个后端各压测 {duration} 秒：每次运行 {steps} 步，子进程是{children}，"
             "每个子进程最多运行 {delay} 秒就被 SIGKILL 杀掉（随机种子 `{seed}`）。"
         ),
         "soak_ok": "所有后端的所有检查都成立。",
@@ -926,7 +934,7 @@ def render_audit(data: Fields, lang: str) -> str:
         ),
     ]
     if data["loaded"]:
-        out.insert(0, f"!!! note\n\n    {t['loaded']}\n")
+        out.insert(0, f'!!! note "{t["loaded_title"]}"\n\n    {t["loaded"]}\n')
     body = []
     for n in backends:
         if n not in names:
@@ -1026,7 +1034,7 @@ def render_docs(data: Fields, lang: str) -> str:
         note = t["docs_partial"].format(
             n=len(total) - len(missing), total=len(total), missing=shown
         )
-        out = [f"!!! warning\n\n    {note}\n"]
+        out = [f'!!! warning "{t["docs_partial_title"]}"\n\n    {note}\n']
     else:
         out = [t["docs_full"].format(total=len(total)) + "\n"]
     out.append(
@@ -1054,7 +1062,7 @@ def render_soak(data: Fields, lang: str) -> str:
     intro = t["soak_settings"].format(
         duration=f"{settings['duration_s']:g}",
         steps=settings["steps_per_run"],
-        children=settings["children"],
+        children=t.get(f"soak_{settings['children']}", settings["children"]),
         delay=f"{settings['max_delay_s']:g}",
         seed=settings["seed"],
     )
@@ -1105,7 +1113,7 @@ RENDERERS: dict[str, Callable[[Fields, str], str]] = {
 
 def with_source(drawn: str, source: str) -> str:
     """Name the result, its date and load in every chart caption that does not yet."""
-    tag = '<br><span class="steadyloop-source">'
+    tag = '<br><span class="steadyloop-source" style="font-style:normal;font-size:0.9em">'
     parts = drawn.split("</figcaption>")
     return (
         "".join(
@@ -1138,7 +1146,8 @@ def render_known(name: str, data: Any, lang: str) -> str:
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise FigureError(name, None, f"has a layout its renderer cannot draw ({exc!r})") from exc
-    return f'<p class="steadyloop-source" markdown="1">{source}.</p>\n\n' + with_source(
+    stop = "。" if lang == "zh" else "."
+    return f'<p class="steadyloop-source" markdown="1">{source}{stop}</p>\n\n' + with_source(
         drawn, caption
     )
 
