@@ -202,3 +202,14 @@ def test_docs_and_soak_are_tables_not_key_dumps(name: str) -> None:
     assert "|---|" in text and "<svg" in text
     zh = hook.render_known(name, data, "zh")
     assert "测量" in zh or "压测" in zh
+
+
+def test_a_backend_that_did_not_run_says_why_and_the_others_are_drawn(tmp_path: Path) -> None:
+    """A skipped backend shows its reason in the table; the backends that ran have their bars."""
+    data = result("audit.json")
+    data["backends"]["postgresql"] = {"skipped": "no server: connection refused"}
+    text, _ = hook.render_page(AUDIT_PAGE, "en", results_dir(tmp_path, audit=data))
+    assert "skipped: no server: connection refused" in text
+    bars = 2 * len(data["backends"]["sqlite"]["after"])
+    assert [chart.count("</rect>") for chart in text.split("<figure")[1:]] == [bars, bars]
+    assert "postgresql, 1 worker" not in text
