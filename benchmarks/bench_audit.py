@@ -61,6 +61,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import _measured
+
 RESULTS = Path(__file__).parent / "results" / "audit.json"
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = "0cfcfd1"
@@ -319,6 +321,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    measured = _measured.start()
     results: dict[str, Any] = {
         "benchmark": "audit workers: tasks per second and submit-to-claim latency",
         "python": sys.version.split()[0],
@@ -387,6 +390,7 @@ def main() -> None:
         results["loaded"] = (
             max(results["load_average_at_start"][0], results["load_average_at_end"][0]) > cpus / 2
         )
+        results["measured"] = measured.entry()
         results["backends"]["sqlite"] = {"durability": "synchronous=FULL", **sqlite}
         if problem is None:
             results["backends"]["postgresql"] = {"durability": "server defaults", **postgres}

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+import _measured
 from steadyloop import RecordFactory, SequentialIds, StepClock, StreamWrite
 from steadyloop.journal import Journal, MemoryJournal, open_journal, redact_url
 
@@ -216,6 +217,7 @@ async def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args(argv)
+    measured = _measured.start()
     results: dict[str, dict[str, Any]] = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="steadyloop-bench-", dir=os.getcwd()) as tmp:
@@ -233,6 +235,7 @@ async def main(argv: list[str] | None = None) -> int:
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
         },
+        "measured": measured.entry(),
         "parameters": {"n": args.n, "per_writer": args.per_writer, "writers": WRITERS},
         "total_seconds": round(time.perf_counter() - started, 1),
         "results": results,

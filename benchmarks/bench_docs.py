@@ -14,7 +14,9 @@ and written to ``benchmarks/results/docs.json``:
 * ``nbmake_seconds``: ``pytest notebooks`` after the build (the notebook tests of a
   test run, which reuse the build's executed copies: the notebooks run once per run).
 * ``notebook_seconds``: each notebook's execution time in the cold build (wall time,
-  in parallel with the others).
+  in parallel with the others). Every notebook in ``notebooks/`` must be there: a cold
+  build that did not execute one of them writes no result.
+* ``measured``: the date and the load average (``benchmarks/_measured.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _measured
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "docs.json"
 AIM_SECONDS = 120.0
@@ -46,9 +50,15 @@ def _timed(args: list[str], env: dict[str, str]) -> tuple[float, str]:
     return elapsed, out.stdout + out.stderr
 
 
+def notebooks() -> list[str]:
+    """Every notebook of the project, as ``notebooks/<lang>/<name>.ipynb``."""
+    return sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("notebooks/*/*.ipynb"))
+
+
 def measure(repeat: int) -> dict[str, Any]:
     """Build cold, build warm and run the notebook tests ``repeat`` times; keep the best."""
     bindir = Path(sys.executable).parent
+    measured = _measured.start()
     load_before = os.getloadavg()[0]
     cold, warm, runs = [], [], []
     durations: dict[str, float] = {}
@@ -71,6 +81,10 @@ def measure(repeat: int) -> dict[str, Any]:
             cold.append(seconds)
             for name, value in _EXECUTED.findall(log):
                 durations[name] = min(durations.get(name, float("inf")), float(value))
+            # The figure is the time of a build with every notebook executed, or none.
+            missing = [n for n in notebooks() if n not in durations]
+            if missing:
+                sys.exit(f"the cold build did not execute {', '.join(missing)}; no result written")
             seconds, _ = _timed(build, env)
             warm.append(seconds)
             seconds, _ = _timed(
@@ -85,6 +99,7 @@ def measure(repeat: int) -> dict[str, Any]:
             # Other work on the machine slows every figure here; this says how busy it was.
             "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         },
+        "measured": measured.entry(),
         "repeat": repeat,
         "build_seconds": round(min(cold), 2),
         "build_aim_seconds": AIM_SECONDS,

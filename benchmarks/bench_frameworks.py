@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+import _measured
 from steadyloop.replay import load_cases, pack_cases, replay
 
 RESULTS = Path(__file__).parent / "results" / "frameworks.json"
@@ -227,7 +228,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-servers", dest="servers", action="store_false")
     args = parser.parse_args()
+    measured = _measured.start()
     result = asyncio.run(main_async(args.repeat, args.servers))
+    result["measured"] = measured.entry()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     for store, row in result["rows"].items():

@@ -40,6 +40,7 @@ from typing import Any, TypedDict
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
+import _measured
 from bench_loop import CountingJournal, floor
 from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.loop import ReplayPolicy
@@ -191,6 +192,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     args = parser.parse_args()
+    measured = _measured.start()
     data: dict[str, Any] = {
         "machine": {"platform": platform.platform(), "python": platform.python_version()},
         "runs": args.runs,
@@ -233,6 +235,7 @@ def main() -> None:
             f"({row['guard_per_effect_x_floor']:.1f}x floor), "
             f"{row['appends_per_guarded_effect']:.2f} appends/effect"
         )
+    data["measured"] = measured.entry()
     RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     print(f"wrote {RESULTS}", file=sys.stderr)
 

@@ -34,6 +34,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import _measured
 from steadyloop import RecordFactory, SequentialIds, StepClock, StreamWrite
 from steadyloop.journal import Files, Journal, JSONLJournal, MemoryJournal, SQLiteJournal
 
@@ -181,8 +182,10 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=300, help="appends per row")
     parser.add_argument("--dir", type=Path, default=None, help="directory on the disk to test")
     args = parser.parse_args()
+    measured = _measured.start()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         result = asyncio.run(run(Path(tmp), args.n))
+    result["measured"] = measured.entry()
     print(f"{'row':<18}{'median µs':>12}{'p95 µs':>12}{'× fsync floor':>16}")
     for name, row in result["rows"].items():  # type: ignore[attr-defined]
         print(f"{name:<18}{row['median_us']:>12.1f}{row['p95_us']:>12.1f}{row['x_floor']:>16.2f}")

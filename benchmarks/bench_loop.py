@@ -62,6 +62,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import _measured
 from steadyloop.journal import (
     AppendResult,
     ForwardingJournal,
@@ -734,19 +735,22 @@ def main() -> None:
         help="measure only the concurrent section; replace only its entry in loop.json",
     )
     args = parser.parse_args()
+    measured = _measured.start()
     if args.concurrent_only:
         with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-loop-") as tmp:
             cc = asyncio.run(concurrent(Path(tmp), 32, max(1, args.steps // 4), args.repeats))
         for name, value in concurrent_rows(cc):
             print(f"{name:<58}  {value}")
         old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        old["concurrent"] = cc
+        # The rest of the file keeps its own date: this entry says when it was measured.
+        old["concurrent"] = {**cc, "measured": measured.entry()}
         RESULTS.parent.mkdir(parents=True, exist_ok=True)
         RESULTS.write_text(json.dumps(old, indent=2, sort_keys=True) + "\n")
         print(f"wrote the concurrent entry of {RESULTS}")
         return
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-loop-") as tmp:
         data = asyncio.run(main_async(Path(tmp), args.steps, args.repeats, args.startup_repeats))
+    data["measured"] = measured.entry()
     fl, step = data["floor_fsync"], data["step"]
     syscalls = data["fsync_syscalls_per_step"]
     rows = [

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _measured
 from steadyloop._errors import UnknownBackend
 from steadyloop.replay import (
     CLOCK_START,
@@ -240,6 +241,7 @@ def main() -> None:
         "--stores", default=",".join(["memory", "sqlite", "jsonl", *FRAMEWORK_STORES])
     )
     args = parser.parse_args()
+    measured = _measured.start()
     suite = asyncio.run(_suite(args.repeat))
     engine = _diff_bench(args.events, args.repeat)
     length = asyncio.run(_session_length(args.long))
@@ -252,6 +254,7 @@ def main() -> None:
         "diff": engine,
         "session_length": length,
         "pack": pack,
+        "measured": measured.entry(),
     }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -55,6 +55,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _measured
 from steadyloop._errors import RunFinished, RunNotFound
 from steadyloop.journal import open_journal
 from steadyloop.loop import (
@@ -395,6 +396,7 @@ def main() -> None:
     parser.add_argument("--snapshot-every", type=int, default=25, help="run records apart")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON")
     args = parser.parse_args()
+    measured = _measured.start()
     results: list[BackendStats] = []
     failed = False
     _run.SNAPSHOT_EVERY = args.snapshot_every  # forked children inherit it
@@ -444,6 +446,7 @@ def main() -> None:
         },
         "backends": [asdict(s) for s in results],
         "ok": not failed,
+        "measured": measured.entry(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

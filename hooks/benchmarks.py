@@ -17,8 +17,17 @@ them through marker lines, so it always shows the measurements that are committe
     A section for every result file that no ``benchmark-if`` block of the page names,
     so a new benchmark shows on the page the day its result is committed.
 
-Labels follow the page's language (``en/…`` or ``zh/…``). A result file that is not
-valid JSON logs a warning, which fails ``mkdocs build --strict``.
+Every figure names the result file it comes from, the date it was measured and the
+load average of the machine at the time (the ``measured`` entry that
+``benchmarks/_measured.py`` writes into every result).
+
+Strict: a figure is drawn from the fields it reads, or not at all. A result file that
+lacks a field its renderer reads (or its ``measured`` entry), a ``benchmark-chart`` marker
+for a file that does not exist, or a file that is not valid JSON fails the build, strict
+or not, with an error that names the page, the result file and the field. Nothing is
+drawn empty and nothing falls back to another layout.
+
+Labels follow the page's language (``en/…`` or ``zh/…``).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.pages import Page
 
 log = logging.getLogger("mkdocs.hooks.benchmarks")
@@ -53,6 +63,7 @@ OTHERS = re.compile(r"^<!--\s*benchmark-others\s*-->\s*$", re.M)
 LABELS: dict[str, dict[str, str]] = {
     "en": {
         "file": "result file",
+        "date": "measured",
         "machine": "measured on",
         "cpus": "{n} CPU cores",
         "script": "written by",
@@ -143,9 +154,63 @@ LABELS: dict[str, dict[str, str]] = {
         "guard_appends": "durable writes per guarded effect, {mode}",
         "before": "before",
         "after": "after",
+        "from": "From `{file}`",
+        "measured_on": "measured {date}",
+        "date_unknown": "date not recorded (the file was committed on {committed})",
+        "date_unknown_bare": "date not recorded",
+        "load": "load average {start} at the start, {end} at the end (1 min, {cpus})",
+        "load_unknown": "load average not recorded",
+        "audit_row": "{backend}, {n} workers",
+        "audit_row_one": "{backend}, 1 worker",
+        "audit_tasks_chart": (
+            "Audit tasks per second, before and after, by backend and worker processes "
+            "({n} tasks each)"
+        ),
+        "audit_claim_chart": "Submit to claim, after, p50 and p95, in milliseconds ({n} submits)",
+        "audit_before_after": "before: `{before}`; after: `{after}`",
+        "tasks_per_s_ba": "tasks/s, before → after",
+        "plans_ba": "queue plans per task, before → after",
+        "claim_p50_ba": "submit→claim p50 (ms), before → after",
+        "claim_p95_ba": "submit→claim p95 (ms), before → after",
+        "loaded": (
+            "The machine was busy during this run (1-minute load average above half its "
+            "cores): the figures are slower than on a quiet machine."
+        ),
+        "docs_chart": "Each notebook's execution in the cold build, in seconds (run in parallel)",
+        "docs_cold": "cold `mkdocs build --strict`, both languages, empty notebook cache (s)",
+        "docs_warm": "the same build again, notebooks from the cache (s)",
+        "docs_nbmake": "notebook tests after the build (s)",
+        "docs_covered": "notebooks executed in the measured build",
+        "docs_partial": (
+            "This result covers {n} of the {total} notebooks in `notebooks/`; it did not "
+            "execute {missing}. Its build times are those of that smaller build, not of "
+            "today's full build with every notebook."
+        ),
+        "docs_full": "This result covers all {total} notebooks in `notebooks/`.",
+        "docs_partial_title": "Not the whole build",
+        "loaded_title": "A busy machine",
+        "soak_forked": "forked from the soaking process",
+        "soak_spawned interpreters": "fresh interpreters",
+        "soak_settings": (
+            "Each backend was soaked for {duration} s: runs of {steps} steps, the children "
+            "{children}, each killed with SIGKILL after at most {delay} s (seed `{seed}`)."
+        ),
+        "soak_ok": "Every check held on every backend.",
+        "soak_failed": "A check failed: see the failures row.",
+        "soak_seconds": "seconds soaked",
+        "soak_children": "child processes started",
+        "soak_kills": "SIGKILLs",
+        "soak_chart": "SIGKILLs survived, by backend",
+        "soak_runs": "runs completed (steps)",
+        "soak_unknown": "children stopped at RESUME_STATE_UNKNOWN",
+        "soak_resolved": "resolved as happened / not happened",
+        "soak_lives": "most lives of one run",
+        "soak_failures": "failures",
+        "soak_none": "none",
     },
     "zh": {
         "file": "结果文件",
+        "date": "测量日期",
         "machine": "测量环境",
         "cpus": "{n} 个 CPU 核",
         "script": "生成脚本",
@@ -236,6 +301,54 @@ LABELS: dict[str, dict[str, str]] = {
         "guard_appends": "每个受防护副作用的持久化写入次数，{mode}",
         "before": "之前",
         "after": "之后",
+        "from": "数据来自 `{file}`",
+        "measured_on": "测量于 {date}",
+        "date_unknown": "未记录测量日期（该文件提交于 {committed}）",
+        "date_unknown_bare": "未记录测量日期",
+        "load": "开始时平均负载 {start}，结束时 {end}（1 分钟，{cpus}）",
+        "load_unknown": "未记录平均负载",
+        "audit_row": "{backend}，{n} 个工作进程",
+        "audit_row_one": "{backend}，1 个工作进程",
+        "audit_tasks_chart": (
+            "审计任务每秒完成数，改动之前与之后，按后端与工作进程数（每组 {n} 个任务）"
+        ),
+        "audit_claim_chart": "从提交到认领的延迟，改动之后，p50 与 p95，单位毫秒（{n} 次提交）",
+        "audit_before_after": "之前：`{before}`；之后：`{after}`",
+        "tasks_per_s_ba": "任务/秒，之前 → 之后",
+        "plans_ba": "每个任务的队列事务数，之前 → 之后",
+        "claim_p50_ba": "提交→认领 p50（ms），之前 → 之后",
+        "claim_p95_ba": "提交→认领 p95（ms），之前 → 之后",
+        "loaded": "这次运行时机器较忙（1 分钟平均负载超过核数的一半），数据比空闲机器上慢。",
+        "docs_chart": "冷构建中每个笔记本的执行耗时，单位秒（并行执行）",
+        "docs_cold": "冷构建 `mkdocs build --strict`，两种语言，笔记本缓存为空（秒）",
+        "docs_warm": "再构建一次，笔记本取自缓存（秒）",
+        "docs_nbmake": "构建之后运行笔记本测试（秒）",
+        "docs_covered": "被测构建中执行的笔记本",
+        "docs_partial": (
+            "这份结果只覆盖 `notebooks/` 中 {total} 个笔记本里的 {n} 个，没有执行 {missing}。"
+            "其中的构建耗时属于那次较小的构建，不是今天执行全部笔记本的完整构建。"
+        ),
+        "docs_full": "这份结果覆盖 `notebooks/` 中全部 {total} 个笔记本。",
+        "docs_partial_title": "不是完整构建",
+        "loaded_title": "机器较忙",
+        "soak_forked": "从压测进程 fork 出来的",
+        "soak_spawned interpreters": "新启动的解释器",
+        "soak_settings": (
+            "每个后端各压测 {duration} 秒：每次运行 {steps} 步，子进程是{children}，"
+            "每个子进程最多运行 {delay} 秒就被 SIGKILL 杀掉（随机种子 `{seed}`）。"
+        ),
+        "soak_ok": "所有后端的所有检查都成立。",
+        "soak_failed": "有检查失败：见“失败”一行。",
+        "soak_seconds": "压测秒数",
+        "soak_children": "启动的子进程数",
+        "soak_kills": "SIGKILL 次数",
+        "soak_chart": "各后端经受的 SIGKILL 次数",
+        "soak_runs": "完成的运行（步数）",
+        "soak_unknown": "停在 RESUME_STATE_UNKNOWN 的子进程",
+        "soak_resolved": "裁定为已发生 / 未发生",
+        "soak_lives": "单次运行最多经历的进程数",
+        "soak_failures": "失败",
+        "soak_none": "无",
     },
 }
 
@@ -264,6 +377,142 @@ def result_files(directory: Path = RESULTS) -> list[Path]:
 def load(path: Path) -> Any:
     """Read one result file."""
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+# -- strict reading of a result file ----------------------------------------------------
+
+
+class FigureError(Exception):
+    """A figure cannot be drawn: its result file lacks a field, or the file is unusable.
+
+    The message names the result file and the field; [on_page_markdown][] adds the page.
+    """
+
+    def __init__(self, file: str, field: str | None, problem: str) -> None:
+        self.file, self.field, self.problem = file, field, problem
+        self.page: str | None = None
+        super().__init__(file, field, problem)
+
+    def __str__(self) -> str:
+        where = f"{self.page}: " if self.page else ""
+        field = f" `{self.field}`" if self.field else ""
+        return (
+            f"{where}cannot draw the figure from benchmarks/results/{self.file}:"
+            f"{field} {self.problem}"
+        )
+
+
+def _wrap(value: Any, file: str, path: str) -> Any:
+    if isinstance(value, Mapping):
+        return Fields(value, file, path)
+    if isinstance(value, list):
+        return Items(value, file, path)
+    return value
+
+
+class Fields(Mapping[str, Any]):
+    """A part of a result file whose missing fields raise [FigureError][], by dotted path.
+
+    ``fields["runs"]`` raises when ``runs`` is missing; a field that may be absent is
+    read with [optional][Fields.optional]. ``get`` is refused, so a renderer cannot
+    quietly draw a default.
+    """
+
+    def __init__(self, data: Mapping[str, Any], file: str, path: str = "") -> None:
+        self._data, self.file, self.path = data, file, path
+
+    def _at(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._data:
+            raise FigureError(self.file, self._at(key), "is missing")
+        return _wrap(self._data[key], self.file, self._at(key))
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def __iter__(self) -> Any:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Refused: read a field with ``[]`` or [optional][Fields.optional]."""
+        raise TypeError(f"read {self._at(key)} with [] or optional(), not get()")
+
+    def optional(self, key: str) -> Any:
+        """A field that may be absent: its value, or ``None``."""
+        return self[key] if key in self._data else None
+
+    def number(self, key: str) -> float | None:
+        """A numeric field (``null`` allowed); a string or a list is refused."""
+        value = self[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise FigureError(self.file, self._at(key), f"is not a number: {value!r}")
+        return value
+
+
+class Items(Sequence[Any]):
+    """A list in a result file whose entries are read strictly too."""
+
+    def __init__(self, data: list[Any], file: str, path: str) -> None:
+        self._data, self.file, self.path = data, file, path
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._data)))]
+        return _wrap(self._data[index], self.file, f"{self.path}.{index}")
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+# -- where a figure comes from --------------------------------------------------------
+
+
+def _loads(values: Any) -> str | None:
+    if values is None:
+        return None
+    if not isinstance(values, Sequence) or not values:
+        raise TypeError("a load average is a list of numbers")
+    return f"{float(values[0]):.2f}"
+
+
+def provenance(name: str, measured: Fields, lang: str, *, markdown: bool = True) -> str:
+    """One line: the result file, the date it was measured and the machine's load then.
+
+    ``measured`` is the file's ``measured`` entry: ``date`` is required (``null`` when
+    the benchmark did not record it, shown as such, with the date the file was committed
+    when ``committed`` says it), and so are the load averages (``null`` when unknown).
+    """
+    t = LABELS[lang]
+    date = measured["date"]
+    if date is None:
+        committed = measured.optional("committed")
+        when = (
+            t["date_unknown"].format(committed=committed) if committed else t["date_unknown_bare"]
+        )
+    else:
+        when = t["measured_on"].format(date=str(date).replace("T", " ").replace("Z", " UTC"))
+    start, end = _loads(measured["load_average_at_start"]), _loads(measured["load_average_at_end"])
+    cpus = measured.optional("cpus")
+    if start is None and end is None:
+        load = t["load_unknown"]
+    else:
+        load = t["load"].format(
+            start=start or "–",
+            end=end or "–",
+            cpus=t["cpus"].format(n=cpus) if cpus else "?",
+        )
+    file = f"benchmarks/results/{name}"
+    source = t["from"].format(file=file)
+    sep = "；" if lang == "zh" else "; "
+    line = f"{source}{sep}{when}{sep}{load}"
+    if not markdown:
+        return html.escape(line.replace("`", ""))
+    return line
 
 
 # -- numbers --------------------------------------------------------------------------
@@ -410,21 +659,24 @@ def ordered(keys: Sequence[str], preferred: Sequence[str]) -> list[str]:
 
 
 # -- renderers of known result files --------------------------------------------------
+#
+# Each reads its file through [Fields][]: a field it reads and the file lacks fails the
+# build with the field's name.
 
 
-def render_journal(data: Mapping[str, Any], lang: str) -> str:
+def render_journal(data: Fields, lang: str) -> str:
     """``journal.json``: durable append cost next to the write+fsync floor."""
     t = LABELS[lang]
-    rows: Mapping[str, Mapping[str, float]] = data["rows"]
+    rows: Fields = data["rows"]
     names = ordered(list(rows), JOURNAL_ORDER)
-    syncs: Mapping[str, float | None] = data.get("syncs_per_append", {})
-    floor = rows.get("floor fsync", {}).get("median_us")
+    syncs: Fields = data["syncs_per_append"]
+    floor = rows["floor fsync"].number("median_us")
     chart = bar_chart(
-        t["journal_chart"].format(n=data.get("n", "?")),
+        t["journal_chart"].format(n=data["n"]),
         names,
         [
-            Series(t["median"], [rows[n].get("median_us") for n in names]),
-            Series(t["p95"], [rows[n].get("p95_us") for n in names]),
+            Series(t["median"], [rows[n].number("median_us") for n in names]),
+            Series(t["p95"], [rows[n].number("p95_us") for n in names]),
         ],
         reference=(t["floor"], floor) if floor else None,
     )
@@ -436,39 +688,37 @@ def render_journal(data: Mapping[str, Any], lang: str) -> str:
             shown = t["not_measured"] if s is None else fmt(s)
         else:
             shown = "–"
-        body.append(
-            [f"`{n}`", fmt(r.get("median_us")), fmt(r.get("p95_us")), fmt(r.get("x_floor")), shown]
-        )
+        body.append([f"`{n}`", fmt(r["median_us"]), fmt(r["p95_us"]), fmt(r["x_floor"]), shown])
     header = [t["row"], t["median_us"], t["p95_us"], t["x_floor"], t["syncs"]]
     return chart + "\n" + table(header, body)
 
 
-def render_backends(data: Mapping[str, Any], lang: str) -> str:
+def render_backends(data: Fields, lang: str) -> str:
     """``backends.json``: latency and 1-vs-N-writer throughput of every backend."""
     t = LABELS[lang]
-    results: Mapping[str, Mapping[str, Any]] = data["results"]
-    params = data.get("parameters", {})
-    writers = params.get("writers", "N")
+    results: Fields = data["results"]
+    params: Fields = data["parameters"]
+    writers = params["writers"]
     names = ordered(list(results), BACKEND_ORDER)
     measured = [n for n in names if "skipped" not in results[n]]
-    latency = [results[n].get("latency_ms", {}) for n in measured]
+    latency = [results[n]["latency_ms"] for n in measured]
     out = [
         bar_chart(
-            t["latency_chart"].format(n=params.get("n", "?")),
+            t["latency_chart"].format(n=params["n"]),
             measured,
             [
-                Series(t["p50"], [lat.get("p50") for lat in latency]),
-                Series(t["p95"], [lat.get("p95") for lat in latency]),
+                Series(t["p50"], [lat.number("p50") for lat in latency]),
+                Series(t["p95"], [lat.number("p95") for lat in latency]),
             ],
         ),
         bar_chart(
             t["throughput_chart"].format(w=writers),
             measured,
             [
-                Series(t["one_writer"], [results[n].get("one_writer_per_s") for n in measured]),
+                Series(t["one_writer"], [results[n].number("one_writer_per_s") for n in measured]),
                 Series(
                     t["eight_writers"].format(w=writers),
-                    [results[n].get("eight_writers_per_s") for n in measured],
+                    [results[n].number("eight_writers_per_s") for n in measured],
                 ),
             ],
         ),
@@ -479,17 +729,17 @@ def render_backends(data: Mapping[str, Any], lang: str) -> str:
         if "skipped" in r:
             body.append([f"`{n}`", t["skipped"].format(reason=r["skipped"]), "", "", "", "", ""])
             continue
-        lat = r.get("latency_ms", {})
+        lat = r["latency_ms"]
         # One setting per line: the column stays narrow and no value is cut.
-        settings = "<br>".join(f"`{k}={v}`" for k, v in sorted(r.get("settings", {}).items()))
+        settings = "<br>".join(f"`{k}={v}`" for k, v in sorted(r["settings"].items()))
         body.append(
             [
                 f"`{n}`",
-                fmt(lat.get("p50")),
-                fmt(lat.get("p95")),
-                fmt(r.get("one_writer_per_s")),
-                fmt(r.get("eight_writers_per_s")),
-                fmt(r.get("speedup")),
+                fmt(lat["p50"]),
+                fmt(lat["p95"]),
+                fmt(r["one_writer_per_s"]),
+                fmt(r["eight_writers_per_s"]),
+                fmt(r["speedup"]),
                 settings or "–",
             ]
         )
@@ -505,68 +755,69 @@ def render_backends(data: Mapping[str, Any], lang: str) -> str:
     return "\n".join(out) + "\n" + table(header, body)
 
 
-def render_loop(data: Mapping[str, Any], lang: str) -> str:
+def render_loop(data: Fields, lang: str) -> str:
     """``loop.json``: the cost of one loop step next to the floor, and resume time."""
     t = LABELS[lang]
-    step: Mapping[str, Any] = data["step"]
-    floor = data.get("floor_fsync", {}).get("median_us")
+    step: Fields = data["step"]
+    floor = data["floor_fsync"].number("median_us")
     bars = [
         (t["loop_floor"], floor),
-        (t["loop_effect"], step.get("per_effect_us")),
-        (t["loop_step"], step.get("median_of_runs_us")),
-        (t["loop_off"], step.get("synchronous_off_us")),
+        (t["loop_effect"], step.number("per_effect_us")),
+        (t["loop_step"], step.number("median_of_runs_us")),
+        (t["loop_off"], step.number("synchronous_off_us")),
     ]
     out = [
         bar_chart(
-            t["loop_chart"].format(r=data.get("repeats", "?")),
+            t["loop_chart"].format(r=data["repeats"]),
             [b[0] for b in bars],
             [Series("µs", [b[1] for b in bars])],
         )
     ]
-    resume: Mapping[str, float] = data.get("resume_ms", {})
-    if resume:
-        lengths = sorted(resume, key=int)
-        out.append(
-            bar_chart(
-                t["resume_chart"],
-                [t["resume_row"].format(n=f"{int(n):,}") for n in lengths],
-                [Series("ms", [resume[n] for n in lengths])],
-            )
+    resume: Fields = data["resume_ms"]
+    lengths = sorted(resume, key=int)
+    out.append(
+        bar_chart(
+            t["resume_chart"],
+            [t["resume_row"].format(n=f"{int(n):,}") for n in lengths],
+            [Series("ms", [resume.number(n) for n in lengths])],
         )
-    curve: Sequence[Mapping[str, Any]] = data.get("concurrent", {}).get("curve", [])
-    if curve:
-        out.append(
-            bar_chart(
-                t["concurrent_chart"],
-                [
-                    t["concurrent_row_one" if point["runs"] == 1 else "concurrent_row"].format(
-                        n=point["runs"]
-                    )
-                    for point in curve
-                ],
-                [
-                    Series(t["grouped"], [p.get("sqlite_full_effects_per_s") for p in curve]),
-                    Series(
-                        t["ungrouped"],
-                        [p.get("sqlite_full_ungrouped_effects_per_s") for p in curve],
-                    ),
-                    Series(t["memory_journal"], [p.get("memory_effects_per_s") for p in curve]),
-                ],
-            )
-        )
-    peer = data.get("peers", {}).get("langgraph_sqlite_sync", {}).get("per_unit_us")
-    rows = [
-        [t["steps"], fmt(data.get("steps"))],
-        [t["appends"], fmt(data.get("appends_per_step"))],
-        [t["fsyncs"], fmt(data.get("fsync_syscalls_per_step"))],
-        [t["x_floor_effect"], fmt(step.get("per_effect_x_floor_median"))],
-        [t["x_floor_step"], fmt(step.get("x_floor_median"))],
-        [t["sync_share"], _sync_share(step.get("sync_share_us"), t)],
-        [t["concurrent_ratio"], fmt(data.get("concurrent", {}).get("ratio"))],
+    )
+    concurrent: Fields = data["concurrent"]
+    curve: Items = concurrent["curve"]
+    chart = bar_chart(
+        t["concurrent_chart"],
         [
-            t["langgraph_ratio"],
-            fmt(peer / step["per_effect_us"] if peer and step.get("per_effect_us") else None),
+            t["concurrent_row_one" if point["runs"] == 1 else "concurrent_row"].format(
+                n=point["runs"]
+            )
+            for point in curve
         ],
+        [
+            Series(t["grouped"], [p.number("sqlite_full_effects_per_s") for p in curve]),
+            Series(
+                t["ungrouped"],
+                [p.number("sqlite_full_ungrouped_effects_per_s") for p in curve],
+            ),
+            Series(t["memory_journal"], [p.number("memory_effects_per_s") for p in curve]),
+        ],
+    )
+    if "measured" in concurrent:  # measured on its own (bench_loop.py --concurrent-only)
+        chart = with_source(
+            chart, provenance("loop.json", concurrent["measured"], lang, markdown=False)
+        )
+    out.append(chart)
+    lg = data["peers"]["langgraph_sqlite_sync"]  # null when LangGraph was not installed
+    peer = None if lg is None else lg.number("per_unit_us")
+    per_effect = step.number("per_effect_us")
+    rows = [
+        [t["steps"], fmt(data["steps"])],
+        [t["appends"], fmt(data["appends_per_step"])],
+        [t["fsyncs"], fmt(data["fsync_syscalls_per_step"])],
+        [t["x_floor_effect"], fmt(step["per_effect_x_floor_median"])],
+        [t["x_floor_step"], fmt(step["x_floor_median"])],
+        [t["sync_share"], _sync_share(step.number("sync_share_us"), t)],
+        [t["concurrent_ratio"], fmt(concurrent["ratio"])],
+        [t["langgraph_ratio"], fmt(peer / per_effect if peer and per_effect else None)],
     ]
     return "\n".join(out) + "\n" + table([t["metric"], t["value"]], rows)
 
@@ -578,134 +829,145 @@ def _sync_share(value: float | None, t: Mapping[str, str]) -> str:
     return fmt(value)
 
 
-def render_replay(data: Mapping[str, Any], lang: str) -> str:
+def render_replay(data: Fields, lang: str) -> str:
     """``replay.json``: the bundled suite per backend, and the diff engine at scale."""
     t = LABELS[lang]
-    suite: Mapping[str, Any] = data["suite"]
-    per_backend: Mapping[str, float] = suite.get("per_backend_seconds", {})
+    suite: Fields = data["suite"]
+    per_backend: Fields = suite["per_backend_seconds"]
     names = ordered(list(per_backend), BACKEND_ORDER)
+    d: Fields = data["diff"]
     out = [
+        bar_chart(t["suite_chart"], names, [Series("s", [per_backend.number(n) for n in names])]),
         bar_chart(
-            t["suite_chart"],
-            names,
-            [Series("s", [per_backend[n] for n in names])],
-        )
+            t["diff_chart"].format(n=fmt(d["events_per_snapshot"]), c=fmt(d["changed_events"])),
+            [t["normalise"], t["diff"]],
+            [Series("s", [d.number("normalise_both_best_seconds"), d.number("diff_best_seconds")])],
+        ),
     ]
-    d: Mapping[str, Any] = data.get("diff", {})
-    if d:
-        out.append(
-            bar_chart(
-                t["diff_chart"].format(
-                    n=fmt(d.get("events_per_snapshot")), c=fmt(d.get("changed_events"))
-                ),
-                [t["normalise"], t["diff"]],
-                [Series("s", [d.get("normalise_both_best_seconds"), d.get("diff_best_seconds")])],
-            )
-        )
-    backends = suite.get("backends", [])
-    agree = suite.get("all_agree")
     rows = [
         [
             t["suite_total"],
-            f"{fmt(suite.get('best_seconds'))} / {fmt(suite.get('median_seconds'))}",
-            fmt(suite.get("aim_seconds")),
+            f"{fmt(suite['best_seconds'])} / {fmt(suite['median_seconds'])}",
+            fmt(suite["aim_seconds"]),
         ],
-        [t["suite_cases"], f"{fmt(suite.get('cases'))} × {len(backends)}", "–"],
-        [t["agree"], t["yes"] if agree else t["no"], "–"],
+        [t["suite_cases"], f"{fmt(suite['cases'])} × {len(suite['backends'])}", "–"],
+        [t["agree"], t["yes"] if suite["all_agree"] else t["no"], "–"],
+        [
+            f"{t['diff']}, best / median (s)" if lang == "en" else "比对，最好 / 中位数（秒）",
+            f"{fmt(d['diff_best_seconds'])} / {fmt(d['diff_median_seconds'])}",
+            fmt(d["aim_seconds"]),
+        ],
     ]
-    if d:
+    both = d.optional("normalise_and_diff_best_seconds")  # older results lack it
+    if both is not None:
         rows.append(
             [
-                f"{t['diff']}, best / median (s)" if lang == "en" else "比对，最好 / 中位数（秒）",
-                f"{fmt(d.get('diff_best_seconds'))} / {fmt(d.get('diff_median_seconds'))}",
-                fmt(d.get("aim_seconds")),
+                "normalise both + diff, best (s)"
+                if lang == "en"
+                else "规范化两份快照 + 比对，最好（秒）",
+                fmt(both),
+                fmt(d["aim_seconds"]),
             ]
         )
-        if d.get("normalise_and_diff_best_seconds") is not None:
-            rows.append(
-                [
-                    "normalise both + diff, best (s)"
-                    if lang == "en"
-                    else "规范化两份快照 + 比对，最好（秒）",
-                    fmt(d.get("normalise_and_diff_best_seconds")),
-                    fmt(d.get("aim_seconds")),
-                ]
-            )
-        rows.append(
-            [
-                t["diff_found"],
-                f"{fmt(d.get('differences_found'))} / {fmt(d.get('changed_events'))}",
-                "–",
-            ]
-        )
+    rows.append(
+        [t["diff_found"], f"{fmt(d['differences_found'])} / {fmt(d['changed_events'])}", "–"]
+    )
     return "\n".join(out) + "\n" + table([t["metric"], t["value"], t["aim"]], rows)
 
 
-def render_audit(data: Mapping[str, Any], lang: str) -> str:
-    """``audit.json``: claim latency and tasks/s with 1, 2 and 4 worker processes."""
+def _before_after(before: Any, after: Any) -> str:
+    return f"{fmt(before)} → {fmt(after)}"
+
+
+def render_audit(data: Fields, lang: str) -> str:
+    """``audit.json``: tasks/s and submit-to-claim latency, before and after, by workers.
+
+    Every backend that ran has a ``before`` and an ``after`` list of runs, one per worker
+    count; a backend that did not run says why in ``skipped``.
+    """
     t = LABELS[lang]
-    backends: Mapping[str, Mapping[str, Any]] = data["backends"]
-    names = [n for n in backends if "runs" in backends[n]]
-    counts = sorted({r["workers"] for n in names for r in backends[n]["runs"]})
+    backends: Fields = data["backends"]
+    names = [n for n in backends if "skipped" not in backends[n]]
+    if not names:
+        raise FigureError("audit.json", "backends", "has no backend that ran")
 
-    def run(name: str, workers: int) -> Mapping[str, Any]:
-        return next((r for r in backends[name]["runs"] if r["workers"] == workers), {})
+    def runs(name: str, side: str) -> dict[int, Fields]:
+        return {int(r["workers"]): r for r in backends[name][side]}
 
+    before = {n: runs(n, "before") for n in names}
+    after = {n: runs(n, "after") for n in names}
+    counts = sorted({w for n in names for w in after[n]})
+    for n in names:
+        for w in counts:
+            for side, got in (("before", before[n]), ("after", after[n])):
+                if w not in got:
+                    raise FigureError(
+                        "audit.json", f"backends.{n}.{side}", f"has no run with {w} workers"
+                    )
+
+    def label(n: str, w: int) -> str:
+        return t["audit_row_one" if w == 1 else "audit_row"].format(backend=n, n=w)
+
+    pairs = [(n, w) for n in names for w in counts]
+    labels = [label(n, w) for n, w in pairs]
     out = [
+        t["audit_before_after"].format(before=data["before"], after=data["after"]) + "\n",
         bar_chart(
-            t["tasks_chart"].format(n=data.get("tasks_per_config", "?")),
-            names,
+            t["audit_tasks_chart"].format(n=data["tasks_per_config"]),
+            labels,
             [
-                Series(t["workers"].format(n=w), [run(n, w).get("tasks_per_s") for n in names])
-                for w in counts
+                Series(t["before"], [before[n][w].number("tasks_per_s") for n, w in pairs]),
+                Series(t["after"], [after[n][w].number("tasks_per_s") for n, w in pairs]),
             ],
-        )
+        ),
+        bar_chart(
+            t["audit_claim_chart"].format(n=data["latency_submits"]),
+            labels,
+            [
+                Series(
+                    t["p50"], [after[n][w]["submit_to_claim_ms"].number("p50") for n, w in pairs]
+                ),
+                Series(
+                    t["p95"], [after[n][w]["submit_to_claim_ms"].number("p95") for n, w in pairs]
+                ),
+            ],
+        ),
     ]
-    rows_names = [f"{n} × {w}" for n in names for w in counts]
-    claims = [run(n, w).get("claim_ms", {}) for n in names for w in counts]
-    out.append(
-        bar_chart(
-            t["claim_chart"],
-            rows_names,
-            [
-                Series(t["p50"], [c.get("p50") for c in claims]),
-                Series(t["p95"], [c.get("p95") for c in claims]),
-            ],
-        )
-    )
+    if data["loaded"]:
+        out.insert(0, f'!!! note "{t["loaded_title"]}"\n\n    {t["loaded"]}\n')
     body = []
     for n in backends:
-        if "runs" not in backends[n]:
-            reason = backends[n].get("skipped", "")
-            body.append([f"`{n}`", t["skipped"].format(reason=reason), "", "", "", "", ""])
+        if n not in names:
+            reason = backends[n]["skipped"]
+            body.append([f"`{n}`", t["skipped"].format(reason=reason), "", "", "", ""])
             continue
         for w in counts:
-            r = run(n, w)
-            c = r.get("claim_ms", {})
+            b, a = before[n][w], after[n][w]
             body.append(
                 [
-                    f"`{n}`",
-                    str(backends[n].get("durability", "–")),
+                    # The durability under the name: one column less on a phone.
+                    f"`{n}`<br>{backends[n]['durability']}",
                     fmt(w),
-                    fmt(r.get("tasks_per_s")),
-                    fmt(c.get("p50")),
-                    fmt(c.get("p95")),
-                    fmt(c.get("max")),
+                    _before_after(b["tasks_per_s"], a["tasks_per_s"]),
+                    _before_after(b["queue_plans_per_task"], a["queue_plans_per_task"]),
+                    _before_after(b["submit_to_claim_ms"]["p50"], a["submit_to_claim_ms"]["p50"]),
+                    _before_after(b["submit_to_claim_ms"]["p95"], a["submit_to_claim_ms"]["p95"]),
                 ]
             )
     header = [
-        t["backend"],
-        t["durability"],
+        f"{t['backend']}, {t['durability']}"
+        if lang == "en"
+        else f"{t['backend']}，{t['durability']}",
         t["workers_col"],
-        t["tasks_per_s"],
-        t["claim_p50"],
-        t["claim_p95"],
-        t["claim_max"],
+        t["tasks_per_s_ba"],
+        t["plans_ba"],
+        t["claim_p50_ba"],
+        t["claim_p95_ba"],
     ]
     return "\n".join(out) + "\n" + table(header, body)
 
 
-def render_guard(data: Mapping[str, Any], lang: str) -> str:
+def render_guard(data: Fields, lang: str) -> str:
     """``guard.json``: effects repeated per crash point without and with a guard, and its cost."""
     t = LABELS[lang]
     rows = [
@@ -718,7 +980,7 @@ def render_guard(data: Mapping[str, Any], lang: str) -> str:
         for r in data["matrix"]
     ]
     out = [table([t["guard_runtime"], t["guard_write"], t["guard_without"], t["guard_with"]], rows)]
-    for own in data.get("guard_points", []):
+    for own in data["guard_points"]:
         out.append(
             t["guard_own"].format(
                 points=own["points"],
@@ -728,19 +990,17 @@ def render_guard(data: Mapping[str, Any], lang: str) -> str:
                 interrupts=own["interrupts"],
             )
         )
-    modes = [m for m in ("sync", "async") if m in data]
-    floor = data.get("floor_fsync", {}).get("median_us")
+    modes = ("sync", "async")
     labels = [t["floor"]]
-    values = [floor]
+    values = [data["floor_fsync"].number("median_us")]
     for mode in modes:
         labels += [t["guard_plain"].format(mode=mode), t["guard_guarded"].format(mode=mode)]
-        values += [data[mode]["unguarded"]["median_us"], data[mode]["guarded"]["median_us"]]
+        values += [
+            data[mode]["unguarded"].number("median_us"),
+            data[mode]["guarded"].number("median_us"),
+        ]
     out.append(
-        bar_chart(
-            t["guard_cost_chart"].format(n=data.get("runs", "?")),
-            labels,
-            [Series("µs", values)],
-        )
+        bar_chart(t["guard_cost_chart"].format(n=data["runs"]), labels, [Series("µs", values)])
     )
     cost = []
     for mode in modes:
@@ -754,29 +1014,143 @@ def render_guard(data: Mapping[str, Any], lang: str) -> str:
     return "\n\n".join(out) + "\n"
 
 
-RENDERERS: dict[str, Callable[[Mapping[str, Any], str], str]] = {
+def notebooks_in_tree() -> list[str]:
+    """Every notebook of the project, as ``notebooks/<lang>/<name>.ipynb``."""
+    return sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("notebooks/*/*.ipynb"))
+
+
+def render_docs(data: Fields, lang: str) -> str:
+    """``docs.json``: the build's times, and which of today's notebooks they cover.
+
+    A result that timed fewer notebooks than ``notebooks/`` holds says so above its
+    figures, naming the notebooks it did not execute.
+    """
+    t = LABELS[lang]
+    seconds: Fields = data["notebook_seconds"]
+    names = list(seconds)
+    total = notebooks_in_tree()
+    missing = [n for n in total if n not in seconds]
+    if missing:
+        shown = ", ".join(f"`{n.removeprefix('notebooks/')}`" for n in missing)
+        note = t["docs_partial"].format(
+            n=len(total) - len(missing), total=len(total), missing=shown
+        )
+        out = [f'!!! warning "{t["docs_partial_title"]}"\n\n    {note}\n']
+    else:
+        out = [t["docs_full"].format(total=len(total)) + "\n"]
+    out.append(
+        bar_chart(
+            t["docs_chart"],
+            [n.removeprefix("notebooks/").removesuffix(".ipynb") for n in names],
+            [Series("s", [seconds.number(n) for n in names])],
+        )
+    )
+    rows = [
+        [t["docs_cold"], fmt(data["build_seconds"]), f"≤ {fmt(data['build_aim_seconds'])}"],
+        [t["docs_warm"], fmt(data["warm_build_seconds"]), "–"],
+        [t["docs_nbmake"], fmt(data["nbmake_seconds"]), "–"],
+        [t["docs_covered"], f"{len(total) - len(missing)} / {len(total)}", f"{len(total)}"],
+    ]
+    out.append(table([t["metric"], t["value"], t["aim"]], rows))
+    return "\n".join(out)
+
+
+def render_soak(data: Fields, lang: str) -> str:
+    """``soak.json``: the SIGKILL soak, a column per backend and a row per measure."""
+    t = LABELS[lang]
+    settings: Fields = data["settings"]
+    backends: Items = data["backends"]
+    intro = t["soak_settings"].format(
+        duration=f"{settings['duration_s']:g}",
+        steps=settings["steps_per_run"],
+        children=t.get(f"soak_{settings['children']}", settings["children"]),
+        delay=f"{settings['max_delay_s']:g}",
+        seed=settings["seed"],
+    )
+    verdict = t["soak_ok"] if data["ok"] else t["soak_failed"]
+    cols = [b["backend"] for b in backends]
+
+    def row(label: str, cell: Callable[[Fields], str]) -> list[str]:
+        return [label, *(cell(b) for b in backends)]
+
+    rows = [
+        row(t["soak_seconds"], lambda b: fmt(b["seconds"])),
+        row(t["soak_children"], lambda b: fmt(b["children"])),
+        row(t["soak_kills"], lambda b: fmt(b["kills"])),
+        row(
+            t["soak_runs"],
+            lambda b: f"{fmt(b['runs_completed'])} ({fmt(b['steps_completed'])})",
+        ),
+        row(t["soak_unknown"], lambda b: fmt(b["children_stopped_unknown"])),
+        row(
+            t["soak_resolved"],
+            lambda b: f"{fmt(b['resolutions_happened'])} / {fmt(b['resolutions_not_happened'])}",
+        ),
+        row(t["soak_lives"], lambda b: fmt(b["max_lives_per_run"])),
+        row(
+            t["soak_failures"],
+            lambda b: "; ".join(str(f) for f in b["failures"]) or t["soak_none"],
+        ),
+    ]
+    chart = bar_chart(
+        t["soak_chart"],
+        [str(c) for c in cols],
+        [Series(t["soak_kills"], [b.number("kills") for b in backends])],
+    )
+    return f"{intro} {verdict}\n\n{chart}\n" + table([t["metric"], *(f"`{c}`" for c in cols)], rows)
+
+
+RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "audit.json": render_audit,
+    "docs.json": render_docs,
     "guard.json": render_guard,
     "journal.json": render_journal,
     "backends.json": render_backends,
     "loop.json": render_loop,
     "replay.json": render_replay,
+    "soak.json": render_soak,
 }
 
 
-def render_known(name: str, data: Any, lang: str) -> str:
-    """Draw a file with its own renderer, or generically.
+def with_source(drawn: str, source: str) -> str:
+    """Name the result, its date and load in every chart caption that does not yet."""
+    tag = '<br><span class="steadyloop-source" style="font-style:normal;font-size:0.9em">'
+    parts = drawn.split("</figcaption>")
+    return (
+        "".join(
+            part
+            + ("" if tag in part.rsplit("<figcaption>", 1)[-1] else f"{tag}{source}</span>")
+            + "</figcaption>"
+            for part in parts[:-1]
+        )
+        + parts[-1]
+    )
 
-    The generic drawing is used when the file has no renderer, or when its layout no
-    longer fits the renderer, so a changed result file never breaks the build.
+
+def render_known(name: str, data: Any, lang: str) -> str:
+    """Draw a file with its own renderer, or generically, under the line naming its source.
+
+    Raises:
+        FigureError: the file lacks a field its renderer reads (or ``measured``), or a
+            field has a value the renderer cannot draw.
     """
+    if not isinstance(data, Mapping):
+        raise FigureError(name, None, "is not a JSON object")
+    fields = Fields(data, name)
+    measured = fields["measured"]
     renderer = RENDERERS.get(name)
-    if renderer is not None:
-        try:
-            return renderer(data, lang)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            log.info("benchmarks: %s has an unexpected layout (%r); drawn generically", name, exc)
-    return render_generic(name, data, lang)
+    try:
+        drawn = renderer(fields, lang) if renderer is not None else render_generic(name, data, lang)
+        source = provenance(name, measured, lang)
+        caption = provenance(name, measured, lang, markdown=False)
+    except FigureError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise FigureError(name, None, f"has a layout its renderer cannot draw ({exc!r})") from exc
+    stop = "。" if lang == "zh" else "."
+    return f'<p class="steadyloop-source" markdown="1">{source}{stop}</p>\n\n' + with_source(
+        drawn, caption
+    )
 
 
 # -- any other result file ------------------------------------------------------------
@@ -885,7 +1259,7 @@ def render_generic(name: str, data: Any, lang: str, max_columns: int = 7) -> str
         ),
         None,
     )
-    top = {k: v for k, v in data.items() if k not in {"machine", rows_key}}
+    top = {k: v for k, v in data.items() if k not in {"machine", "measured", rows_key}}
     if plain := _key_values(top, lang):
         out.append(plain)
     if rows_key is not None:
@@ -970,7 +1344,10 @@ def describe_machine(data: Any, lang: str) -> str:
     if not isinstance(data, Mapping):
         return "–"
     machine = data.get("machine")
-    if not isinstance(machine, Mapping):
+    measured = data.get("measured")
+    if isinstance(measured, Mapping) and measured.get("platform"):
+        machine = measured  # benchmarks/_measured.py records the machine
+    elif not isinstance(machine, Mapping):
         machine = data  # some benchmarks record platform and python at the top level
     parts = []
     if "cpus" in machine:
@@ -988,20 +1365,33 @@ def sources(directory: Path, lang: str) -> str:
     rows = []
     for path in files:
         script = script_for(path)
+        data = read(path)
         rows.append(
             [
                 f"`{shown(path)}`",
                 f"`{shown(script)}`" if script else "–",
-                describe_machine(load(path), lang),
+                _measured_date(path.name, data, lang),
+                describe_machine(data, lang),
             ]
         )
-    return table([t["file"], t["script"], t["machine"]], rows)
+    return table([t["file"], t["script"], t["date"], t["machine"]], rows)
+
+
+def _measured_date(name: str, data: Any, lang: str) -> str:
+    """The date a result was measured, or that it was not recorded."""
+    if not isinstance(data, Mapping):
+        raise FigureError(name, None, "is not a JSON object")
+    measured = Fields(data, name)["measured"]
+    date = measured["date"]
+    if date is None:
+        return LABELS[lang]["date_unknown_bare"]
+    return str(date).split("T")[0]
 
 
 def section(path: Path, lang: str) -> str:
     """A whole section for a result file no block of the page names."""
     t = LABELS[lang]
-    data = load(path)
+    data = read(path)
     script = script_for(path)
     what = data.get("what") if isinstance(data, Mapping) else None
     if script is not None:
@@ -1016,12 +1406,20 @@ def section(path: Path, lang: str) -> str:
     return f"## `{path.name}` {{#{anchor}}}\n\n{intro}\n\n{body}"
 
 
+def read(path: Path) -> Any:
+    """Read one result file; a file that is not JSON is a [FigureError][]."""
+    try:
+        return load(path)
+    except ValueError as exc:
+        raise FigureError(path.name, None, f"is not valid JSON ({exc})") from exc
+
+
 def chart(name: str, lang: str, directory: Path = RESULTS) -> str:
-    """Charts and a table for one result file (empty when it does not exist)."""
+    """Charts and a table for one result file, which must exist."""
     path = directory / name
     if not path.is_file():
-        return ""
-    return render_known(name, load(path), lang)
+        raise FigureError(name, None, "does not exist (a chart marker outside its benchmark-if)")
+    return render_known(name, read(path), lang)
 
 
 def render_page(markdown: str, lang: str, directory: Path = RESULTS) -> tuple[str, list[str]]:
@@ -1052,13 +1450,18 @@ def render_page(markdown: str, lang: str, directory: Path = RESULTS) -> tuple[st
 
 
 def on_page_markdown(markdown: str, page: Page, **kwargs: Any) -> str:
-    """Replace the benchmark markers of a Markdown page."""
+    """Replace the benchmark markers of a Markdown page.
+
+    Raises:
+        PluginError: a figure of the page cannot be drawn from its result file; the
+            message names the page, the file and the field. This stops any build.
+    """
     if page.file.src_uri.endswith(".ipynb") or "<!-- benchmark-" not in markdown:
         return markdown
     try:
         text, used = render_page(markdown, language(page))
-    except (OSError, ValueError, KeyError, TypeError) as exc:  # a bad result file must show
-        log.warning("%s: cannot draw the benchmark results: %r", page.file.src_uri, exc)
-        return markdown
+    except FigureError as exc:
+        exc.page = page.file.src_uri
+        raise PluginError(str(exc)) from exc
     log.info("%s: benchmark results from %s", page.file.src_uri, ", ".join(used) or "no file")
     return text

@@ -28,6 +28,10 @@ def test_performance_page_draws_every_committed_result(built_site: BuiltSite, la
     assert len(charts) >= len(results), "a result file has no chart"
     for svg in charts:
         assert svg.attrs.get("role") == "img" and svg.attrs.get("aria-label")
+    for figure in html.find_all("figure", "steadyloop-chart"):
+        caption = figure.text()
+        assert re.search(r"benchmarks/results/\w+\.json", caption), "a chart names no result"
+        assert re.search(r"\d{4}-\d\d-\d\d", caption), "a chart names no date"
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)

@@ -172,7 +172,15 @@ def test_benchmark_sections_render_only_what_exists(tmp_path: Path) -> None:
     (tmp_path / "journal.json").write_bytes(journal.read_bytes())
     (tmp_path / "extra.json").write_text(
         json.dumps(
-            {"what": "an extra one", "rows": {"a": {"median_us": 5}, "b": {"median_us": 7}}}
+            {
+                "what": "an extra one",
+                "rows": {"a": {"median_us": 5}, "b": {"median_us": 7}},
+                "measured": {
+                    "date": "2026-12-03T10:00:00Z",
+                    "load_average_at_start": [0.5, 0.4, 0.3],
+                    "load_average_at_end": [0.6, 0.4, 0.3],
+                },
+            }
         ),
         encoding="utf-8",
     )
@@ -210,7 +218,7 @@ def test_server_settings_are_one_per_line() -> None:
     """The durability column lists one setting per line, so it stays narrow and whole."""
     hook = load_hook("benchmarks")
     data = json.loads((ROOT / "benchmarks" / "results" / "backends.json").read_text("utf-8"))
-    text = hook.render_backends(data, "en")
+    text = hook.render_backends(hook.Fields(data, "backends.json"), "en")
     assert "`fsync=on`<br>`" in text or "`appendfsync=everysec`<br>`" in text
 
 
@@ -235,7 +243,7 @@ def test_every_committed_result_file_is_drawn() -> None:
             assert "<svg" in drawn or "|---|" in drawn, path.name
             renderer = hook.RENDERERS.get(path.name)
             if renderer is not None:
-                renderer(data, lang)  # the dedicated layout still fits the file
+                renderer(hook.Fields(data, path.name), lang)  # the layout still fits the file
 
 
 def test_bar_chart_is_accessible_svg() -> None:
@@ -252,7 +260,7 @@ def test_chart_labels_fit_left_of_the_bars() -> None:
     hook = load_hook("benchmarks")
     data = json.loads((ROOT / "benchmarks" / "results" / "loop.json").read_text(encoding="utf-8"))
     for lang in ("en", "zh"):
-        for svg in hook.render_loop(data, lang).split("<figure")[1:]:
+        for svg in hook.render_loop(hook.Fields(data, "loop.json"), lang).split("<figure")[1:]:
             for m in re.finditer(
                 r'<text x="([\d.]+)" y="[\d.]+" text-anchor="end"[^>]*>([^<]+)<', svg
             ):

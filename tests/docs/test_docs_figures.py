@@ -1,0 +1,215 @@
+"""The performance page's figures: strict about their result files, and sourced and dated."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from docs_support import ROOT
+from test_docs_hooks import _page, load_hook
+
+RESULTS = ROOT / "benchmarks" / "results"
+hook = load_hook("benchmarks")
+
+
+def result(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((RESULTS / name).read_text(encoding="utf-8"))
+    return data
+
+
+def results_dir(tmp_path: Path, **files: dict[str, Any]) -> Path:
+    for stem, data in files.items():
+        (tmp_path / f"{stem}.json").write_text(json.dumps(data), encoding="utf-8")
+    return tmp_path
+
+
+def page_source(lang: str) -> str:
+    return (ROOT / "docs" / lang / "performance.md").read_text(encoding="utf-8")
+
+
+def old_audit_shape() -> dict[str, Any]:
+    """audit.json as the renderer used to read it: ``runs`` and ``claim_ms``."""
+    data = copy.deepcopy(result("audit.json"))
+    for backend in data["backends"].values():
+        if "after" in backend:
+            backend["runs"] = backend.pop("after")
+            del backend["before"]
+            for run in backend["runs"]:
+                run["claim_ms"] = run.pop("submit_to_claim_ms")
+    return data
+
+
+AUDIT_PAGE = """# P
+
+<!-- benchmark-if audit.json -->
+## Audit
+
+<!-- benchmark-chart audit.json -->
+<!-- benchmark-end audit.json -->
+"""
+
+
+def test_a_result_missing_a_field_fails_naming_the_file_and_the_field(tmp_path: Path) -> None:
+    """An audit.json without the ``before`` runs its renderer reads stops the render, naming both."""
+    directory = results_dir(tmp_path, audit=old_audit_shape())
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - the type is checked below
+        hook.render_page(AUDIT_PAGE, "en", directory)
+    assert type(caught.value).__name__ == "FigureError"
+    message = str(caught.value)
+    assert "benchmarks/results/audit.json" in message
+    assert "`backends.sqlite.before`" in message and "missing" in message
+
+
+def test_the_build_fails_naming_the_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the MkDocs hook the error is a PluginError naming the page, the file and the field."""
+    from mkdocs.exceptions import PluginError
+
+    directory = results_dir(tmp_path, audit=old_audit_shape())
+    monkeypatch.setattr(
+        hook, "render_page", lambda md, lang, d=directory, f=hook.render_page: f(md, lang, d)
+    )
+    with pytest.raises(PluginError) as caught:
+        hook.on_page_markdown(AUDIT_PAGE, _page("zh/performance.md"))
+    message = str(caught.value)
+    assert message.startswith("zh/performance.md: ")
+    assert "audit.json" in message and "backends.sqlite.before" in message
+
+
+def test_a_missing_number_fails_rather_than_drawing_an_empty_bar(tmp_path: Path) -> None:
+    """A run that lacks ``tasks_per_s`` fails; no chart is drawn with a gap where it was."""
+    data = result("audit.json")
+    del data["backends"]["postgresql"]["after"][2]["tasks_per_s"]
+    directory = results_dir(tmp_path, audit=data)
+    with pytest.raises(Exception, match=r"`backends\.postgresql\.after\.2\.tasks_per_s`"):
+        hook.render_page(AUDIT_PAGE, "en", directory)
+
+
+def test_a_result_without_its_date_and_load_fails(tmp_path: Path) -> None:
+    """Every result must carry the ``measured`` entry, even one drawn generically."""
+    directory = results_dir(tmp_path, extra={"rows": {"a": {"median_us": 5}}})
+    with pytest.raises(Exception, match=r"extra\.json: `measured` is missing"):
+        hook.render_page("<!-- benchmark-others -->\n", "en", directory)
+
+
+def test_a_chart_of_a_file_that_does_not_exist_fails(tmp_path: Path) -> None:
+    """A chart marker outside any benchmark-if block, for a file not there, is an error."""
+    with pytest.raises(Exception, match=r"gone\.json: does not exist"):
+        hook.render_page("<!-- benchmark-chart gone.json -->\n", "en", tmp_path)
+
+
+def test_every_committed_result_has_its_measured_entry() -> None:
+    """Each result records a date (or null, with when it was committed) and the load averages."""
+    for path in sorted(RESULTS.glob("*.json")):
+        measured = json.loads(path.read_text(encoding="utf-8"))["measured"]
+        assert {"date", "load_average_at_start", "load_average_at_end"} <= set(measured), path
+        if measured["date"] is None:
+            assert re.fullmatch(r"\d{4}-\d\d-\d\d, [0-9a-f]{7,}", measured["committed"]), path
+        else:
+            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", measured["date"]), path
+
+
+DATED = re.compile(r"measured \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC|date not recorded")
+DATED_ZH = re.compile(r"测量于 \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC|未记录测量日期")
+LOADED = re.compile(r"load average (\d|not recorded)|平均负载 \d|未记录平均负载")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_figure_on_the_page_names_its_result_and_date(lang: str) -> None:
+    """Each chart's caption, and each section drawn from a result, names the file, date and load."""
+    text, used = hook.render_page(page_source(lang), lang)
+    assert set(used) == {p.name for p in RESULTS.glob("*.json")}
+    dated = DATED_ZH if lang == "zh" else DATED
+    captions = re.findall(r"<figcaption>(.*?)</figcaption>", text, re.S)
+    assert len(captions) >= len(used)
+    for caption in captions:
+        assert re.search(r"benchmarks/results/\w+\.json", caption), caption
+        assert dated.search(caption) and LOADED.search(caption), caption
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    drawn = [s for s in sections if ("|---|" in s or "<figure" in s) and "{#result-files}" not in s]
+    assert len(drawn) == len(used)
+    for section in drawn:
+        line = re.search(r'<p class="steadyloop-source" markdown="1">(.*?)</p>', section)
+        assert line is not None, section.splitlines()[0]
+        assert re.search(r"`benchmarks/results/\w+\.json`", line[1]) and dated.search(line[1])
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_audit_section_draws_the_numbers_its_prose_reads(lang: str) -> None:
+    """The audit charts have their bars, and the claims of the prose below hold for audit.json."""
+    text, _ = hook.render_page(page_source(lang), lang)
+    section = text.split("{#audit-queue}")[1].split("\n## ")[0]
+    assert "skipped" not in section and "已跳过" not in section
+    charts = section.split("<figure")[1:]
+    assert len(charts) == 2
+    data = result("audit.json")
+    ran = {n: b for n, b in data["backends"].items() if "skipped" not in b}
+    bars = sum(len(b[side]) for b in ran.values() for side in ("before", "after"))
+    assert charts[0].count("</rect>") == bars and charts[1].count("</rect>") == bars
+    # What the prose says, checked against the numbers it is written over.
+    poll_ms = 200
+    for name, backend in ran.items():
+        for side in ("before", "after"):
+            runs = {r["workers"]: r for r in backend[side]}
+            assert all(runs[w]["tasks_per_s"] < runs[1]["tasks_per_s"] for w in (2, 4)), name
+            p50 = [runs[w]["submit_to_claim_ms"]["p50"] for w in (1, 2, 4)]
+            if name == "sqlite":
+                assert 0.3 * poll_ms < p50[0] < 0.7 * poll_ms and p50[2] < p50[0], p50
+            else:
+                assert all(runs[w]["submit_to_claim_ms"]["p95"] < 10 for w in runs), name
+        for b, a in zip(backend["before"], backend["after"], strict=True):
+            assert 0.9 < b["queue_plans_per_task"] - a["queue_plans_per_task"] < 1.1, name
+        one = {side: backend[side][0] for side in ("before", "after")}
+        assert one["after"]["tasks_per_s"] > one["before"]["tasks_per_s"], name
+        assert f"{one['after']['tasks_per_s']:.0f}" in section
+    prose = {"en": ("every 0.2 s", "p95 under 10 ms"), "zh": ("每 0.2 秒", "p95 低于 10 毫秒")}
+    assert all(claim in page_source(lang) for claim in prose[lang])
+
+
+def _docs_result(covered: list[str]) -> dict[str, Any]:
+    data = result("docs.json")
+    data["notebook_seconds"] = {n: 3.5 for n in covered}
+    return data
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_build_time_says_which_notebooks_it_covers(lang: str) -> None:
+    """A docs.json that executed fewer notebooks than notebooks/ holds says so, naming them."""
+    every = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("notebooks/*/*.ipynb"))
+    assert len(every) >= 14
+    partial = hook.render_known("docs.json", _docs_result(every[:8]), lang)
+    assert "!!! warning" in partial and f"{every[-1].removeprefix('notebooks/')}" in partial
+    assert f"8 / {len(every)}" in partial
+    whole = hook.render_known("docs.json", _docs_result(every), lang)
+    assert "!!! warning" not in whole and f"{len(every)} / {len(every)}" in whole
+
+
+@pytest.mark.parametrize("name", ["docs.json", "soak.json"])
+def test_docs_and_soak_are_tables_not_key_dumps(name: str) -> None:
+    """docs.json and soak.json are drawn as labelled tables, not as their JSON keys."""
+    data = result(name)
+    text = hook.render_known(name, data, "en")
+    keys = {k for k in data if k != "measured"}
+    for entry in data.get("backends", []):
+        keys |= set(entry) - {"backend"}
+    assert keys, name
+    for key in keys:
+        assert f"`{key}`" not in text, key
+        assert f"`{key}." not in text, key
+    assert "|---|" in text and "<svg" in text
+    zh = hook.render_known(name, data, "zh")
+    assert "测量" in zh or "压测" in zh
+
+
+def test_a_backend_that_did_not_run_says_why_and_the_others_are_drawn(tmp_path: Path) -> None:
+    """A skipped backend shows its reason in the table; the backends that ran have their bars."""
+    data = result("audit.json")
+    data["backends"]["postgresql"] = {"skipped": "no server: connection refused"}
+    text, _ = hook.render_page(AUDIT_PAGE, "en", results_dir(tmp_path, audit=data))
+    assert "skipped: no server: connection refused" in text
+    bars = 2 * len(data["backends"]["sqlite"]["after"])
+    assert [chart.count("</rect>") for chart in text.split("<figure")[1:]] == [bars, bars]
+    assert "postgresql, 1 worker" not in text
