@@ -259,3 +259,37 @@ async def test_a_damaged_session_snapshot_is_not_used(
         assert normalise(str(same(result, clean))) == normalise(str(expected(clean)))
         (warning,) = warnings(caplog)
         assert f"the snapshot at seq {seq} is damaged" in warning
+
+
+def strip_seal(text: str) -> str:
+    """The record as code from before seals wrote it: the same payload, no ``seal``."""
+    rec = json.loads(text)
+    del rec["payload"]["seal"]
+    return canonical_json(rec)
+
+
+@pytest.mark.parametrize("kind", [RUN_SNAPSHOT, KIND_SNAPSHOT])
+async def test_a_snapshot_written_before_seals_is_folded_past_and_not_reported(
+    kind: str, tmp_path: Path, every: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An unsealed snapshot is not trusted: one warning, the clean result; doctor is quiet."""
+    from steadyloop.cli._journal import diagnose
+
+    async with store("sqlite", tmp_path) as (url, sql):
+        clean = await clean_result(url, summarising_agent)
+        await crashed(url, summarising_agent, 50)
+        stream = run_stream("r") if kind == RUN_SNAPSHOT else session_stream("u", "s")
+        for seq, data in sql(
+            "SELECT seq, data FROM {p}records WHERE namespace = ? AND stream = ?", (APP, stream)
+        ):
+            if json.loads(data)["kind"] == kind:
+                edit_row(sql, stream, int(seq), strip_seal)
+        async with await open_journal(url) as journal:
+            findings = await diagnose(journal)
+        assert [f for f in findings if f.severity == "error"] == []
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            result = await resumed(url, summarising_agent)
+        assert normalise(str(same(result, clean))) == normalise(str(expected(clean)))
+        (warning,) = warnings(caplog)
+        assert "no seal" in warning
