@@ -73,9 +73,37 @@ def summarising_agent(journal: Journal, session: str) -> Agent:
     )
 
 
+class Raw:
+    """The stored text of a store's records, read and rewritten behind the journal."""
+
+    def __init__(
+        self,
+        rows: Callable[[str], list[tuple[int, str]]],
+        put: Callable[[str, int, str], None],
+    ) -> None:
+        self.rows, self.put = rows, put
+
+
+def sql_raw(run_sql: Callable[[str, tuple[Any, ...]], list[Any]]) -> Raw:
+    def rows(stream: str) -> list[tuple[int, str]]:
+        got = run_sql(
+            "SELECT seq, data FROM {p}records WHERE namespace = ? AND stream = ? ORDER BY seq",
+            (APP, stream),
+        )
+        return [(int(seq), data) for seq, data in got]
+
+    def put(stream: str, seq: int, data: str) -> None:
+        run_sql(
+            "UPDATE {p}records SET data = ? WHERE namespace = ? AND stream = ? AND seq = ?",
+            (data, APP, stream, seq),
+        )
+
+    return Raw(rows, put)
+
+
 @asynccontextmanager
-async def store(backend: str, tmp_path: Path) -> AsyncIterator[tuple[str, Any]]:
-    """A fresh journal URL and a function running one SQL statement on its tables."""
+async def store(backend: str, tmp_path: Path) -> AsyncIterator[tuple[str, Raw]]:
+    """A fresh journal URL, and its records' stored text behind the journal."""
     if backend == "sqlite":
         path = tmp_path / f"seal-{uuid.uuid4().hex[:8]}.db"
 
@@ -83,7 +111,29 @@ async def store(backend: str, tmp_path: Path) -> AsyncIterator[tuple[str, Any]]:
             with sqlite3.connect(path) as conn:
                 return conn.execute(statement.format(p="steadyloop_"), params).fetchall()
 
-        yield f"sqlite:///{path}", sqlite_sql
+        yield f"sqlite:///{path}", sql_raw(sqlite_sql)
+        return
+    if backend == "redis":
+        import redis
+
+        from steadyloop.journal._redis import encode_name
+
+        async with server_store("redis") as (url, prefix):
+            client = redis.Redis.from_url(url.split("?", 1)[0], decode_responses=True)
+
+            def key(stream: str) -> str:
+                return f"{prefix}R:{encode_name(APP)}:{encode_name(stream)}"
+
+            def rows(stream: str) -> list[tuple[int, str]]:
+                return [(i + 1, d) for i, d in enumerate(client.lrange(key(stream), 0, -1))]
+
+            def put(stream: str, seq: int, data: str) -> None:
+                client.lset(key(stream), seq - 1, data)
+
+            try:
+                yield url, Raw(rows, put)
+            finally:
+                client.close()
         return
     import psycopg
 
@@ -95,30 +145,20 @@ async def store(backend: str, tmp_path: Path) -> AsyncIterator[tuple[str, Any]]:
                 cur = conn.execute(statement.format(p=prefix).replace("?", "%s"), params)
                 return cur.fetchall() if cur.description else []
 
-        yield url, postgres_sql
+        yield url, sql_raw(postgres_sql)
 
 
-def edit_row(sql: Any, stream: str, seq: int, change: Callable[[str], str]) -> None:
+def edit_row(raw: Raw, stream: str, seq: int, change: Callable[[str], str]) -> None:
     """Rewrite the stored text of one record."""
-    ((data,),) = sql(
-        "SELECT data FROM {p}records WHERE namespace = ? AND stream = ? AND seq = ?",
-        (APP, stream, seq),
-    )
+    data = dict(raw.rows(stream))[seq]
     new = change(data)
     assert new != data
-    sql(
-        "UPDATE {p}records SET data = ? WHERE namespace = ? AND stream = ? AND seq = ?",
-        (new, APP, stream, seq),
-    )
+    raw.put(stream, seq, new)
 
 
-def latest(sql: Any, stream: str, kind: str) -> int:
+def latest(raw: Raw, stream: str, kind: str) -> int:
     """The seq of the latest record of ``kind`` in ``stream``."""
-    rows = sql(
-        "SELECT seq, data FROM {p}records WHERE namespace = ? AND stream = ? ORDER BY seq",
-        (APP, stream),
-    )
-    return max(int(seq) for seq, data in rows if json.loads(data)["kind"] == kind)
+    return max(seq for seq, data in raw.rows(stream) if json.loads(data)["kind"] == kind)
 
 
 def payload_edit(edit: Edit) -> Callable[[str], str]:
@@ -208,7 +248,7 @@ def normalise(text: str) -> str:
     return re.sub(r"\bclean\b|\bs\b", "S", text)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
 @pytest.mark.parametrize("damage", [*RUN_DAMAGE, "covered-record-changed"])
 async def test_a_damaged_run_snapshot_is_not_used(
     backend: str, damage: str, tmp_path: Path, every: None, caplog: pytest.LogCaptureFixture
@@ -237,7 +277,7 @@ SESSION_DAMAGE: dict[str, Callable[[str], str]] = {
 }
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
 @pytest.mark.parametrize("damage", [*SESSION_DAMAGE, "covered-record-changed"])
 async def test_a_damaged_session_snapshot_is_not_used(
     backend: str, damage: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -279,11 +319,9 @@ async def test_a_snapshot_written_before_seals_is_folded_past_and_not_reported(
         clean = await clean_result(url, summarising_agent)
         await crashed(url, summarising_agent, 50)
         stream = run_stream("r") if kind == RUN_SNAPSHOT else session_stream("u", "s")
-        for seq, data in sql(
-            "SELECT seq, data FROM {p}records WHERE namespace = ? AND stream = ?", (APP, stream)
-        ):
+        for seq, data in sql.rows(stream):
             if json.loads(data)["kind"] == kind:
-                edit_row(sql, stream, int(seq), strip_seal)
+                edit_row(sql, stream, seq, strip_seal)
         async with await open_journal(url) as journal:
             findings = await diagnose(journal)
         assert [f for f in findings if f.severity == "error"] == []
