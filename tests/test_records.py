@@ -248,6 +248,26 @@ def test_record_text_is_pinned_byte_for_byte() -> None:
     assert rec.to_json() == canonical_json(rec.to_dict())
 
 
+def test_the_seal_is_pinned_byte_for_byte() -> None:
+    """A snapshot's seal is SHA-256 of its body and CRC-32 of [kind, payload] before it."""
+    from steadyloop._seal import seal_problem, sealed
+
+    covered = ("effect.result", {"intent_id": "i-1", "status": "ok"})
+    payload = sealed({"head": 2, "state": {"steps": 1, "é": [True, None]}}, 2, covered)
+    assert canonical_json(payload) == (
+        '{"head":2,"seal":{"crc":"50900bb8","digest":"sha256:'
+        "300e4bc71f8ca9cdf216e871197d34351336d83f279d2b47984c26f601217efa"
+        '","seq":2},"state":{"steps":1,"é":[true,null]}}'
+    )
+    assert seal_problem(payload, 3, covered) is None
+    assert seal_problem({**payload, "head": 3}, 3, covered) == (
+        "its digest does not match its payload"
+    )
+    assert seal_problem(payload, 3, ("effect.result", {"intent_id": "i-2"})) == (
+        "the record it covers (seq 2) has changed since"
+    )
+
+
 @given(
     json_values,
     st.text(min_size=1, max_size=6),

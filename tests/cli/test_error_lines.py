@@ -22,3 +22,26 @@ def test_a_long_error_is_one_line_on_a_pipe(tmp_path: Path) -> None:
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and len(lines[0]) > 80, proc.stderr
     assert lines[0].startswith("error: ") and "no journal here" in lines[0]
+
+
+def test_postgres_connection_refused_is_one_line_without_escaped_line_breaks() -> None:
+    """A PostgreSQL server that refuses: one error line, the hint of libpq joined to it."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        url = f"postgresql://postgres@127.0.0.1:{port}/test"
+        proc = subprocess.run(
+            [sys.executable, "-m", "steadyloop", "runs", "list", "-j", url],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"error: {url}: cannot connect: ") and "Connection refused" in line
+    assert "\\n" not in line and "\\t" not in line
+    assert line.endswith(
+        "Connection refused Is the server running on that host and accepting TCP/IP connections?"
+    )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loop_helpers import APP, Effects, standard_agent
@@ -14,7 +16,7 @@ from typer.testing import CliRunner
 
 from steadyloop._errors import AgentLoadError, CorruptionError
 from steadyloop.cli import _common, app
-from steadyloop.journal import JSONLJournal, namespace_filename, open_journal
+from steadyloop.journal import JSONLJournal, SQLiteJournal, namespace_filename, open_journal
 from steadyloop.loop import load_agent, resume, run
 from steadyloop.testing import CrashingJournal, SimulatedCrash
 
@@ -156,6 +158,34 @@ def test_unknown_run_id_exits_2(tmp_path: Path) -> None:
         code, out = cli(*args, "-j", url)
         assert code == 2
         assert "no run 'ghost'" in out
+
+
+def test_a_full_disk_mid_run_exits_2_with_the_resume_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite's "database or disk is full" during a run: exit 2, one line naming how to resume."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    real = SQLiteJournal._execute
+    inserts = 0
+
+    def full(self: SQLiteJournal, query: Any) -> Any:
+        nonlocal inserts
+        if "INSERT INTO" in query.sql and "records" in query.sql:
+            inserts += 1
+            if inserts >= 4:
+                raise sqlite3.OperationalError("database or disk is full")
+        return real(self, query)
+
+    monkeypatch.setattr(SQLiteJournal, "_execute", full)
+    result = runner.invoke(app, ["run", AGENT, "go", "-j", url, "--app", APP, "--run-id", "r1"])
+    assert result.exit_code == 2, result.output
+    hint = f"steadyloop resume r1 --agent {AGENT} --journal {url} --app {APP}"
+    (line,) = result.stderr.strip().splitlines()
+    assert "disk is full" in line and line.endswith(f"resume the run with: {hint}")
+    monkeypatch.setattr(SQLiteJournal, "_execute", real)
+    code, out = cli(*hint.split()[1:])
+    assert code == 0, out
+    assert "completed" in out and "all done" in out
 
 
 def test_resuming_a_finished_run_exits_1(tmp_path: Path) -> None:

@@ -51,6 +51,17 @@ async def test_crash_matrix_passes_on_every_backend(journal_url: str) -> None:
     assert time.monotonic() - started < 120
 
 
+@pytest.mark.parametrize("fresh", ["memory://", "MemoryJournal()"])
+async def test_a_factory_that_opens_a_new_store_each_time_is_refused_clearly(fresh: str) -> None:
+    """Plain memory:// as the journal factory: a ValueError that says so, not SessionNotFound."""
+
+    async def factory() -> Journal:
+        return await open_journal("memory://") if fresh == "memory://" else MemoryJournal()
+
+    with pytest.raises(ValueError, match=r"same store on every call.*use memory://NAME"):
+        await crash_matrix(lambda: standard_agent(Effects()), factory)
+
+
 async def test_crash_matrix_reports_a_nondeterministic_agent(tmp_path: object) -> None:
     """An agent that answers differently after a restart is caught by the comparison."""
     from steadyloop.loop import Agent, ScriptedModel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -87,6 +88,30 @@ def test_the_first_signal_stops_at_the_next_write_and_the_run_resumes(
     assert "completed" in out and "did 3" in out
     lines = sink.read_text().splitlines()
     assert lines.count("r1/2 done") == 1  # its result was written: not done again
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_json_output_of_a_stopped_run_holds_its_resume_command(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
+    """--json names the resume command; the SIGTERM notice does not speak of Ctrl-C again."""
+    url = f"sqlite:///{tmp_path}/j.db"
+    sink = tmp_path / "sink"
+    child = start([*run_args("threaded", url), "--json"], sink, SL_SLEEP="0.5")
+    wait_for(sink, "r1/2 started", child)
+    child.send_signal(sig)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == code, out + err
+    data = json.loads(out)
+    assert data["stop_reason"] == "stopped"
+    hint = f"steadyloop resume r1 --agent signal_agents:threaded --journal {url} --app {APP}"
+    assert data["resume_command"] == hint
+    if sig == signal.SIGTERM:
+        assert "press Ctrl-C again" not in err
+        assert "SIGTERM: stopping at the next write boundary" in err
+        assert "a second SIGTERM or Ctrl-C stops" in err
+    else:
+        assert "press Ctrl-C again to stop at once" in err
 
 
 def test_a_second_ctrl_c_abandons_a_hung_threaded_tool_and_the_run_stays_resumable(

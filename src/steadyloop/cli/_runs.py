@@ -6,7 +6,8 @@ Exit codes of ``run``, ``resume`` and ``runs resolve`` (the CLI reference lists 
 * 1 — the run ended otherwise (``budget_exhausted``, ``parse_failures``,
   ``cancelled``, ``error``), or it is finished, busy, or its journal is damaged;
 * 2 — the command could not run: an agent that does not import, an unknown run id,
-  bad options, an unreachable journal;
+  bad options, an unreachable journal; or the journal failed under the run (a full
+  disk): the error line ends with the command that resumes it;
 * 3 — ``resume_state_unknown``: a never-repeat effect may or may not have happened;
   decide with ``steadyloop runs resolve``;
 * 130 (Ctrl-C) or 143 (SIGTERM) — the run stopped on the signal and can be resumed
@@ -35,7 +36,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import AgentLoadError, RunNotFound
+from steadyloop._errors import AgentLoadError, BackendUnavailable, RunNotFound
 from steadyloop.cli._common import (
     EXIT_DECIDE,
     EXIT_PROBLEM,
@@ -115,10 +116,14 @@ def _resume_hint(run_id: str, agent: str, journal: str | None, app: str) -> str:
 
 def _say_stopping(signum: int) -> None:
     """Tell the person at the terminal what the first signal does (from its handler)."""
-    name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+    if signum == signal.SIGINT:
+        name, again = "Ctrl-C", "press Ctrl-C again"
+    else:
+        name = signal.Signals(signum).name
+        again = f"a second {name} or Ctrl-C stops"
     sys.stderr.write(
         f"{name}: stopping at the next write boundary (the effect in flight finishes); "
-        "press Ctrl-C again to stop at once. Either way the run can be resumed.\n"
+        f"{again} to stop at once. Either way the run can be resumed.\n"
     )
     sys.stderr.flush()
 
@@ -160,6 +165,8 @@ def _drive(
 def _report(result: RunResult, signum: int | None, as_json: bool, resume_hint: str) -> None:
     if as_json:
         data = result.comparable() | {"ended_at": result.ended_at}
+        if result.stop_reason is StopReason.STOPPED:
+            data["resume_command"] = resume_hint
         typer.echo(json_line(data))
     else:
         colour = "green" if result.stop_reason is StopReason.COMPLETED else "yellow"
@@ -214,9 +221,25 @@ def run_command(  # noqa: PLR0917 - typer maps parameters to options
 
     async def go(stop: asyncio.Event) -> RunResult:
         async with await open_journal(journal) as j:
-            return await run(loaded, j, app, user, sid, rid, input, stop=stop)
+            return await _mid_run(run(loaded, j, app, user, sid, rid, input, stop=stop), hint)
 
     _report(*_drive(go, hint), as_json, hint)
+
+
+async def _mid_run(work: Awaitable[RunResult], resume_hint: str) -> RunResult:
+    """Await a run, turning a journal that fails under it into exit 2 with a resume hint.
+
+    A full disk, say: what was written stays, and the printed command resumes the run
+    once that is fixed.
+    """
+    try:
+        return await work
+    except BackendUnavailable as exc:
+        err_console.print(
+            f"[red]error:[/red] {escape(printable(exc))}; once that is fixed, resume the "
+            f"run with: {escape(printable(resume_hint))}"
+        )
+        raise typer.Exit(EXIT_UNUSABLE) from None
 
 
 def resume_command(  # noqa: PLR0917 - typer maps parameters to options
@@ -235,7 +258,8 @@ def resume_command(  # noqa: PLR0917 - typer maps parameters to options
 
     async def go(stop: asyncio.Event) -> RunResult:
         async with await open_journal(journal, create=False) as j:
-            return await resume(loaded, j, app, run_id, stop=stop, takeover=takeover)
+            work = resume(loaded, j, app, run_id, stop=stop, takeover=takeover)
+            return await _mid_run(work, hint)
 
     _report(*_drive(go, hint), as_json, hint)
 

@@ -70,6 +70,12 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 
 __all__ = ["PostgresDialect", "PostgresJournal"]
 
+
+def _one_line(exc: BaseException) -> str:
+    """A driver error's text on one line: libpq adds hints on lines of their own."""
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
 # Query parameters Steadyloop reads itself; the rest of the URL goes to libpq.
 _OWN_OPTIONS = ("prefix", "pool_size", "retries")
 
@@ -228,7 +234,9 @@ class PostgresJournal(PlanJournal):
             await pool.open(wait=True, timeout=self._connect_timeout)
         except psycopg.Error as exc:
             await pool.close()
-            raise BackendUnavailable(f"{self.url}: cannot open a connection pool: {exc}") from exc
+            raise BackendUnavailable(
+                f"{self.url}: cannot open a connection pool: {_one_line(exc)}"
+            ) from exc
         self._pool = pool
 
     async def _prepare(self, kwargs: dict[str, Any]) -> None:
@@ -236,7 +244,7 @@ class PostgresJournal(PlanJournal):
         try:
             conn = await AsyncConnection.connect(self._conninfo, **kwargs)
         except psycopg.Error as exc:
-            raise BackendUnavailable(f"{self.url}: cannot connect: {exc}".strip()) from exc
+            raise BackendUnavailable(f"{self.url}: cannot connect: {_one_line(exc)}") from exc
         try:
             async with conn:
                 # Concurrent first opens take turns: CREATE TABLE IF NOT EXISTS is not
@@ -257,7 +265,7 @@ class PostgresJournal(PlanJournal):
                     zip(("fsync", "synchronous_commit", "server_version"), row, strict=True)
                 )
         except psycopg.Error as exc:
-            error = BackendUnavailable(f"{self.url}: cannot prepare the tables: {exc}")
+            error = BackendUnavailable(f"{self.url}: cannot prepare the tables: {_one_line(exc)}")
             if conn.broken:
                 raise LostWhilePreparing(error) from exc
             raise error from exc
@@ -347,11 +355,11 @@ class PostgresJournal(PlanJournal):
             exc = lost.__cause__
             assert isinstance(exc, psycopg.Error)
             raise BackendUnavailable(
-                f"{self.url}: {type(exc).__name__}: {str(exc).strip() or 'connection failed'}"
+                f"{self.url}: {type(exc).__name__}: {_one_line(exc) or 'connection failed'}"
             ) from exc
         except psycopg.Error as exc:
             raise BackendUnavailable(
-                f"{self.url}: {type(exc).__name__}: {str(exc).strip() or 'connection failed'}"
+                f"{self.url}: {type(exc).__name__}: {_one_line(exc) or 'connection failed'}"
             ) from exc
 
     async def listen(self, channel: str) -> AsyncIterator[None]:
@@ -368,7 +376,7 @@ class PostgresJournal(PlanJournal):
                 connect_timeout=max(1, round(self._connect_timeout)),
             )
         except psycopg.Error as exc:
-            raise BackendUnavailable(f"{self.url}: cannot listen: {exc}".strip()) from exc
+            raise BackendUnavailable(f"{self.url}: cannot listen: {_one_line(exc)}") from exc
         try:
             async with conn:
                 await conn.execute(
@@ -378,7 +386,7 @@ class PostgresJournal(PlanJournal):
                 async for _ in conn.notifies():
                     yield None
         except psycopg.Error as exc:
-            raise BackendUnavailable(f"{self.url}: listening stopped: {exc}".strip()) from exc
+            raise BackendUnavailable(f"{self.url}: listening stopped: {_one_line(exc)}") from exc
 
     # -- backend hooks ----------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from steadyloop._errors import (
     IdempotencyKeyReused,
     StoreNotFound,
 )
+from steadyloop._seal import damaged_snapshot
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
 from steadyloop.records import Record, StoredRecord, canonical_json, decode
 
@@ -431,12 +432,20 @@ def overrun_plan(d: Dialect, namespace: str, streams: Sequence[str]) -> Plan:
 
 
 def decode_row(data: Any, where: str) -> Record:
-    """Decode a stored record, turning any damage into a located CorruptionError."""
+    """Decode a stored record, turning any damage into a located CorruptionError.
+
+    A snapshot record whose payload no longer parses is read as a stand-in that every
+    reader refuses as a snapshot (`steadyloop._seal.damaged_snapshot`): the records
+    before it hold all it held, so a reader folds them instead of stopping.
+    """
     if isinstance(data, bytes | bytearray | memoryview):
         data = bytes(data).decode("utf-8", errors="strict")
     try:
         return Record.from_json(data)
     except (ValueError, TypeError) as exc:
+        stand_in = damaged_snapshot(data, str(exc)) if isinstance(data, str) else None
+        if stand_in is not None:
+            return stand_in
         raise CorruptionError(f"stored record does not decode: {exc}", location=where) from None
 
 

@@ -288,7 +288,8 @@ class _Driver:
         if state.head - state.last_snapshot < SNAPSHOT_EVERY or not state.started:
             return []
         # A copy, not the state's own lists and dicts, which the driver changes later.
-        return [self._record(RUN_SNAPSHOT, json.loads(canonical_json(state.snapshot())))]
+        last = (self.pending[-1].kind, self.pending[-1].payload) if self.pending else None
+        return [self._record(RUN_SNAPSHOT, json.loads(canonical_json(state.snapshot(last))))]
 
     async def _append(self, write: StreamWrite) -> None:
         if self.pending_events:
@@ -818,14 +819,14 @@ async def _read_state(journal: Journal, app: str, run_id: str, parse: ParseHook 
         raise RunNotFound(f"no run {run_id!r} in app {app!r} of {journal.url}")
     window = SNAPSHOT_EVERY + 16  # a snapshot rides in a batch of a few records
     if head > window:
-        tail = await journal.read(app, stream, start=head - window + 1)
+        tail = await journal.read(app, stream, start=head - window)  # one more: the covered
         why = f"no snapshot among its last {window} records"
-        for i in range(len(tail) - 1, -1, -1):
+        for i in range(len(tail) - 1, 0, -1):
             rec = tail[i]
             if rec.kind != RUN_SNAPSHOT:
                 continue
             try:
-                state = RunState.from_snapshot(app, run_id, rec.payload, rec.seq)
+                state = RunState.from_snapshot(app, run_id, rec.payload, rec.seq, tail[i - 1])
             except ValueError as exc:
                 why = f"the snapshot at seq {rec.seq} is damaged ({exc})"
                 break

@@ -22,10 +22,11 @@ A run lives in the journal namespace of its app, in the stream ``["run", run_id]
 ``run.stopped`` (``detail``)
     The driver stopped at a write boundary because a stop was requested (Ctrl-C,
     SIGTERM, the ``stop`` event); releases the claim. The run can be resumed.
-``run.snapshot`` (``head``, ``state``)
+``run.snapshot`` (``head``, ``state``, ``seal``)
     The fold of the ``head`` records before it, so that resume reads only the latest
     snapshot and what follows it. Written now and then, in a batch the driver writes
-    anyway (no extra sync); a full fold passes over it.
+    anyway (no extra sync); a full fold passes over it. Its ``seal`` (see
+    `steadyloop._seal`) is checked before resume trusts it.
 ``run.cancel_requested`` (``reason``)
     Someone asked the run to stop; the driver ends it at its next write.
 ``run.ended`` (``stop_reason``, ``output``, ``detail``, ``steps``, ``actions``,
@@ -42,6 +43,7 @@ from typing import Any
 
 from steadyloop import _names
 from steadyloop._errors import CorruptionError
+from steadyloop._seal import SEAL, seal_problem, sealed, unsealed
 from steadyloop.effects import DONE_STATUSES, REDO_STATUSES, Owner
 from steadyloop.loop._types import Budgets, ReplayPolicy, RunResult, StopReason
 from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, StoredRecord, canonical_json
@@ -148,6 +150,8 @@ class RunState:
         folded_from: How this state was read: ``"the whole run"``, or from which
             snapshot (and, when a snapshot could not be used, why).
         snapshot_problems: Snapshots a full fold found not to match it (where, why).
+        covered: The kind and payload of the last record applied, which the seal of a
+            snapshot written next names.
     """
 
     run_id: str
@@ -175,6 +179,7 @@ class RunState:
     last_snapshot: int = 0
     folded_from: str = "the whole run"
     snapshot_problems: list[str] = field(default_factory=list)
+    covered: tuple[str, Mapping[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def fold(
@@ -283,6 +288,8 @@ class RunState:
             self.head -= 1
             mine = self.snapshot()
             self.head += 1
+            if SEAL not in payload:  # written before seals: its state must still match
+                mine = unsealed(mine)
             if canonical_json(dict(payload)) != canonical_json(mine):
                 # Not fatal to this fold, which does not need it; a reader starting
                 # there would go wrong, so it is reported (journal doctor), not used.
@@ -290,8 +297,8 @@ class RunState:
                     f"{self.namespace}/{where}: the snapshot does not match the fold of "
                     "the records before it"
                 )
-                return
-            self.last_snapshot = self.head
+            else:
+                self.last_snapshot = self.head
         elif kind == RUN_CANCEL_REQUESTED:
             self.cancel_requested = True
         elif kind == RUN_ENDED:
@@ -309,12 +316,17 @@ class RunState:
             )
         else:
             raise self._corrupt(where, f"unknown run record kind {kind!r}")
+        self.covered = (kind, payload)
 
-    def snapshot(self) -> dict[str, JSONValue]:
+    def snapshot(
+        self, covered: tuple[str, Mapping[str, Any]] | None = None
+    ) -> dict[str, JSONValue]:
         """The state as the payload of a ``run.snapshot`` record written after it.
 
         Only what the fold of later records needs: of the attempt counts, those of the
-        step under way (earlier actions are never attempted again).
+        step under way (earlier actions are never attempted again). It is sealed (see
+        `steadyloop._seal`) with the record at ``head``: ``covered`` (its kind and
+        payload) when given, else the last record applied.
         """
         model, tools = f"model:{self.steps + 1}", f"tool:{self.last_reply_step}:"
         state: dict[str, JSONValue] = {
@@ -338,18 +350,36 @@ class RunState:
             "unwritten_events": self.unwritten_events,
             "last_reply_step": self.last_reply_step,
         }
-        return {"head": self.head, "state": state}
+        return sealed({"head": self.head, "state": state}, self.head, covered or self.covered)
 
     @classmethod
     def from_snapshot(
-        cls, namespace: str, run_id: str, payload: Mapping[str, Any], seq: int
+        cls,
+        namespace: str,
+        run_id: str,
+        payload: Mapping[str, Any],
+        seq: int,
+        covered: StoredRecord | None = None,
     ) -> RunState:
         """The state a ``run.snapshot`` record at ``seq`` holds, itself applied.
 
+        Args:
+            namespace: The app.
+            run_id: The run.
+            payload: The snapshot's payload.
+            seq: Its seq.
+            covered: The record stored before it, which its seal names.
+
         Raises:
-            ValueError: The snapshot is damaged: malformed, or not at the place it
-                says it was written (its ``head`` must be ``seq - 1``).
+            ValueError: The snapshot is damaged: its seal does not hold (see
+                `steadyloop._seal`), it is malformed, or not at the place it says it
+                was written (its ``head`` must be ``seq - 1``).
         """
+        problem = seal_problem(
+            payload, seq, None if covered is None else (covered.kind, covered.payload)
+        )
+        if problem is not None:
+            raise ValueError(problem)
         try:
             if payload["head"] != seq - 1:
                 raise ValueError(f"it says it follows {payload['head']} records, not {seq - 1}")
@@ -380,6 +410,7 @@ class RunState:
                 last_reply_step=int(data["last_reply_step"]),
                 last_snapshot=seq,
                 folded_from=f"the snapshot at seq {seq} and the records after it",
+                covered=(RUN_SNAPSHOT, payload),
             )
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise ValueError(f"{type(exc).__name__}: {exc}") from None

@@ -13,7 +13,8 @@ A reader that needs only what an agent continues from (resume) starts at the lat
 snapshot and folds the records after it ([`fold_tail`][steadyloop.sessions._fold.fold_tail]),
 so its cost follows the session since its latest summary, not the whole session. The full
 fold passes over snapshots; [`snapshot_problems`][steadyloop.sessions._fold.snapshot_problems]
-(``journal doctor``) checks each one against the fold of the records before it.
+(``journal doctor``) checks each one against the fold of the records before it. Each
+snapshot is sealed (`steadyloop._seal`): a reader checks the seal before it trusts it.
 
 Snapshots are written when a summary commits, and only then, because a summary is what
 bounds what resume needs: the events before it are covered. A session never summarised
@@ -26,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from steadyloop._errors import CorruptionError, SessionError, SessionNotFound
+from steadyloop._seal import SEAL, seal_problem, sealed, unsealed
 from steadyloop.records import JSONValue, StoredRecord, canonical_json
 from steadyloop.sessions._history import History, IdSet, Positions
 from steadyloop.sessions._model import Event, Scope, Session, Summary, key_scope
@@ -106,6 +108,7 @@ class SessionFold:
         self.summaries: list[Summary] = []  # held summaries
         self.covered = 0  # events the latest summary covers
         self.partial = False  # started from a snapshot
+        self.last: StoredRecord | None = None  # the last record folded
 
     def _where(self, rec: StoredRecord) -> str:
         return _where(self.app, rec)
@@ -121,6 +124,7 @@ class SessionFold:
         except SessionError as exc:
             raise CorruptionError(str(exc), location=self._where(rec)) from None
         self.head = rec.seq
+        self.last = rec
 
     def _apply(self, rec: StoredRecord) -> None:
         p = rec.payload
@@ -205,19 +209,38 @@ class SessionFold:
             self.summaries[-1],
             self.events[self.covered - self.base :],
             self._history_now(),
+            None if self.last is None else (self.last.kind, self.last.payload),
         )
 
     @classmethod
     def from_snapshot(
-        cls, app: str, user_id: str, session_id: str, rec: StoredRecord
+        cls,
+        app: str,
+        user_id: str,
+        session_id: str,
+        rec: StoredRecord,
+        covered: StoredRecord | None = None,
     ) -> SessionFold:
         """The fold a ``session.snapshot`` record holds: as if every record to it was folded.
 
+        Args:
+            app: The app.
+            user_id: The session's user.
+            session_id: The session.
+            rec: The snapshot record.
+            covered: The record stored before it, which its seal names.
+
         Raises:
-            ValueError: If the snapshot is damaged: malformed, of another session, or not
-                at the place it says it was written (its ``head`` must be its seq - 1).
+            ValueError: If the snapshot is damaged: its seal does not hold (see
+                `steadyloop._seal`), it is malformed, of another session, or not at the
+                place it says it was written (its ``head`` must be its seq - 1).
         """
         p: Mapping[str, Any] = rec.payload
+        problem = seal_problem(
+            p, rec.seq, None if covered is None else (covered.kind, covered.payload)
+        )
+        if problem is not None:
+            raise ValueError(problem)
         try:
             if p["head"] != rec.seq - 1:
                 raise ValueError(f"it says it follows {p['head']} records, not {rec.seq - 1}")
@@ -246,6 +269,7 @@ class SessionFold:
         except (KeyError, TypeError, ValueError, AttributeError, SessionError) as exc:
             raise ValueError(f"{type(exc).__name__}: {exc}") from None
         fold.head = rec.seq
+        fold.last = rec
         return fold
 
     def session(
@@ -284,6 +308,7 @@ def snapshot_payload(  # noqa: PLR0917 - the snapshot's fields, each needed
     latest: Summary,
     events: Sequence[Event],
     history: History,
+    covered: tuple[str, Mapping[str, Any]] | None,
 ) -> dict[str, JSONValue]:
     """The payload of a ``session.snapshot`` record that follows ``head`` records.
 
@@ -295,12 +320,14 @@ def snapshot_payload(  # noqa: PLR0917 - the snapshot's fields, each needed
         latest: The latest committed summary.
         events: The events it does not cover.
         history: The events it covers and the older summaries, as ids.
+        covered: The kind and payload of the record at ``head``, for the seal (see
+            `steadyloop._seal`).
 
     A summary attempt begun before the snapshot and never committed is not kept: the
     commit of a summary comes right after its begin, so no later commit can name it
     (a stream that breaks this is read whole, as the full fold reads it).
     """
-    return {
+    body: dict[str, JSONValue] = {
         "head": head,
         "user_id": user_id,
         "session_id": session_id,
@@ -309,12 +336,16 @@ def snapshot_payload(  # noqa: PLR0917 - the snapshot's fields, each needed
         "events": [e.to_dict() for e in events],
         "history": history.to_json(),
     }
+    return sealed(body, head, covered)
 
 
-def snapshot_of(session: Session, head: int) -> dict[str, JSONValue]:
+def snapshot_of(
+    session: Session, head: int, covered: tuple[str, Mapping[str, Any]]
+) -> dict[str, JSONValue]:
     """The payload of the ``session.snapshot`` after ``head`` records that fold to ``session``.
 
-    The session may be whole or partial; it must have a committed summary.
+    The session may be whole or partial; it must have a committed summary. ``covered``
+    is the kind and payload of the record at ``head``, which the seal names.
 
     Raises:
         SessionError: If the session has no committed summary.
@@ -330,7 +361,14 @@ def snapshot_of(session: Session, head: int) -> dict[str, JSONValue]:
         )
     state = {k: v for k, v in session.state.items() if key_scope(k) == "session"}
     return snapshot_payload(
-        head, session.user_id, session.id, state, session.summaries[-1], session.events, history
+        head,
+        session.user_id,
+        session.id,
+        state,
+        session.summaries[-1],
+        session.events,
+        history,
+        covered,
     )
 
 
@@ -394,7 +432,9 @@ def fold_tail(
         if rec.kind != KIND_SNAPSHOT:
             continue
         try:
-            fold = SessionFold.from_snapshot(app, user_id, session_id, rec)
+            fold = SessionFold.from_snapshot(
+                app, user_id, session_id, rec, tail[i - 1] if i else None
+            )
         except ValueError as exc:
             return None, f"the snapshot at seq {rec.seq} is damaged ({exc})"
         for later in tail[i + 1 :]:
@@ -428,6 +468,8 @@ def snapshot_problems(
                 mine = fold.snapshot()
             except SessionError:
                 mine = None
+            if mine is not None and SEAL not in rec.payload:  # written before seals
+                mine = unsealed(mine)
             if mine is None or canonical_json(dict(rec.payload)) != canonical_json(mine):
                 problems.append(
                     f"{_where(app, rec)}: the session snapshot does not match the fold of "

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from steadyloop._errors import ConflictError, SessionError, SessionExists, SessionNotFound
+from steadyloop._seal import first_report
 from steadyloop.journal import Journal, StreamWrite
 from steadyloop.records import (
     JSONValue,
@@ -227,7 +228,9 @@ class SessionService:
         if own[0].seq > 1:  # the latest snapshot is damaged: read what comes before it
             own = [*await journal.read(app, stream, limit=own[0].seq - 1), *own]
         session = fold_session(app, user_id, session_id, own, user_records=users, app_records=apps)
-        if session.summaries or why != "no snapshot":
+        if (session.summaries or why != "no snapshot") and first_report(
+            journal.url, app, stream, why
+        ):
             _log.warning(
                 "session %r of user %r in app %r: %s; folding the whole session",
                 session_id,
@@ -254,6 +257,13 @@ class SessionService:
             if any(r.kind == KIND_SNAPSHOT for r in chunk):
                 break
             hi, size = lo - 1, size * 4
+        if (
+            got
+            and got[0].kind == KIND_SNAPSHOT
+            and got[0].seq > 1
+            and not any(r.kind == KIND_SNAPSHOT for r in got[1:])
+        ):  # the record the snapshot's seal covers
+            got[:0] = await journal.read(app, stream, start=got[0].seq - 1, limit=1)
         return got
 
     async def list_sessions(self, user_id: str) -> list[str]:
@@ -599,7 +609,10 @@ class SessionService:
                 ),
             )
         commit = commit_record(self.records, summary, begin)
-        snapshot = self.records(KIND_SNAPSHOT, snapshot_of(successor, session.version + 2))
+        snapshot = self.records(
+            KIND_SNAPSHOT,
+            snapshot_of(successor, session.version + 2, (commit.kind, commit.payload)),
+        )
         await self.journal.append(
             self.app,
             [StreamWrite(stream, [commit, snapshot], expected_next=session.version + 2)],

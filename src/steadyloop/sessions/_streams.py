@@ -34,14 +34,15 @@ Record kinds (payload fields in brackets):
 ``summary.commit`` (``summary_id``, ``version``, ``begin``, the record id of its begin)
     Second half, written in a later batch. Only a begin with its commit is a summary.
 ``session.snapshot`` (``head``, ``user_id``, ``session_id``, ``state``, ``summary``,
-    ``events``, ``history``)
+    ``events``, ``history``, ``seal``)
     The fold of the ``head`` records before it, written in the batch of a
     ``summary.commit`` (no extra sync): the session-scope ``state``, the latest
     ``summary``, the ``events`` it does not cover, and of the rest only ids: ``history``
     (``count`` of covered events, their ``ids``, the ids of older ``summaries``).
     Resume reads the latest
-    snapshot and what follows it; a full fold passes over it, and ``journal doctor``
-    checks it against the fold of the records before it.
+    snapshot and what follows it once its ``seal`` holds (see `steadyloop._seal`); a
+    full fold passes over it, and ``journal doctor`` checks it against the fold of the
+    records before it.
 ``memory.entry`` (``session_id``, ``event_id``, ``author``, ``text``, ``time``)
     The text of one event, stored into the user's memory.
 """

@@ -437,6 +437,14 @@ class _Matrix:
         )
         assert result is not None
         async with await self.journal_factory() as journal:
+            if await journal.head(self.app, run_stream("baseline")) == 0:
+                raise ValueError(
+                    f"journal_factory must reach the same store on every call, but the "
+                    f"journal it opened ({journal.url or type(journal).__name__}) does not "
+                    "hold the run just written through the one it opened before; plain "
+                    "memory:// (or a new MemoryJournal) is a new, empty store each time: "
+                    "use memory://NAME, a file or a server"
+                )
             view = await _session_view(journal, self.app, self.user_id, "session-baseline")
         return result, appends, view, recorder.prompts
 
@@ -542,6 +550,10 @@ async def crash_matrix(
         The report; call
             [`CrashMatrixReport.assert_ok`][steadyloop.testing.CrashMatrixReport.assert_ok] in a
             test.
+
+    Raises:
+        ValueError: ``journal_factory`` does not reach the same store on every call
+            (plain ``memory://`` opens a new, empty one each time).
     """
     scratch = None
     if sink is None:
