@@ -88,8 +88,8 @@ def vanishing_at(url: str, name: str, writes: int) -> Backend:
 def replay_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``steadyloop replay ARGS`` in a subprocess, with no server variables set."""
     full = {k: v for k, v in os.environ.items() if not k.startswith("STEADYLOOP_")}
-    full.update(env or {})
     full["COLUMNS"] = "200"
+    full.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "steadyloop", "replay", *args],
         capture_output=True,

@@ -7,7 +7,10 @@ reference, 1 on any unexpected difference, 2 on invalid cases or an unreachable 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -26,6 +29,7 @@ from steadyloop.cli._common import (
     printable,
 )
 from steadyloop.replay import (
+    FRAMEWORK_LOGGER,
     Case,
     Report,
     bundled_cases,
@@ -127,8 +131,14 @@ def _table(report: Report) -> Table:
     table.add_column("case")
     references = set(report.references.values()) or {report.reference}
     for name in report.backends:
-        label = f"{name} (ref)" if name in references else name
-        table.add_column(Text(label), justify="right")
+        # A line break after each "+" keeps the distinguishing part of a long store
+        # name ("openai-agents+" / "sqlite") on a line of its own, and folding (never
+        # an ellipsis) shows all of it on a narrow terminal: every column stays told
+        # apart from its neighbours.
+        label = name.replace("+", "+\n")
+        if name in references:
+            label += " (ref)"
+        table.add_column(Text(label), justify="right", overflow="fold")
     table.add_column("status")
     for case in report.cases:
         cells = []
@@ -187,8 +197,30 @@ def run_command(
         bool,
         typer.Option(help="Use random ids and the wall clock instead of deterministic ones."),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="Show the frameworks' warnings on standard error as they come (they are "
+            "in the report either way).",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option(
+            "--quiet", "-q", help="Print only the summary line and errors, not the table."
+        ),
+    ] = False,
 ) -> None:
-    """Run cases on every store, compare snapshots, print a table, write a report."""
+    """Run cases on every store, compare snapshots, print a table, write a report.
+
+    Exit status: 0 when something was compared and every store agrees with its
+    reference and every case's expectation; 1 when a difference is found; 2 when
+    nothing could be compared: a bad case, a store that cannot be opened or reached,
+    or a run in which no case compared anything (every store lacking what the cases
+    need, or a store alone with no reference).
+    """
     loaded = _load(cases, pack)
     if report_file is not None:
         _check_writable(report_file)
@@ -203,15 +235,18 @@ def run_command(
         )
         raise typer.Exit(EXIT_UNUSABLE)
     ids: Literal["sequential", "random"] = "random" if random_ids else "sequential"
-    with Progress(
-        TextColumn("[bold]replay[/bold]"),
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    ) as progress:
+    with (
+        _framework_log(verbose and not quiet),
+        Progress(
+            TextColumn("[bold]replay[/bold]"),
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        ) as progress,
+    ):
         task = progress.add_task("", total=len(loaded) * len(selected))
 
         def advance(case_id: str, backend: str) -> None:
@@ -228,6 +263,51 @@ def run_command(
         except SteadyloopError as exc:
             err_console.print(Text.assemble(("error:", "red"), " ", printable(exc)), soft_wrap=True)
             raise typer.Exit(EXIT_PROBLEM) from None
+    if not quiet:
+        _details(report)
+    _summary(report, verbose=verbose)
+    if report_file is not None:
+        try:
+            report_file.write_text(report.to_json(timings=timings), encoding="utf-8")
+        except OSError as exc:
+            raise _unwritable(report_file, exc) from None
+        console.print(Text(f"report written to {report_file}"))
+    if not report.ok:
+        raise typer.Exit(EXIT_PROBLEM)
+    if not report.compared:
+        raise _fail(
+            "nothing was compared: every case ran on its reference alone or not at all, "
+            "so this run checked nothing; select a store to compare with its reference "
+            "(see the capabilities each case needs above)"
+        )
+
+
+@contextlib.contextmanager
+def _framework_log(verbose: bool) -> Iterator[None]:
+    """Route the frameworks' WARNING records: to standard error with -v, else nowhere."""
+    logger = logging.getLogger(FRAMEWORK_LOGGER)
+    handler: logging.Handler = _ErrLine() if verbose else logging.NullHandler()
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+class _ErrLine(logging.Handler):
+    """One line on standard error per record, printed as text (never as Rich markup)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(
+            Text.assemble(("warning:", "yellow"), " ", printable(record.getMessage())),
+            soft_wrap=True,
+        )
+
+
+def _details(report: Report) -> None:
     console.print(_table(report))
     # Everything below that comes from data is a Text: printed as it is, never read as
     # Rich markup ("[b]") or emoji codes (":smile:").
@@ -261,6 +341,9 @@ def run_command(
         )
     if len(skipped) > 10:
         console.print(Text(f"… and {len(skipped) - 10} more not applicable (see the report)"))
+
+
+def _summary(report: Report, *, verbose: bool) -> None:
     counts = report.counts()
     refs = ", ".join(f"{fw}: {name}" for fw, name in sorted(report.references.items()))
     console.print(
@@ -273,16 +356,15 @@ def run_command(
             f"{counts['tie_allowances']} tie allowance(s)"
         )
     )
+    if report.warnings and not verbose:
+        console.print(
+            Text(
+                f"{len(report.warnings)} framework warning(s), in the report's warnings "
+                "(-v shows them)"
+            )
+        )
     if report.workdir is not None:
         console.print(Text(f"temporary stores kept in {report.workdir}"))
-    if report_file is not None:
-        try:
-            report_file.write_text(report.to_json(timings=timings), encoding="utf-8")
-        except OSError as exc:
-            raise _unwritable(report_file, exc) from None
-        console.print(Text(f"report written to {report_file}"))
-    if not report.ok:
-        raise typer.Exit(EXIT_PROBLEM)
 
 
 @replay_app.command("check")

@@ -88,6 +88,7 @@ from steadyloop.replay._store import (
     us_to_seconds,
     without_passwords,
 )
+from steadyloop.replay._warnings import FRAMEWORK_LOGGER
 
 __all__ = [
     "CLOCK_START",
@@ -96,6 +97,7 @@ __all__ = [
     "EMBEDDED_BACKENDS",
     "ERROR_NAMES",
     "FAULTS",
+    "FRAMEWORK_LOGGER",
     "JOURNAL_CAPABILITIES",
     "MAX_CASE_TIME_US",
     "MISSING",

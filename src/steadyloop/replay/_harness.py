@@ -16,7 +16,10 @@ exactly which strings were generated ids and which integers were clock readings.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -102,6 +105,7 @@ from steadyloop.replay._store import (
     SessionRef,
     SessionStore,
     StoreEvent,
+    StoreSpec,
     parse_store_url,
     scope_of,
     store_opener,
@@ -124,6 +128,8 @@ __all__ = [
     "steadyloop_limits",
     "temporary_backend",
 ]
+
+_log = logging.getLogger(__name__)
 
 EMBEDDED_BACKENDS: tuple[str, ...] = ("memory", "sqlite", "jsonl")
 """Backends that need no server; the default selection."""
@@ -931,6 +937,48 @@ async def run_case(
         ) from exc
 
 
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def _split_label(spec: str) -> tuple[str | None, str]:
+    """Split a `LABEL=URL` selection into its label and the rest.
+
+    The label is the text before the first `=` when that text holds no `:` (so the
+    `=` of a URL's query, as in `postgresql://h/db?options=…`, is never read as one).
+
+    Raises:
+        UnknownBackend: The label is empty or holds other than letters, digits and
+            `_ . + -`, or nothing follows the `=`.
+
+    Examples:
+        >>> _split_label("prod=adk+postgresql://db/app")
+        ('prod', 'adk+postgresql://db/app')
+        >>> _split_label("postgresql://db/app?options=-c")
+        (None, 'postgresql://db/app?options=-c')
+    """
+    label, eq, rest = spec.partition("=")
+    if not eq or ":" in label:
+        return None, spec
+    if not _LABEL.match(label) or not rest:
+        raise UnknownBackend(
+            f"store selection {without_passwords(spec)!r}: write LABEL=URL, the label of "
+            "letters, digits and _ . + - (for example prod=adk+sqlite:///prod.db)"
+        )
+    return label, rest
+
+
+def _open_framework_store(spec: StoreSpec) -> SessionStore:
+    """Call the framework's opener; an opener that fails is a store that cannot be opened."""
+    opener = store_opener(spec.framework)
+    try:
+        return opener(spec)
+    except SteadyloopError:
+        raise
+    except Exception as exc:
+        detail = without_passwords(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
+        raise BackendUnavailable(f"store {spec.redacted!r} cannot be opened: {detail}") from None
+
+
 def resolve_stores(
     specs: Sequence[str | Backend | SessionStore],
     workdir: str | Path,
@@ -942,14 +990,18 @@ def resolve_stores(
         specs: What [`resolve_backends`][steadyloop.replay.resolve_backends] takes, plus
             `FRAMEWORK+BACKEND[://…]` store URLs (resolved through the
             `steadyloop.replay_stores` entry points) and ready
-            [`SessionStore`][steadyloop.replay.SessionStore] objects.
+            [`SessionStore`][steadyloop.replay.SessionStore] objects. A string may carry
+            a label, `LABEL=URL` (the text before the first `=`, when it holds no `:`):
+            the store's name in the report, so two stores of one backend can be
+            selected together.
         workdir: Where temporary stores go.
         environ: The environment to read server URLs from (``os.environ`` by default).
 
     Raises:
         UnknownBackend: A name or framework is unknown, a server's variable is not set,
-            two stores would have the same name, or a framework's extra is missing
-            ([`MissingExtra`][steadyloop.replay.MissingExtra]).
+            two stores would have the same name, a label is malformed, or a framework's
+            extra is missing ([`MissingExtra`][steadyloop.replay.MissingExtra]).
+        BackendUnavailable: A framework's opener failed (the message names the store).
     """
     out: list[SessionStore] = []
     directory = Path(workdir)
@@ -959,17 +1011,58 @@ def resolve_stores(
         elif not isinstance(spec, str):
             out.append(spec)
         else:
-            parsed = parse_store_url(spec, directory)
+            label, url = _split_label(spec)
+            parsed = parse_store_url(url, directory)
             if parsed is None:
-                out.extend(JournalStore(b) for b in resolve_backends([spec], directory, environ))
+                for backend in resolve_backends([url], directory, environ):
+                    named = backend if label is None else dataclasses.replace(backend, name=label)
+                    out.append(JournalStore(named))
             else:
-                out.append(store_opener(parsed.framework)(parsed))
+                if label is not None:
+                    parsed = dataclasses.replace(parsed, name=label)
+                out.append(_open_framework_store(parsed))
     names = [s.name for s in out]
     for name in names:
         if names.count(name) > 1:
             raise UnknownBackend(
-                f"two stores are named {name!r}; give URLs distinct names with Backend.from_url"
+                f"two stores are named {name!r}; give each a label of its own: "
+                f"LABEL=URL (for example a={name} b={name})"
             )
+    return out
+
+
+def add_references(
+    stores: Sequence[SessionStore], workdir: str | Path, reference: str | None = None
+) -> list[SessionStore]:
+    """Add each framework's in-memory store where the selection names none.
+
+    A framework's stores are compared with its in-memory store (backend `memory`): a
+    selection that names only a production store (`adk+sqlite`) would otherwise compare
+    nothing. Steadyloop's own stores are compared with each case's expectation, and a
+    framework whose store `reference` names keeps that reference; neither gets one.
+    A framework whose opener has no `memory` backend gets none either.
+
+    Returns:
+        The stores, each added one just before the first store of its framework.
+    """
+    chosen = next((s.framework for s in stores if s.name == reference), None)
+    out: list[SessionStore] = []
+    seen: set[str] = set()
+    for store in stores:
+        framework = store.framework
+        if framework not in seen:
+            seen.add(framework)
+            needs = framework not in ("steadyloop", chosen) and not any(
+                s.framework == framework and s.backend == "memory" for s in stores
+            )
+            if needs:
+                spec = parse_store_url(f"{framework}+memory", Path(workdir))
+                assert spec is not None
+                try:
+                    out.append(_open_framework_store(spec))
+                except (UnknownBackend, BackendUnavailable) as exc:
+                    _log.info("no in-memory reference for %s: %s", framework, exc)
+        out.append(store)
     return out
 
 

@@ -41,6 +41,7 @@ from steadyloop.replay._harness import (
     SERVER_BACKENDS,
     Backend,
     CaseRun,
+    add_references,
     default_backends,
     make_workdir,
     resolve_stores,
@@ -50,6 +51,7 @@ from steadyloop.replay._harness import (
 from steadyloop.replay._journal_store import JournalStore
 from steadyloop.replay._normalise import plain
 from steadyloop.replay._store import STORE_ENTRY_POINT_GROUP, SessionStore, without_passwords
+from steadyloop.replay._warnings import framework_warnings
 
 __all__ = [
     "REPORT_DOMAINS",
@@ -278,11 +280,24 @@ class CaseReport:
         return any(run.applicable for run in self.runs.values())
 
     @property
+    def compared(self) -> bool:
+        """Whether anything was compared: a store with its reference or the expectation.
+
+        A case that ran only on a reference (every other store lacking a capability it
+        needs) compared nothing, however many stores it ran on.
+        """
+        if any(c["status"] == "compared" for c in self.comparisons):
+            return True
+        return not self.case.reference_only and any(
+            run.applicable and run.framework == "steadyloop" for run in self.runs.values()
+        )
+
+    @property
     def status(self) -> str:
-        """`agree`, `differ`, or `not_applicable` (it ran on no store)."""
+        """`agree`, `differ`, or `not_applicable` (nothing was compared: see `compared`)."""
         if not self.agrees:
             return "differ"
-        return "agree" if self.applicable else "not_applicable"
+        return "agree" if self.compared else "not_applicable"
 
     def _unused(self) -> list[dict[str, Any]]:
         used = {(d.backend, d.pointer) for d in self.differences if d.allowed}
@@ -494,6 +509,8 @@ class Report:
         workdir: Where temporary stores were kept (only with ``keep``).
         references: Each framework's reference store, by framework.
         frameworks: Each store's framework, by store name.
+        warnings: The frameworks' warnings during the run, each `{"source",
+            "message"}` (see [`FRAMEWORK_LOGGER`][steadyloop.replay.FRAMEWORK_LOGGER]).
     """
 
     reference: str
@@ -503,6 +520,7 @@ class Report:
     workdir: Path | None = None
     references: dict[str, str] = field(default_factory=dict)
     frameworks: dict[str, str] = field(default_factory=dict)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def differences(self) -> list[DifferenceEntry]:
@@ -518,6 +536,11 @@ class Report:
     def ok(self) -> bool:
         """Whether every store agreed with every expectation and its reference."""
         return not self.unexpected
+
+    @property
+    def compared(self) -> bool:
+        """Whether any case compared anything (see [`CaseReport`][steadyloop.replay.CaseReport])."""
+        return any(case.compared for case in self.cases)
 
     def counts(self) -> dict[str, Any]:
         """Return the report's counts."""
@@ -561,6 +584,8 @@ class Report:
         body["hash"] = hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
         if timings:
             body["timings"] = self.timings
+        if self.warnings:
+            body["warnings"] = [dict(w) for w in self.warnings]
         return body
 
     def to_json(self, *, timings: bool = True) -> str:
@@ -737,38 +762,43 @@ async def replay(
     directory = make_workdir() if workdir is None else Path(workdir)
     resolved: list[SessionStore] = []
     started = time.perf_counter()
-    try:
-        resolved = resolve_stores(
-            list(backends) if backends is not None else default_backends(environ),
-            directory,
-            environ,
-        )
-        names = [b.name for b in resolved]
-        if not names:
-            raise UnknownBackend("no backend selected")
-        references = choose_references(
-            [(s.name, s.framework, s.backend) for s in resolved], reference
-        )
-        if any(isinstance(store, JournalStore) for store in resolved):
-            await check_steadyloop_limits(cases)
-        for store in resolved:
-            await _probe(store)
-        runs: dict[tuple[str, str], CaseRun] = {}
-        for case in cases:
+    warned: list[dict[str, Any]] = []
+    with framework_warnings(warned):
+        try:
+            resolved = resolve_stores(
+                list(backends) if backends is not None else default_backends(environ),
+                directory,
+                environ,
+            )
+            resolved = add_references(resolved, directory, reference)
+            names = [b.name for b in resolved]
+            if not names:
+                raise UnknownBackend("no backend selected")
+            references = choose_references(
+                [(s.name, s.framework, s.backend) for s in resolved], reference
+            )
+            if any(isinstance(store, JournalStore) for store in resolved):
+                await check_steadyloop_limits(cases)
             for store in resolved:
-                runs[(case.case_id, store.name)] = await run_case(case, store, keep=keep, ids=ids)
-                if progress is not None:
-                    progress(case.case_id, store.name)
-                await asyncio.sleep(0)
-        known = known_store_names()
-        report = build_report(cases, runs, names, references, known_backends=known)
-        report.frameworks = {s.name: s.framework for s in resolved}
-        report.timings["total_seconds"] = round(time.perf_counter() - started, 6)
-        report.workdir = directory if keep and own else None
-        return report
-    finally:
-        if not keep:
-            for store in resolved:
-                await store.dispose()
-            if own:
-                shutil.rmtree(directory, ignore_errors=True)
+                await _probe(store)
+            runs: dict[tuple[str, str], CaseRun] = {}
+            for case in cases:
+                for store in resolved:
+                    run = await run_case(case, store, keep=keep, ids=ids)
+                    runs[(case.case_id, store.name)] = run
+                    if progress is not None:
+                        progress(case.case_id, store.name)
+                    await asyncio.sleep(0)
+            known = known_store_names()
+            report = build_report(cases, runs, names, references, known_backends=known)
+            report.frameworks = {s.name: s.framework for s in resolved}
+            report.timings["total_seconds"] = round(time.perf_counter() - started, 6)
+            report.workdir = directory if keep and own else None
+            report.warnings = warned
+            return report
+        finally:
+            if not keep:
+                for store in resolved:
+                    await store.dispose()
+                if own:
+                    shutil.rmtree(directory, ignore_errors=True)

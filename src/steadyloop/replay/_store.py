@@ -535,8 +535,13 @@ def parse_store_url(url: str, workdir: Path) -> StoreSpec | None:
     rest = url[match.end() :]
     if rest and not rest.startswith(":"):
         return None
+    if rest == ":":
+        raise UnknownBackend(
+            f"store {redact_url(url)!r}: nothing follows the colon; give a location "
+            f"({framework}+{backend}://…) or none ({framework}+{backend})"
+        )
     target = f"{backend}{rest}" if rest else ""
-    if rest in (":", "://"):
+    if rest == "://":
         target = ""
     return StoreSpec(
         url=url,

@@ -80,3 +80,15 @@ def test_howto_store_agrees_on_the_hostile_pack(tmp_path: Path) -> None:
     assert {"hostile_old_memory", "hostile_caller_edit"} <= skipped
     assert len(ran) >= 12, statuses
     assert store_file.exists() is False or json.loads(store_file.read_text())["sessions"] == {}
+
+
+def test_a_store_whose_opener_raises_exits_2_with_one_line(tmp_path: Path) -> None:
+    """The page's opener refusing an unknown backend exits 2 with one line naming the store."""
+    site = tmp_path / "site"
+    install(site)
+    done = replay_cli("run", "-b", "kv+memory,kv+oracle", env={"PYTHONPATH": str(site)})
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert lines == [
+        "error: store 'kv+oracle' cannot be opened: ValueError: kv has no 'oracle' backend"
+    ]

@@ -70,6 +70,7 @@ from steadyloop.replay._store import (
     seconds_to_us,
     us_to_seconds,
 )
+from steadyloop.replay.stores._common import describe, require_postgres_schema
 
 if TYPE_CHECKING:
     from google.adk.events import Event as AdkEvent
@@ -183,6 +184,7 @@ class AdkStore:
             self._db_url = parts._replace(scheme=scheme).geturl()
         self._sessions: Any = None
         self._memory: Any = None
+        self._schema_checked = False
         if kind == "memory":
             from google.adk.memory import InMemoryMemoryService
             from google.adk.sessions import InMemorySessionService
@@ -215,9 +217,15 @@ class AdkStore:
         except Exception as exc:
             await service.close()
             raise BackendUnavailable(
-                f"store {self._spec.redacted!r} is unreachable: {type(exc).__name__}: "
-                f"{_first_line(exc)}"
+                f"store {self._spec.redacted!r} is unreachable: {describe(exc)}"
             ) from None
+        if not self._schema_checked:
+            try:
+                await require_postgres_schema(service.db_engine, self._spec.redacted)
+            except BaseException:
+                await service.close()
+                raise
+            self._schema_checked = True
         self._sessions = service
 
     async def close(self) -> None:

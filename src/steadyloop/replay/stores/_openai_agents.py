@@ -69,6 +69,7 @@ from steadyloop.replay._store import (
     StoreSpec,
     missing_extra,
 )
+from steadyloop.replay.stores._common import describe, require_postgres_schema
 
 __all__ = ["OpenAIAgentsStore", "open_store"]
 
@@ -141,6 +142,7 @@ class OpenAIAgentsStore:
             )
         kind, dialect = classified
         self._spec = spec
+        self._schema_checked = False
         self._kind = kind
         self._dialect = dialect
         self.backend = (
@@ -213,16 +215,21 @@ class OpenAIAgentsStore:
                 self._engine = create_async_engine(self._url)
                 async with self._engine.connect():
                     pass
+                if not self._schema_checked:
+                    await require_postgres_schema(self._engine, self._spec.redacted)
+                    self._schema_checked = True
             elif self._kind == "redis":
                 import redis.asyncio
 
                 self._redis = redis.asyncio.Redis.from_url(self._url)
                 await self._redis.ping()
+        except BackendUnavailable:
+            await self.close()
+            raise
         except Exception as exc:
             await self.close()
             raise BackendUnavailable(
-                f"store {self._spec.redacted!r} is unreachable: {type(exc).__name__}: "
-                f"{(str(exc).splitlines() or [''])[0]}"
+                f"store {self._spec.redacted!r} is unreachable: {describe(exc)}"
             ) from None
 
     async def close(self) -> None:

@@ -64,6 +64,7 @@ from steadyloop.replay._store import (
     seconds_to_us,
     us_to_seconds,
 )
+from steadyloop.replay.stores._common import describe, require_postgres_schema
 
 __all__ = ["TRPC_CAPABILITIES", "TrpcStore", "open_store"]
 
@@ -112,6 +113,26 @@ def _native_url(kind: str, driver: str | None, target: str) -> str:
         return target
     scheme = f"{kind}+{driver}" if driver else _SQL_DRIVERS[kind]
     return scheme + target[target.index(":") :]
+
+
+async def _check_schema(url: str, store: str) -> None:
+    """Refuse a PostgreSQL URL whose search_path names no existing schema."""
+    if not url.startswith("postgresql"):
+        return
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    try:
+        engine = create_async_engine(url)
+    except Exception:  # a driver without asyncio: the framework's own probe reports
+        return
+    try:
+        await require_postgres_schema(engine, store)
+    except BackendUnavailable:
+        raise
+    except Exception:  # unreachable: the framework's own probe says why, in its words
+        return
+    finally:
+        await engine.dispose()
 
 
 def _scrub(text: str, url: str) -> str:
@@ -244,15 +265,20 @@ class TrpcStore:
             return
         probe = f"steadyloop-probe-{uuid.uuid4().hex}"
         try:
+            if self.kind != "redis":
+                await _check_schema(self.url, self._spec.redacted)
             # The first open reaches the store: reads of an app nobody uses connect (and
             # create the tables, as the framework does on first use) and touch no data.
             # Later opens are restarts of a store known to be there.
             await self._sessions.list_sessions(app_name=probe)
             await self._memory.search_memory(key=f"{probe}/probe", query="probe")
             self._reached = True
+        except BackendUnavailable:
+            await self.close()
+            raise
         except Exception as exc:
             await self.close()
-            message = _scrub(f"{type(exc).__name__}: {exc}".splitlines()[0], self.url)
+            message = _scrub(describe(exc), self.url)
             raise BackendUnavailable(
                 f"store {self._spec.redacted!r} cannot be reached: {message}"
             ) from None
@@ -466,6 +492,17 @@ class TrpcStore:
             await client.aclose()
 
 
+def _missing_package(exc: ImportError) -> str:
+    """The package whose absence `exc` reports: trpc-agent-py itself, or what it imports.
+
+    SQLAlchemy's asyncio module names no module when greenlet is missing, only says so.
+    """
+    if "greenlet" in str(exc) or (exc.name or "").split(".")[0] == "greenlet":
+        return "greenlet"
+    top = (exc.name or "trpc_agent_sdk").split(".")[0]
+    return "trpc-agent-py" if top == "trpc_agent_sdk" else top
+
+
 def open_store(spec: StoreSpec) -> TrpcStore:
     """Open a trpc-agent-py store from a `trpc+BACKEND[://…]` selection.
 
@@ -476,8 +513,8 @@ def open_store(spec: StoreSpec) -> TrpcStore:
     try:
         import trpc_agent_sdk.memory
         import trpc_agent_sdk.sessions  # noqa: F401
-    except ImportError:
-        raise missing_extra(spec, "trpc", "trpc-agent-py") from None
+    except ImportError as exc:
+        raise missing_extra(spec, "trpc", _missing_package(exc)) from None
     kind, driver = _kind(spec)
     if kind == "memory":
         return TrpcStore(spec, kind, "", None)
