@@ -44,6 +44,7 @@ __all__ = [
     "TaskStatus",
     "VerifySpec",
     "check_dependencies",
+    "prepare_spec_model",
     "task_stream",
 ]
 
