@@ -33,6 +33,11 @@ SERVER_ENV = {
 }
 """Per server backend: the environment variable naming its server, and the default."""
 
+CONNECT_TIMEOUT = 30
+"""Seconds the fixtures' own connections wait for a server: enough on a 2-core machine at
+load 30. The probe's answer holds for the whole run, so one slow connect must not read
+as a server that is down."""
+
 _REACHABLE: dict[str, str | None] = {}
 
 
@@ -55,12 +60,12 @@ async def _probe(backend: str, url: str) -> None:
     if backend == "postgres":
         import psycopg
 
-        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=3)
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=CONNECT_TIMEOUT)
         await conn.close()
     elif backend == "redis":
         import redis.asyncio
 
-        client = redis.asyncio.Redis.from_url(url, socket_connect_timeout=3)
+        client = redis.asyncio.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
         try:
             await client.ping()
         finally:
@@ -80,7 +85,7 @@ async def _mysql_connect(url: str) -> object:
         user=parts.username or "root",
         password=parts.password or "",
         database=parts.path.lstrip("/") or None,
-        connect_timeout=3,
+        connect_timeout=CONNECT_TIMEOUT,
         autocommit=True,
     )
 
@@ -112,7 +117,9 @@ async def terminate_postgres(base: str, application: str, *, wait_ms: int = 0) -
     """
     import psycopg
 
-    async with await psycopg.AsyncConnection.connect(base, autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(
+        base, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+    ) as conn:
         cur = await conn.execute(
             "SELECT count(pg_terminate_backend(pid, %s)) FROM pg_stat_activity "
             "WHERE application_name = %s AND pid <> pg_backend_pid()",
@@ -134,7 +141,9 @@ async def remove_prefix(backend: str, url: str, prefix: str) -> None:
         import psycopg
         from psycopg import sql
 
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(
+            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+        ) as conn:
             cur = await conn.execute(
                 "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() "
                 "AND starts_with(tablename, %s)",
@@ -145,7 +154,7 @@ async def remove_prefix(backend: str, url: str, prefix: str) -> None:
     elif backend == "redis":
         import redis.asyncio
 
-        client = redis.asyncio.Redis.from_url(url)
+        client = redis.asyncio.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
         try:
             pattern = "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
             keys = [k async for k in client.scan_iter(match=pattern, count=1000)]

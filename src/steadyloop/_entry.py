@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+__all__ = ["main"]
+
 
 def main() -> None:
     """Run the ``steadyloop`` command line."""

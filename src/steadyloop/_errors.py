@@ -18,6 +18,7 @@ __all__ = [
     "EffectBusy",
     "EffectFailed",
     "EncodingError",
+    "ExecutorUnavailable",
     "GuardError",
     "IdempotencyKeyReused",
     "IllegalTransition",
@@ -60,6 +61,21 @@ class EncodingError(SteadyloopError, ValueError):
         self.path = path
         where = path or "/"
         super().__init__(f"{message} (at {where})")
+
+
+class MissingExtra(SteadyloopError, ImportError):
+    """A backend or store needs an optional extra that is not installed.
+
+    Not a journal error: replay stores and guards need extras too. It is an
+    `ImportError` as well, so code that already catches a failed import catches it.
+
+    Attributes:
+        extra: The extra's name, as in ``pip install 'steadyloop[EXTRA]'``.
+    """
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        self.extra = extra
+        super().__init__(message)
 
 
 class JournalError(SteadyloopError):
@@ -132,18 +148,6 @@ class BackendUnavailable(JournalError):
     When raised by ``append``, the batch was either written whole or not at all;
     resubmitting it with the same idempotency key is safe.
     """
-
-
-class MissingExtra(UnknownBackend):
-    """A backend or store needs an optional extra that is not installed.
-
-    Attributes:
-        extra: The extra's name, as in ``pip install 'steadyloop[EXTRA]'``.
-    """
-
-    def __init__(self, message: str, *, extra: str) -> None:
-        self.extra = extra
-        super().__init__(message)
 
 
 class StoreNotFound(BackendUnavailable):

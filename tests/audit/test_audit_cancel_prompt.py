@@ -33,7 +33,7 @@ async def test_a_running_task_is_cancelled_within_seconds_with_a_minute_lease(
         started = time.monotonic()
         assert await person.cancel("c1", "not needed any more") is TaskStatus.RUNNING
         while (await person.get("c1")).status is not TaskStatus.CANCELLED:
-            assert time.monotonic() - started < 5, "the cancel waited for a heartbeat"
+            assert time.monotonic() - started < 15, "the cancel waited for a heartbeat"
             await asyncio.sleep(0.05)
         took = time.monotonic() - started
         await asyncio.wait_for(running, 30)
@@ -43,7 +43,7 @@ async def test_a_running_task_is_cancelled_within_seconds_with_a_minute_lease(
         assert trail[-1].payload["worker"] == worker.worker_id
         assert (await person.get("c2")).status is TaskStatus.BLOCKED
         assert not worker.errors
-        assert took < 5
+        assert took < 15  # the first heartbeat was 19 s away
 
 
 async def test_a_cancel_between_two_model_calls_ends_the_run_at_its_next_write(
@@ -93,7 +93,7 @@ async def test_a_cancel_between_two_model_calls_ends_the_run_at_its_next_write(
         await asyncio.sleep(1.0)  # the worker sees the cancel meanwhile
         gate.set()  # the tool returns: the run's next write ends it, long before the grace
         await asyncio.wait_for(running, 20)
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 15  # not the 30 s grace
         assert (await person.get("s1")).status is TaskStatus.CANCELLED
         info = await load_run(person.journal, person.app, "s1.r1")
         assert info.status == "cancelled"

@@ -273,7 +273,7 @@ async def test_mariadb_skips_a_locked_row_instead_of_waiting() -> None:
             claim = await queue.claim("w", 30)
             assert claim is not None and claim.task_id == "second"
             assert await queue.claim("w", 30) is None
-            assert time.monotonic() - started < 10, "waited for the lock instead of skipping"
+            assert time.monotonic() - started < 25, "waited for the lock instead of skipping"
             await conn.rollback()
         finally:
             conn.close()

@@ -784,6 +784,7 @@ SUMMARIES_ZH = {
     "EffectFailed": "一个受防护的 `NEVER` 副作用已经执行过并且失败了，再次抛出记录下来的错误。",
     "GuardError": "给其他运行时的工具加的防护被误用，或者收到了格式错误的裁定。",
     "MissingExtra": "某个后端或存储需要的可选依赖（extra）没有安装。",
+    "ExecutorUnavailable": "执行器无法在这里运行（缺少 bubblewrap，或系统禁止创建命名空间）。",
 }
 
 INDEX_SECTIONS = [  # (id, English heading, Chinese heading, the packages whose names it lists)

@@ -27,10 +27,6 @@ from docs_support import (
 pytestmark = pytest.mark.slow
 
 SITE_HOST = "steadyloop.github.io"
-BUILD_BUDGET_SECONDS = 90.0
-"""The strict build of both languages, rendering notebooks already executed (quiet: 45 s)."""
-NOTEBOOK_BUDGET_SECONDS = 240.0
-"""Executing all fourteen notebooks, four at a time (quiet, on two cores: 105 s)."""
 
 
 def all_pages(lang: str) -> list[str]:
@@ -40,21 +36,17 @@ def all_pages(lang: str) -> list[str]:
 # -- the build ------------------------------------------------------------------------
 
 
-def test_strict_build_is_clean_and_within_budget(
+def test_strict_build_is_clean(
     built_site: BuiltSite, record_property: pytest.RecordProperty
 ) -> None:
-    """The strict build of both languages logs no warning, and it and the notebooks' execution each stay fast."""
+    """The strict build of both languages logs no warning (its times are recorded, not judged).
+
+    How fast it is, and each notebook's execution, is measured by ``benchmarks/bench_docs.py``.
+    """
     record_property("docs_build_seconds", round(built_site.seconds, 2))
     record_property("notebook_seconds", round(built_site.notebook_seconds, 2))
     warnings = [line for line in built_site.log.splitlines() if line.startswith("WARNING")]
     assert warnings == []
-    assert built_site.seconds < BUILD_BUDGET_SECONDS, (
-        f"the strict build took {built_site.seconds:.1f}s; the aim is under {BUILD_BUDGET_SECONDS}s"
-    )
-    assert built_site.notebook_seconds < NOTEBOOK_BUDGET_SECONDS, (
-        f"executing the notebooks took {built_site.notebook_seconds:.1f}s; "
-        f"the aim is under {NOTEBOOK_BUDGET_SECONDS}s"
-    )
 
 
 @pytest.mark.parametrize("lang", LANGUAGES)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -38,7 +37,6 @@ async def test_crash_matrix_passes_on_every_backend(journal_url: str) -> None:
     async def journal() -> Journal:
         return await open_journal(journal_url)
 
-    started = time.monotonic()
     report = await crash_matrix(lambda: standard_agent(effects), journal)
     report.assert_ok()
     assert report.baseline.stop_reason.value == "completed"
@@ -48,7 +46,6 @@ async def test_crash_matrix_passes_on_every_backend(journal_url: str) -> None:
     # the never-repeat e-mail was stopped and resolved where the crash hit it
     assert any(c.resolutions for c in report.cases)
     assert {c.stop_reason for c in report.cases} == {"completed"}
-    assert time.monotonic() - started < 120
 
 
 @pytest.mark.parametrize("fresh", ["memory://", "MemoryJournal()"])

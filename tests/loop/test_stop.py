@@ -140,7 +140,7 @@ async def test_a_timed_out_never_tool_leaves_its_intent_open_as_after_a_crash() 
     journal = MemoryJournal()
     started = time.monotonic()
     result = await run(agent, journal, APP, "ada", "s1", "r1", "go")
-    assert time.monotonic() - started < 10  # not waiting for the thread
+    assert time.monotonic() - started < 60  # not waiting for the thread, which waits for ever
     assert result.stop_reason is StopReason.RESUME_STATE_UNKNOWN
     assert result.open_intent == "r1/2" and "timeout of 0.1 s" in result.detail
     info = await load_run(journal, APP, "r1")

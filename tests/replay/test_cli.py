@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,19 @@ def test_exit_2_on_an_unreachable_or_unknown_backend() -> None:
     assert out.returncode == 2 and "unknown backend" in out.stderr
     out = replay_cli("run", "-b", "postgres")
     assert out.returncode == 2 and "STEADYLOOP_POSTGRES_URL" in out.stderr
+
+
+def test_exit_2_when_a_store_needs_a_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store whose framework is not installed exits 2 with one line naming the extra, no traceback."""
+    from typer.testing import CliRunner
+
+    from steadyloop.cli import app
+
+    monkeypatch.setitem(sys.modules, "google.adk.sessions", None)
+    out = CliRunner().invoke(app, ["replay", "run", "-b", "adk+memory"])
+    assert out.exit_code == 2, out.output
+    assert "steadyloop[adk]" in out.output
+    assert out.exception is None or isinstance(out.exception, SystemExit)
 
 
 def test_check_list_and_schema_commands() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from steadyloop import UnknownBackend
+from steadyloop import JournalError, SteadyloopError, UnknownBackend
 from steadyloop.replay import (
     CLOCK_START,
     CLOCK_STEP,
@@ -99,12 +99,21 @@ def test_missing_extra_is_one_line_naming_the_extra(tmp_path: Path) -> None:
     spec = parse_store_url("adk+postgresql://u:pw@db/x", tmp_path)
     assert spec is not None
     exc = missing_extra(spec, "adk", "google-adk")
-    assert isinstance(exc, UnknownBackend)
     assert exc.extra == "adk"
     assert "\n" not in str(exc)
     assert "pip install 'steadyloop[adk]'" in str(exc)
     assert "pw@" not in str(exc)
     assert isinstance(exc, MissingExtra)
+
+
+def test_missing_extra_is_an_import_error_and_no_journal_error(tmp_path: Path) -> None:
+    """A missing extra is a SteadyloopError and an ImportError, not a journal error: stores raise it too."""
+    spec = parse_store_url("adk+memory", tmp_path)
+    assert spec is not None
+    exc = missing_extra(spec, "adk", "google-adk")
+    assert isinstance(exc, SteadyloopError) and isinstance(exc, ImportError)
+    assert not isinstance(exc, JournalError | ValueError)
+    assert str(exc) == exc.msg
 
 
 @pytest.mark.parametrize(

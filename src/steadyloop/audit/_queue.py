@@ -96,6 +96,7 @@ __all__ = [
     "TaskQueue",
     "UnreadableTask",
     "open_queue",
+    "split_queue_url",
 ]
 
 QUEUE_SCHEMA_VERSION = 3

@@ -1,10 +1,15 @@
 """The declarative model of a task spec, and its errors as one `TaskSpecError`.
 
 Each level of a spec's JSON form is one pydantic model (`_Task`, `_Goal`, `_Verify`)
-declaring its fields, types, defaults and rules. [`TaskSpec`][steadyloop.audit.TaskSpec]
-and its parts go through it when built in Python (`check`) and when read from JSON
-(`load`), so the two ways in cannot disagree. Rules across tasks are
+declaring its fields, types and rules. [`TaskSpec`][steadyloop.audit.TaskSpec] and its
+parts go through it when built in Python (`check`) and when read from JSON (`load`), so
+the two ways in cannot disagree. Rules across tasks are
 [`check_dependencies`][steadyloop.audit.check_dependencies]'s.
+
+The model knows plain values only, never the spec classes: it takes a spec's fields as a
+mapping (a part already built and checked is passed as `BUILT`) and gives back their
+normal form, parts as mappings. `steadyloop.audit._tasks` builds the spec objects from
+them and holds the defaults, so this module imports nothing of it.
 
 A `ValidationError` never escapes: it becomes a `TaskSpecError` whose ``field`` is the
 spec field (``goal.verify.env``) and whose message lists every problem at its exact
@@ -17,18 +22,16 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar
 
 import pydantic as pd
 
 from steadyloop import _names
 from steadyloop._errors import EncodingError, TaskSpecError
-from steadyloop.audit import _tasks
 from steadyloop.records import check_canonical
 
-__all__ = ["check", "load"]
+__all__ = ["BUILT", "check", "load"]
 
-_T = TypeVar("_T")
 _AT = "{where}"  # a problem's place in a message; `_describe` puts it in
 
 
@@ -95,9 +98,21 @@ def _verify(value: Any) -> Any:
     return {} if isinstance(value, int | float) else value  # {}: its command is missing
 
 
+class _Built:
+    """The type of `BUILT`."""
+
+    def __repr__(self) -> str:
+        return "BUILT"
+
+
+BUILT: Any = _Built()
+"""Given for a part (a goal, a verify spec) that is a spec object already: it was checked
+when it was built, so it is not checked again, and it comes back as `BUILT`."""
+
+
 def _checked(value: Any, handler: pd.ValidatorFunctionWrapHandler) -> Any:
-    """Around a part: a `GoalSpec` or `VerifySpec` object was checked when it was built."""
-    return value if type(value) in _MODELS else handler(value)
+    """Around a part: one given as `BUILT` was checked when it was built."""
+    return value if value is BUILT else handler(value)
 
 
 def _text(v: Any, bad: str = "", empty: bool = True) -> bool:
@@ -138,41 +153,44 @@ Metadata = Annotated[
     dict[str, Any], _given(Mapping, "an object", {}), pd.AfterValidator(_json_form)
 ]
 _Required = pd.Field(None, validate_default=True)  # missing reads as None, refused by its rule
+_Default: Any = None  # left out: not in the result, so the spec class's default applies
 
 
 class _Model(pd.BaseModel):
     model_config = pd.ConfigDict(extra="forbid", frozen=True, from_attributes=True)
-    spec: ClassVar[type]  # the spec class it checks
+    kind: ClassVar[str]  # which spec it checks: "task", "goal" or "verify"
     place: ClassVar[tuple[str, ...]]  # where its fields are in a task spec's JSON form
 
 
 class _Verify(_Model):
-    spec, place = _tasks.VerifySpec, ("goal", "verify")
+    kind, place = "verify", ("goal", "verify")
     command: Annotated[tuple[Arg, ...], pd.BeforeValidator(_argv)] = _Required
-    timeout: Seconds = 60.0
-    env: Annotated[dict[VarName, Arg], _given(Mapping, "an object", {})] = {}
-    allow_env: Annotated[tuple[Name, ...], _given(list | tuple, "a list of names", ())] = ()
+    timeout: Seconds = _Default
+    env: Annotated[dict[VarName, Arg], _given(Mapping, "an object", {})] = _Default
+    allow_env: Annotated[tuple[Name, ...], _given(list | tuple, "a list of names", ())] = _Default
 
 
 class _Goal(_Model):
-    spec, place = _tasks.GoalSpec, ("goal",)
+    kind, place = "goal", ("goal",)
     goal: Goal = _Required
     verify: Annotated[_Verify, pd.BeforeValidator(_verify), pd.WrapValidator(_checked)] = _Required
-    round_budget: Budget = _tasks.DEFAULT_ROUND_BUDGET
+    round_budget: Budget = _Default
 
 
 class _Task(_Model):
-    spec, place = _tasks.TaskSpec, ()
+    kind, place = "task", ()
     prompt: Prompt = _Required
-    task_id: TaskId | None = None
-    priority: Priority = 0
-    depends_on: Annotated[tuple[TaskId, ...], _given(list | tuple, "a list of task ids", ())] = ()
-    idempotency_key: TaskId | None = None
-    goal: Annotated[_Goal | None, pd.WrapValidator(_checked)] = None
-    max_audit_rounds: Count = _tasks.DEFAULT_AUDIT_ROUNDS
-    workdir: Path | None = None
-    user_id: UserId = "audit"
-    metadata: Metadata = {}
+    task_id: TaskId | None = _Default
+    priority: Priority = _Default
+    depends_on: Annotated[tuple[TaskId, ...], _given(list | tuple, "a list of task ids", ())] = (
+        _Default
+    )
+    idempotency_key: TaskId | None = _Default
+    goal: Annotated[_Goal | None, pd.WrapValidator(_checked)] = _Default
+    max_audit_rounds: Count = _Default
+    workdir: Path | None = _Default
+    user_id: UserId = _Default
+    metadata: Metadata = _Default
 
     @pd.field_validator("depends_on")
     @classmethod
@@ -184,31 +202,41 @@ class _Task(_Model):
         return deps
 
 
-_MODELS: dict[type, type[_Model]] = {m.spec: m for m in (_Task, _Goal, _Verify)}
+_MODELS: dict[str, type[_Model]] = {m.kind: m for m in (_Task, _Goal, _Verify)}
 _AT_PLACE = {m.place: m for m in _MODELS.values()}
 _UNKNOWN = ("extra_forbidden", "invalid_key")
 _DICT = "a valid dictionary or object to extract fields from"
 
 
-def check(spec: object) -> None:
-    """Validate a spec object built in Python, in place: its fields get their normal form.
+def check(kind: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Check the fields of a spec built in Python; return them in their normal form.
+
+    Args:
+        kind: ``"task"``, ``"goal"`` or ``"verify"``.
+        fields: Every field of the spec; a part already built is given as `BUILT`.
+
+    Returns:
+        The fields in their normal form (tuples for lists, a command line split into
+        words); a part given as `BUILT` stays `BUILT`, another part is a mapping of its
+        fields given.
 
     Raises:
         TaskSpecError: A field breaks a rule; the error names it.
     """
-    _assign(spec, _validate(_MODELS[type(spec)], spec))
+    return _given_fields(_validate(_MODELS[kind], fields))
 
 
-def load(cls: type[_T], data: Any) -> _T:
-    """Build a `TaskSpec`, `GoalSpec` or `VerifySpec` from its JSON form.
+def load(kind: str, data: Any) -> dict[str, Any]:
+    """Check the JSON form of a spec; return the fields it gives, in their normal form.
+
+    Fields left out are not in the result (their default is the spec class's); a part
+    is a mapping of its own fields, in the same way.
 
     Raises:
         TaskSpecError: A field is missing, unknown or breaks a rule; the error names it.
     """
-    model = _MODELS[cls]
-    spec: _T = object.__new__(cls)  # checked by the model: not again by __post_init__
-    _assign(spec, _validate(model, _verify(data) if model is _Verify else data))
-    return spec
+    model = _MODELS[kind]
+    return _given_fields(_validate(model, _verify(data) if model is _Verify else data))
 
 
 def _validate(model: type[_Model], data: Any) -> _Model:
@@ -222,14 +250,12 @@ def _validate(model: type[_Model], data: Any) -> _Model:
         raise TaskSpecError(message, field=found[0][0]) from None
 
 
-def _assign(spec: object, model: _Model) -> None:
-    for name in type(model).model_fields:
+def _given_fields(model: _Model) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in model.model_fields_set:
         value = getattr(model, name)
-        if isinstance(value, _Model):  # a part: its spec object, built the same way
-            part: object = object.__new__(value.spec)
-            _assign(part, value)
-            value = part
-        object.__setattr__(spec, name, value)
+        out[name] = _given_fields(value) if isinstance(value, _Model) else value
+    return out
 
 
 def _describe(loc: tuple[Any, ...], error: Any) -> tuple[str, str]:

@@ -25,8 +25,8 @@ import enum
 import hashlib
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from dataclasses import MISSING, dataclass, field, fields, replace
+from typing import Any, TypeVar
 
 from steadyloop import _names
 from steadyloop._errors import CorruptionError, IllegalTransition, TaskSpecError
@@ -44,6 +44,7 @@ __all__ = [
     "TaskStatus",
     "VerifySpec",
     "check_dependencies",
+    "prepare_spec_model",
     "task_stream",
 ]
 
@@ -124,6 +125,8 @@ class TaskEvent(enum.StrEnum):
         return self.value.removeprefix("task.")
 
 
+_S = TypeVar("_S", "VerifySpec", "GoalSpec", "TaskSpec")
+
 _Q, _R = TaskStatus.QUEUED, TaskStatus.RUNNING
 
 TRANSITIONS: dict[TaskEvent, tuple[frozenset[TaskStatus | None], TaskStatus]] = {
@@ -181,9 +184,42 @@ def prepare_spec_model() -> None:
 
 
 def _check(spec: VerifySpec | GoalSpec | TaskSpec) -> None:
-    from steadyloop.audit._spec_model import check
+    """Check a spec built in Python, in place: its fields take their normal form."""
+    from steadyloop.audit._spec_model import BUILT, check
 
-    check(spec)
+    cls = type(spec)
+    given = {f.name: getattr(spec, f.name) for f in fields(spec)}
+    for name, part in _PARTS[cls].items():
+        if type(given[name]) is part:
+            given[name] = BUILT  # it was checked when it was built
+    for name, value in check(_KINDS[cls], given).items():
+        if value is not BUILT:
+            object.__setattr__(spec, name, _part(cls, name, value))
+
+
+def _load(cls: type[_S], data: Any) -> _S:
+    """Build a spec from its JSON form, checked as a whole by the model."""
+    from steadyloop.audit._spec_model import load
+
+    return _build(cls, load(_KINDS[cls], data))
+
+
+def _build(cls: type[_S], given: Mapping[str, Any]) -> _S:
+    """A spec of fields the model checked already: not checked again by ``__post_init__``."""
+    spec = object.__new__(cls)
+    for f in fields(cls):
+        if f.name in given:
+            value = _part(cls, f.name, given[f.name])
+        else:
+            value = f.default if f.default_factory is MISSING else f.default_factory()
+        object.__setattr__(spec, f.name, value)
+    return spec
+
+
+def _part(cls: type, name: str, value: Any) -> Any:
+    """A field's value; a part the model gave as a mapping becomes its spec object."""
+    part = _PARTS[cls].get(name)
+    return _build(part, value) if part is not None and isinstance(value, Mapping) else value
 
 
 def _json(spec: VerifySpec | GoalSpec | TaskSpec) -> dict[str, JSONValue]:
@@ -239,9 +275,7 @@ class VerifySpec:
         Raises:
             TaskSpecError: A field is missing or malformed.
         """
-        from steadyloop.audit._spec_model import load
-
-        return load(cls, data)
+        return _load(cls, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,9 +308,7 @@ class GoalSpec:
         Raises:
             TaskSpecError: A field is missing or malformed.
         """
-        from steadyloop.audit._spec_model import load
-
-        return load(cls, data)
+        return _load(cls, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,9 +386,18 @@ class TaskSpec:
         Raises:
             TaskSpecError: A field is missing, unknown or malformed; the error names it.
         """
-        from steadyloop.audit._spec_model import load
+        return _load(cls, data)
 
-        return load(cls, data)
+
+_KINDS: dict[type, str] = {TaskSpec: "task", GoalSpec: "goal", VerifySpec: "verify"}
+"""The name the spec model (`steadyloop.audit._spec_model`) knows each spec class by."""
+
+_PARTS: dict[type, dict[str, type]] = {
+    TaskSpec: {"goal": GoalSpec},
+    GoalSpec: {"verify": VerifySpec},
+    VerifySpec: {},
+}
+"""For each spec class: its fields that hold a part, and the part's spec class."""
 
 
 def _audit_passed(audit: Mapping[str, Any]) -> bool:

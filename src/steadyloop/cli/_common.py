@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from steadyloop._errors import BackendUnavailable, SteadyloopError, UnknownBackend
+from steadyloop._errors import BackendUnavailable, MissingExtra, SteadyloopError, UnknownBackend
 
 __all__ = [
     "EXIT_DECIDE",
@@ -122,12 +122,12 @@ def json_line(value: Any, *, encode: Callable[[Any], str] | None = None) -> str:
 def run_async(fn: Callable[..., Awaitable[T]], *args: Any) -> T:
     """Run a coroutine function, turning Steadyloop errors into a clean exit.
 
-    Bad input and unreachable backends exit with `EXIT_UNUSABLE`; any other
+    Bad input, unreachable backends and missing extras exit with `EXIT_UNUSABLE`; any other
     Steadyloop error exits with `EXIT_PROBLEM`. No traceback is shown for them.
     """
     try:
         return asyncio.run(fn(*args))  # type: ignore[arg-type]
-    except (UnknownBackend, BackendUnavailable) as exc:
+    except (UnknownBackend, MissingExtra, BackendUnavailable) as exc:
         err_console.print(f"[red]error:[/red] {escape(printable(exc))}")
         raise typer.Exit(EXIT_UNUSABLE) from None
     except SteadyloopError as exc:

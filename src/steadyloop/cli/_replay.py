@@ -19,7 +19,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import BackendUnavailable, CaseError, SteadyloopError, UnknownBackend
+from steadyloop._errors import (
+    BackendUnavailable,
+    CaseError,
+    MissingExtra,
+    SteadyloopError,
+    UnknownBackend,
+)
 from steadyloop.cli._common import (
     EXIT_PROBLEM,
     EXIT_UNUSABLE,
@@ -258,7 +264,7 @@ def run_command(
             )
         except CaseError as exc:
             raise _invalid(exc) from None
-        except (UnknownBackend, BackendUnavailable) as exc:
+        except (UnknownBackend, MissingExtra, BackendUnavailable) as exc:
             raise _fail(str(exc)) from None
         except SteadyloopError as exc:
             err_console.print(Text.assemble(("error:", "red"), " ", printable(exc)), soft_wrap=True)

@@ -43,14 +43,18 @@ __all__ = [
     "Plan",
     "PlanJournal",
     "Query",
+    "Row",
     "append_plan",
     "delete_namespace_plan",
     "delete_stream_plan",
     "head_plan",
     "migrate_plan",
     "namespaces_plan",
+    "no_store_here",
     "read_plan",
+    "run_sync",
     "streams_plan",
+    "table_exists_plan",
 ]
 
 _VANISHED_RETRIES = 5

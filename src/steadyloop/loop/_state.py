@@ -57,6 +57,7 @@ __all__ = [
     "RUN_STARTED",
     "RUN_STOPPED",
     "RUN_SUSPENDED",
+    "ParseHook",
     "RunState",
     "parse_run_stream",
     "run_stream",

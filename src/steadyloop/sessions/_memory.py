@@ -34,7 +34,15 @@ from steadyloop.records import JSONValue, Record, RecordFactory, StoredRecord
 from steadyloop.sessions._model import Session
 from steadyloop.sessions._streams import KIND_MEMORY_ENTRY
 
-__all__ = ["MemoryEntry", "MemoryHit", "memory_records", "rank", "read_entries", "tokenize"]
+__all__ = [
+    "MemoryEntry",
+    "MemoryHit",
+    "memory_records",
+    "normalize",
+    "rank",
+    "read_entries",
+    "tokenize",
+]
 
 _WORD = re.compile(r"[^\W_]+")
 
