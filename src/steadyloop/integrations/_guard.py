@@ -19,7 +19,7 @@ from steadyloop.effects import Begun, EffectLedger, Recorded, acting
 from steadyloop.journal import Journal, open_journal
 from steadyloop.records import RecordFactory
 
-__all__ = ["Bridge", "Guard", "replayed"]
+__all__ = ["Bridge", "Guard", "Raised", "replayed"]
 
 T = TypeVar("T")
 

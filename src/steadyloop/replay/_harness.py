@@ -119,6 +119,7 @@ __all__ = [
     "Backend",
     "CaseRun",
     "NotCreated",
+    "add_references",
     "as_store",
     "default_backends",
     "required_capabilities",
