@@ -60,6 +60,21 @@ def test_effect_outside_a_node_is_refused(guard: LangGraphGuard) -> None:
     assert calls == []
 
 
+def test_graph_without_checkpointer_is_refused_even_with_a_thread(guard: LangGraphGuard) -> None:
+    """A guarded effect in a graph compiled without a checkpointer raises GuardError before acting."""
+    calls: list[int] = []
+
+    @guard.effect(ReplayPolicy.NEVER)
+    def charge() -> str:
+        calls.append(1)
+        return "x"
+
+    graph = one_node(lambda s: {"out": [charge()]}).compile()
+    with pytest.raises(GuardError, match="without a checkpointer"):
+        graph.invoke({"n": 0}, {"configurable": {"thread_id": "t"}})
+    assert calls == []
+
+
 def test_graph_without_thread_is_refused(guard: LangGraphGuard) -> None:
     """A guarded effect in a graph without a checkpointer thread raises GuardError naming the fix."""
 

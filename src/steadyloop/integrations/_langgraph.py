@@ -76,6 +76,7 @@ from steadyloop.journal import Journal
 from steadyloop.records import JSONValue, RecordFactory, canonical_json, check_canonical
 
 try:
+    from langgraph._internal import _constants
     from langgraph.config import get_config
     from langgraph.errors import GraphInterrupt
     from langgraph.prebuilt import ToolRuntime
@@ -91,10 +92,14 @@ __all__ = ["LangGraphGuard"]
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_SCRATCHPAD = "__pregel_scratchpad"
-"""The configurable key under which LangGraph keeps a task execution's scratchpad."""
-_RUNTIME = "__pregel_runtime"
-"""The configurable key of the task's runtime (its execution info counts retries)."""
+# LangGraph offers no public accessor for these three configurable entries of a task:
+# its scratchpad (one per execution of a node), its runtime (whose execution info
+# counts retries) and the graph's checkpointer. Their names come from LangGraph
+# itself; tests/integrations/test_langgraph_internals.py names each one and fails
+# clearly when a release changes them.
+_SCRATCHPAD = _constants.CONFIG_KEY_SCRATCHPAD
+_RUNTIME = _constants.CONFIG_KEY_RUNTIME
+_CHECKPOINTER = _constants.CONFIG_KEY_CHECKPOINTER
 _KEPT_EXECUTIONS = 4096
 """How many node executions' call counters are kept (the oldest are dropped)."""
 
@@ -325,6 +330,12 @@ class LangGraphGuard(Guard):
             raise GuardError(
                 f"guarded effect {tool!r} needs a thread: compile the graph with a "
                 "checkpointer and pass configurable.thread_id"
+            )
+        if conf.get(_CHECKPOINTER) is None:
+            raise GuardError(
+                f"guarded effect {tool!r} runs in a graph compiled without a checkpointer: "
+                "nothing would resume it after a crash; compile the graph with "
+                "checkpointer=..."
             )
         scratchpad = conf.get(_SCRATCHPAD)
         if scratchpad is None or "langgraph_step" not in meta:
