@@ -20,6 +20,8 @@ The docs build (this file is an MkDocs hook) executes nothing:
   fails the build naming each notebook that has none (never run, failed, or stale) and
   the command that refreshes it (``uv run pytest notebooks``). mkdocs-jupyter is set to
   ``execute: false``.
+* ``on_serve``: ``mkdocs serve`` also watches the cache, so the site rebuilds when
+  ``uv run pytest notebooks`` keeps a new executed copy.
 * ``on_pre_page`` / ``on_page_content``: a notebook page is rendered from its executed
   copy; afterwards the page points at its source again, so the ``.ipynb`` offered for
   download is the committed notebook, without outputs.
@@ -252,6 +254,13 @@ def on_files(files: Any, config: Any) -> Any:
     for src, path in found.items():
         _executed[str(src)] = path
     return files
+
+
+def on_serve(server: Any, config: Any, builder: Any) -> Any:
+    """``mkdocs serve`` rebuilds when nbmake keeps a new executed copy, too."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    server.watch(str(cache_dir()))
+    return server
 
 
 def on_pre_page(page: Any, config: Any, files: Any) -> Any:

@@ -124,6 +124,14 @@ def test_build_fails_on_a_missing_copy_unless_in_fast_mode(
     assert cache.on_files(files, config=None) is files
 
 
+def test_serve_watches_the_cache(cache: ModuleType, tmp_path: Path) -> None:
+    """The served site rebuilds when nbmake keeps a new executed copy."""
+    watched: list[str] = []
+    server = SimpleNamespace(watch=watched.append)
+    assert cache.on_serve(server, config=None, builder=None) is server
+    assert watched == [str(tmp_path / "cache")] and (tmp_path / "cache").is_dir()
+
+
 def _imports(path: Path) -> set[str]:
     names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
