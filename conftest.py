@@ -8,7 +8,9 @@ and nbmake's ``--overwrite`` is turned on: nbmake writes the executed notebook i
 copy, never into the committed source. When the test passes, the copy becomes the
 notebook's executed copy, which the docs build renders without executing anything.
 
-A notebook that already has a current executed copy passed in this state: its test is
+A notebook that fails keeps no executed copy; its staged copy, with the outputs up to
+the failing cell, stays for a look (the failure report names it). A notebook that
+already has a current executed copy passed in this state: its test is
 skipped, saying so, and nothing runs. Delete ``.cache/notebooks`` to run them all again.
 The notebook tests run first, so the docs tests of the same run find their copies.
 """
@@ -25,7 +27,8 @@ import pytest
 
 _HOOK = Path(__file__).parent / "hooks" / "notebook_cache.py"
 _KEY = pytest.StashKey[tuple[Path, str]]()
-_ENVIRONMENT = pytest.StashKey[bytes]()
+NOTEBOOK_TIMEOUT_SECONDS = 1200
+"""pytest-timeout's limit for one notebook test (the slowest took 97 s at load 8)."""
 
 
 def _cache() -> ModuleType:
@@ -65,6 +68,8 @@ def pytest_collection_modifyitems(
         source = Path(item.filename)  # type: ignore[attr-defined]
         key = cache.notebook_key(source, environment)
         item.stash[_KEY] = (source, key)
+        # nbmake limits each cell (--nbmake-timeout, 300 s); a notebook has many cells.
+        item.add_marker(pytest.mark.timeout(NOTEBOOK_TIMEOUT_SECONDS))
         executed = cache.cached_path(source, key)
         if executed.is_file():
             item.add_marker(
@@ -87,11 +92,17 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A notebook that passed keeps its executed copy for the docs build."""
     report = yield
-    if call.when == "call" and report.passed and _KEY in item.stash:
-        source, key = item.stash[_KEY]
+    if call.when != "call" or _KEY not in item.stash:
+        return report
+    source, key = item.stash[_KEY]
+    cache = _cache()
+    if report.passed:
         try:
-            _cache().promote(source, key)
-        except Exception as exc:  # a copy nbmake did not execute: the test fails
+            cache.promote(source, key)
+        except cache.NotebookNotExecuted as exc:  # nbmake did not write back: fail
             report.outcome = "failed"
             report.longrepr = str(exc)
+    elif report.failed:
+        staged = cache.shown(cache.staged_path(source, key))
+        report.sections.append(("executed copy", f"outputs up to the failing cell: {staged}"))
     return report

@@ -197,12 +197,12 @@ def find_all(notebooks: Iterable[Path]) -> dict[Path, Path]:
         lines = []
         for notebook in lacking:
             why = (
-                "stale: its executed copy is older than the notebook, src/, pyproject.toml "
-                "or the installed packages"
+                "stale: the notebook, src/, pyproject.toml or the installed packages changed "
+                "since nbmake executed it"
                 if _stale(notebook)
                 else "never executed (or its last run failed)"
             )
-            lines.append(f"  {shown(notebook)}: {why}")
+            lines.append(f"  {shown(notebook.resolve())}: {why}")
         refresh = " ".join(shown(notebook.resolve()) for notebook in lacking)
         raise NotebookNotExecuted(
             "the docs build executes no notebook; it renders the copies nbmake executed, and "

@@ -237,9 +237,14 @@ def test_nbmake_executes_each_state_once_and_the_build_reads_it(
 
 @pytest.mark.slow
 def test_a_failing_notebook_keeps_no_copy(project: Path) -> None:
-    """The nbmake test reports the raising cell; no executed copy is kept, so the build would fail."""
+    """The nbmake test fails naming the error and the staged copy with its outputs; no executed copy is kept."""
     notebook(project / "notebooks" / "en" / "a.ipynb", "raise ValueError('broken on purpose')")
     run = _pytest(project, "notebooks")
     log = run.stdout + run.stderr
     assert run.returncode == 1 and "broken on purpose" in log, log
-    assert not list((project / ".cache" / "notebooks").glob("*/a.ipynb"))
+    cache = project / ".cache" / "notebooks"
+    assert not list(cache.glob("*/a.ipynb")), "a failed notebook left an executed copy"
+    [staged] = cache.glob("*/run/a.ipynb")
+    assert "outputs up to the failing cell: .cache/notebooks/" in log, log
+    outputs = json.loads(staged.read_text(encoding="utf-8"))["cells"][0]["outputs"]
+    assert [o["ename"] for o in outputs if o["output_type"] == "error"] == ["ValueError"]
