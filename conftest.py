@@ -1,29 +1,38 @@
-"""Notebooks as tests, executed once per source state through the docs build's cache.
+"""nbmake runs the notebooks, once per source state, into the cache the docs build reads.
 
-``notebooks/**/*.ipynb`` are collected here (this replaces ``--nbmake`` in the default
-options). Each notebook is executed by ``hooks/notebook_cache.py``, the same code the
-docs build uses, so a test run executes every notebook once: whichever of the notebook
-tests and the docs build (``tests/docs``) comes first stores the executed copy, keyed
-on the notebook, ``src/`` and the environment, and the other reuses it. The first
-notebook test executes every collected notebook that is not cached, in parallel; each
-test then reports its own notebook's result (the failing cell and its error).
-``pytest --nbmake notebooks/`` still runs nbmake instead.
+``--nbmake`` is in the default options, so ``uv run pytest`` (and ``uv run pytest
+notebooks``) collects every ``notebooks/{en,zh}/*.ipynb`` as an nbmake test. Here each
+nbmake test is pointed at a copy of its notebook, staged in the executed-notebook cache
+(``hooks/notebook_cache.py``) under a key of the notebook, ``src/`` and the environment,
+and nbmake's ``--overwrite`` is turned on: nbmake writes the executed notebook into that
+copy, never into the committed source. When the test passes, the copy becomes the
+notebook's executed copy, which the docs build renders without executing anything.
+
+A notebook that fails keeps no executed copy; its staged copy, with the outputs up to
+the failing cell, stays for a look (the failure report names it). A notebook that
+already has a current executed copy passed in this state: its test is
+skipped, saying so, and nothing runs. Delete ``.cache/notebooks`` to run them all again.
+The notebook tests run first, so the docs tests of the same run find their copies.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Generator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
 _HOOK = Path(__file__).parent / "hooks" / "notebook_cache.py"
+_KEY = pytest.StashKey[tuple[Path, str]]()
+NOTEBOOK_TIMEOUT_SECONDS = 1200
+"""pytest-timeout's limit for one notebook test (the slowest took 97 s at load 8)."""
 
 
 def _cache() -> ModuleType:
+    """``hooks/notebook_cache.py``, loaded once (it is no package)."""
     name = "steadyloop_notebook_cache"
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, _HOOK)
@@ -34,51 +43,66 @@ def _cache() -> ModuleType:
     return sys.modules[name]
 
 
-def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    """Collect a notebook as one test, unless nbmake was asked for."""
-    if (
-        file_path.suffix == ".ipynb"
-        and ".ipynb_checkpoints" not in file_path.parts
-        and not parent.config.getoption("nbmake", default=False)
-    ):
-        notebook: NotebookFile = NotebookFile.from_parent(parent, path=file_path)
-        return notebook
-    return None
+def _is_nbmake(item: pytest.Item) -> bool:
+    """Whether ``item`` is an nbmake notebook test (nbmake marks its items so)."""
+    return getattr(item, "nbmake", False) is True
 
 
-class NotebookFile(pytest.File):
-    """A notebook file: one test."""
-
-    def collect(self) -> Any:
-        """The notebook's one test."""
-        yield NotebookItem.from_parent(self, name=self.path.name)
+def pytest_configure(config: pytest.Config) -> None:
+    """With nbmake on, nbmake writes outputs back: into the staged copies only (see below)."""
+    if config.getoption("nbmake", default=False):
+        config.option.overwrite = True
 
 
-_results: dict[Path, Any] = {}
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """Key each notebook test; skip those already executed in this state; run them first."""
+    notebooks = [item for item in items if _is_nbmake(item)]
+    if not notebooks:
+        return
+    cache = _cache()
+    environment = cache.environment_digest()
+    for item in notebooks:
+        source = Path(item.filename)  # type: ignore[attr-defined]
+        key = cache.notebook_key(source, environment)
+        item.stash[_KEY] = (source, key)
+        # nbmake limits each cell (--nbmake-timeout, 300 s); a notebook has many cells.
+        item.add_marker(pytest.mark.timeout(NOTEBOOK_TIMEOUT_SECONDS))
+        executed = cache.cached_path(source, key)
+        if executed.is_file():
+            item.add_marker(
+                pytest.mark.skip(reason=f"executed in this state already: {cache.shown(executed)}")
+            )
+    items[:] = notebooks + [item for item in items if not _is_nbmake(item)]
 
 
-class NotebookItem(pytest.Item):
-    """Runs top to bottom in its own folder with no cell raising (cached when unchanged)."""
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Point the nbmake test at a fresh staged copy of its notebook."""
+    if _KEY in item.stash:
+        source, key = item.stash[_KEY]
+        item.filename = str(_cache().stage(source, key))  # type: ignore[attr-defined]
 
-    def runtest(self) -> None:
-        """Execute the notebooks not yet run (all at once, in parallel); report this one."""
-        if self.path not in _results:
-            todo = [
-                item.path
-                for item in self.session.items
-                if isinstance(item, NotebookItem) and item.path not in _results
-            ]
-            _results.update(_cache().execute_each(todo))
-        result = _results[self.path]
-        if isinstance(result, BaseException):
-            raise result
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        """A failed notebook shows its failing cell and error, not this file's traceback."""
-        if isinstance(excinfo.value, _cache().NotebookFailed):
-            return str(excinfo.value)
-        return super().repr_failure(excinfo)
-
-    def reportinfo(self) -> tuple[Path, int, str]:
-        """Where the test is, for pytest's report."""
-        return self.path, 0, f"notebook {self.path.name}"
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A notebook that passed keeps its executed copy for the docs build."""
+    report = yield
+    if call.when != "call" or _KEY not in item.stash:
+        return report
+    source, key = item.stash[_KEY]
+    cache = _cache()
+    if report.passed:
+        try:
+            cache.promote(source, key)
+        except cache.NotebookNotExecuted as exc:  # nbmake did not write back: fail
+            report.outcome = "failed"
+            report.longrepr = str(exc)
+    elif report.failed:
+        staged = cache.shown(cache.staged_path(source, key))
+        report.sections.append(("executed copy", f"outputs up to the failing cell: {staged}"))
+    return report

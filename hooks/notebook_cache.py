@@ -1,63 +1,64 @@
-"""Execute each notebook once, keyed on everything its outputs depend on; reuse the result.
+"""Executed notebooks: nbmake runs each one once per source state; the docs build reads it.
 
-One mechanism for the docs build (this file is an MkDocs hook) and the test run (the
-root ``conftest.py`` collects ``notebooks/**/*.ipynb`` as tests that call
-[executed][]). Whichever runs first executes a notebook and stores the executed copy;
-the other finds it. Before, ``uv run pytest`` ran every notebook in nbmake and again in
-each language's build.
+The notebooks run in one place: the notebook tests of ``uv run pytest`` (nbmake, turned on
+by ``--nbmake`` in the default options). The root ``conftest.py`` points each nbmake test
+at a copy of its notebook staged here and turns nbmake's ``--overwrite`` on, so nbmake
+writes the executed notebook into that copy, never into the committed source. A notebook
+that passes keeps its copy as *the executed copy* for its key; one that fails keeps none.
+A notebook whose current executed copy exists is not run again (its test is skipped,
+saying so): it already passed in this state.
 
 The key is a SHA-256 of: the notebook file, every file under ``src/`` (path and bytes),
 ``pyproject.toml``, the Python version and every installed distribution's name and
 version. A changed notebook, a changed line of the library or an upgraded dependency
-gives a new key, so an executed copy can never be stale; stale copies of the same
-notebook are deleted when a new one is stored.
+gives a new key, so an executed copy is never taken for a newer state; stale copies of
+the same notebook are deleted when a new one is kept.
 
-In the build (hook events):
+The docs build (this file is an MkDocs hook) executes nothing:
 
-* ``on_files``: every notebook of both languages is executed, up to
-  ``STEADYLOOP_NOTEBOOK_JOBS`` (default 4) at once, each in its own kernel running in the
-  notebook's folder; a failing cell fails the build with the notebook, the cell and the
-  error. mkdocs-jupyter itself is set to ``execute: false`` and renders the executed copy.
+* ``on_files``: finds the current executed copy of every notebook of both languages, and
+  fails the build naming each notebook that has none (never run, failed, or stale) and
+  the command that refreshes it (``uv run pytest notebooks``). mkdocs-jupyter is set to
+  ``execute: false``.
+* ``on_serve``: ``mkdocs serve`` also watches the cache, so the site rebuilds when
+  ``uv run pytest notebooks`` keeps a new executed copy.
 * ``on_pre_page`` / ``on_page_content``: a notebook page is rendered from its executed
   copy; afterwards the page points at its source again, so the ``.ipynb`` offered for
   download is the committed notebook, without outputs.
 
-From the command line, ``python hooks/notebook_cache.py NOTEBOOK...`` executes the
-notebooks without a current copy into the cache (the docs tests do this before the
-build, so the two are timed apart); with no arguments it prints what is cached.
+``python hooks/notebook_cache.py [NOTEBOOK ...]`` prints what is cached, or whether each
+notebook given has a current executed copy (exit status 1 when one lacks it).
 
-``STEADYLOOP_DOCS_FAST=1`` (the fast ``mkdocs serve`` mode): nothing is executed; a
-notebook whose current executed copy is in the cache is shown with its outputs, any
-other without outputs. ``STEADYLOOP_NOTEBOOK_CACHE`` moves the cache (default
+``STEADYLOOP_DOCS_FAST=1`` (the fast ``mkdocs serve`` mode): a notebook whose current
+executed copy is in the cache is shown with its outputs, any other without outputs, and
+the build does not fail. ``STEADYLOOP_NOTEBOOK_CACHE`` moves the cache (default
 ``.cache/notebooks`` in the repository).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import importlib.metadata
 import json
 import logging
 import os
+import shutil
 import sys
-import tempfile
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
-FORMAT = "steadyloop-notebook-cache/1"
-CELL_TIMEOUT_SECONDS = 300
-KERNEL = "python3"
+FORMAT = "steadyloop-notebook-cache/2"
+REFRESH = "uv run pytest notebooks"
+"""The command that executes the notebooks (through nbmake) into the cache."""
 
 log = logging.getLogger("mkdocs.hooks.notebook_cache")
 
 
-class NotebookFailed(Exception):
-    """A notebook cell raised: names the notebook, the cell and the error."""
+class NotebookNotExecuted(Exception):
+    """A notebook has no current executed copy: names it and the command that refreshes it."""
 
 
 def fast_mode() -> bool:
@@ -70,7 +71,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get("STEADYLOOP_NOTEBOOK_CACHE") or ROOT / ".cache" / "notebooks")
 
 
-def _environment_digest() -> bytes:
+def environment_digest() -> bytes:
     """The part of the key that every notebook shares: library source and environment."""
     h = hashlib.sha256(FORMAT.encode())
     h.update(sys.version.encode())
@@ -88,7 +89,7 @@ def _environment_digest() -> bytes:
     return h.digest()
 
 
-def _shown(path: Path) -> str:
+def shown(path: Path) -> str:
     """A path as an error message names it: relative to the repository when inside it."""
     try:
         return path.relative_to(ROOT).as_posix()
@@ -98,7 +99,7 @@ def _shown(path: Path) -> str:
 
 def notebook_key(notebook: Path, environment: bytes | None = None) -> str:
     """The cache key of ``notebook`` with the current source tree and environment."""
-    h = hashlib.sha256(environment if environment is not None else _environment_digest())
+    h = hashlib.sha256(environment if environment is not None else environment_digest())
     h.update(notebook.read_bytes())
     return h.hexdigest()
 
@@ -115,130 +116,101 @@ def cached_path(notebook: Path, key: str) -> Path:
     return cache_dir() / f"{_cache_name(notebook)}-{key[:24]}" / notebook.name
 
 
-def _store(notebook: Path, key: str, nb: Any) -> Path:
-    """Write an executed notebook to the cache atomically; drop its stale copies."""
-    import nbformat
+def _entry(notebook: Path, key: str) -> Path:
+    return cache_dir() / f"{_cache_name(notebook)}-{key[:24]}"
 
-    target = cached_path(notebook, key)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        nbformat.write(nb, out)
-    os.replace(tmp, target)
-    for stale in cache_dir().glob(f"{_cache_name(notebook)}-*"):
-        if stale != target.parent:
-            for child in stale.iterdir():
-                child.unlink()
-            stale.rmdir()
+
+def staged_path(notebook: Path, key: str) -> Path:
+    """Where nbmake executes the copy of ``notebook`` with ``key`` (its kernel's folder)."""
+    return _entry(notebook, key) / "run" / notebook.name
+
+
+def stage(notebook: Path, key: str) -> Path:
+    """Copy the source of ``notebook`` to its staging place, for nbmake to run and overwrite."""
+    target = staged_path(notebook, key)
+    if target.parent.exists():
+        shutil.rmtree(target.parent)  # what a failed or interrupted run left
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(notebook.resolve(), target)
     return target
 
 
-async def _execute_all(clients: list[tuple[str, Any]], parallel: int) -> list[str | None]:
-    """Run each (name, client); return None for a success or the error text."""
-    from nbclient.exceptions import CellExecutionError
-
-    gate = asyncio.Semaphore(parallel)
-
-    async def one(name: str, client: Any) -> str | None:
-        async with gate:
-            log.info("Executing notebook %s", name)
-            started = time.perf_counter()
-            try:
-                await client.async_execute()
-            except CellExecutionError as exc:
-                return f"{name}: a cell failed:\n{exc}"
-            except Exception as exc:  # a timeout, a dead kernel
-                return f"{name}: {type(exc).__name__}: {exc}"
-            log.info("Executed notebook %s in %.2f s", name, time.perf_counter() - started)
-            return None
-
-    return list(await asyncio.gather(*(one(name, client) for name, client in clients)))
+def _unexecuted_cells(path: Path) -> list[int]:
+    """Indexes of the code cells of ``path`` that hold code but were never executed."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return [
+        i
+        for i, cell in enumerate(cells)
+        if cell["cell_type"] == "code"
+        and "".join(cell["source"]).strip()
+        and cell.get("execution_count") is None
+    ]
 
 
-def _run(missing: list[tuple[Path, str]], parallel: int) -> list[Path | NotebookFailed]:
-    import nbformat
-    from nbclient import NotebookClient
+def promote(notebook: Path, key: str) -> Path:
+    """Keep the staged copy nbmake executed as the executed copy; drop stale ones.
 
-    prepared = []
-    for notebook, _key in missing:
-        real = notebook.resolve()
-        nb = nbformat.read(real, as_version=4)
-        client = NotebookClient(
-            nb,
-            timeout=CELL_TIMEOUT_SECONDS,
-            kernel_name=KERNEL,
-            allow_errors=False,
-            resources={"metadata": {"path": str(real.parent)}},
-        )
-        prepared.append((_shown(real), client, nb))
-    runner = asyncio.run if _no_running_loop() else _run_in_thread
-    errors = runner(_execute_all([(name, client) for name, client, _ in prepared], parallel))
-    results: list[Path | NotebookFailed] = []
-    for (notebook, key), (_name, _client, nb), error in zip(missing, prepared, errors, strict=True):
-        results.append(NotebookFailed(error) if error else _store(notebook, key, nb))
-    return results
-
-
-def execute_each(
-    notebooks: Iterable[Path], *, execute: bool = True, parallel: int | None = None
-) -> dict[Path, Path | NotebookFailed | None]:
-    """Map each notebook to its executed copy, executing (in parallel) those not cached.
-
-    A notebook that failed maps to its [NotebookFailed][]; with ``execute=False`` one
-    without a current copy maps to ``None``.
+    Raises:
+        NotebookNotExecuted: the staged copy has code cells without an execution count,
+            so nbmake did not write its outputs back (``--overwrite`` is off).
     """
-    environment = _environment_digest()
-    found: dict[Path, Path | NotebookFailed | None] = {}
-    missing: list[tuple[Path, str]] = []
+    staged = staged_path(notebook, key)
+    unexecuted = _unexecuted_cells(staged)
+    if unexecuted:
+        raise NotebookNotExecuted(
+            f"{shown(notebook)}: nbmake passed, but code cells {unexecuted} of its staged copy "
+            f"{shown(staged)} have no outputs (was --overwrite turned off?)"
+        )
+    target = cached_path(notebook, key)
+    os.replace(staged, target)
+    shutil.rmtree(staged.parent)
+    for stale in cache_dir().glob(f"{_cache_name(notebook)}-*"):
+        if stale != target.parent:
+            shutil.rmtree(stale)
+    return target
+
+
+def _stale(notebook: Path) -> list[Path]:
+    """Executed copies of ``notebook`` kept for an older key."""
+    return sorted(cache_dir().glob(f"{_cache_name(notebook)}-*/{notebook.name}"))
+
+
+def find_each(notebooks: Iterable[Path]) -> dict[Path, Path | None]:
+    """Map each notebook to its executed copy for the current key, or to None."""
+    environment = environment_digest()
+    found: dict[Path, Path | None] = {}
     for notebook in notebooks:
-        key = notebook_key(notebook, environment)
-        path = cached_path(notebook, key)
+        path = cached_path(notebook, notebook_key(notebook, environment))
         found[notebook] = path if path.is_file() else None
-        if found[notebook] is None and execute:
-            missing.append((notebook, key))
-    if missing:
-        if parallel is None:
-            parallel = int(os.environ.get("STEADYLOOP_NOTEBOOK_JOBS") or 4)
-        for (notebook, _key), result in zip(missing, _run(missing, max(1, parallel)), strict=True):
-            found[notebook] = result
     return found
 
 
-def executed_all(
-    notebooks: Iterable[Path], *, execute: bool = True, parallel: int | None = None
-) -> dict[Path, Path | None]:
-    """Like [execute_each][], but raise if any notebook failed.
+def find_all(notebooks: Iterable[Path]) -> dict[Path, Path]:
+    """The current executed copy of every notebook; raise naming each one that lacks it.
 
     Raises:
-        NotebookFailed: a cell of one or more notebooks raised, or a kernel died.
+        NotebookNotExecuted: a notebook has no executed copy, or only a stale one.
     """
-    found = execute_each(notebooks, execute=execute, parallel=parallel)
-    failures = [str(r) for r in found.values() if isinstance(r, NotebookFailed)]
-    if failures:
-        raise NotebookFailed("\n\n".join(failures))
-    return {k: v for k, v in found.items() if not isinstance(v, NotebookFailed)}
-
-
-def executed(notebook: Path) -> Path:
-    """The executed copy of one notebook, executing it if it is not cached."""
-    path = executed_all([notebook])[notebook]
-    assert path is not None
-    return path
-
-
-def _no_running_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return True
-    return False
-
-
-def _run_in_thread(coro: Any) -> Any:
-    import concurrent.futures
-
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+    found = find_each(notebooks)
+    lacking = [notebook for notebook, path in found.items() if path is None]
+    if lacking:
+        lines = []
+        for notebook in lacking:
+            why = (
+                "stale: the notebook, src/, pyproject.toml or the installed packages changed "
+                "since nbmake executed it"
+                if _stale(notebook)
+                else "never executed (or its last run failed)"
+            )
+            lines.append(f"  {shown(notebook.resolve())}: {why}")
+        refresh = " ".join(shown(notebook.resolve()) for notebook in lacking)
+        raise NotebookNotExecuted(
+            "the docs build executes no notebook; it renders the copies nbmake executed, and "
+            "these have no current one:\n"
+            + "\n".join(lines)
+            + f"\nRun `{REFRESH}` (or `uv run pytest {refresh}`), then build again."
+        )
+    return {notebook: path for notebook, path in found.items() if path is not None}
 
 
 # -- MkDocs hook events -------------------------------------------------------------------
@@ -247,7 +219,10 @@ def _run_in_thread(coro: Any) -> Any:
 def on_config(config: Any) -> Any:
     """Say so when fast mode is on (``mkdocs serve --dirty --no-strict``, see README)."""
     if fast_mode():
-        log.info("Fast mode (STEADYLOOP_DOCS_FAST=1): notebooks are not executed")
+        log.info(
+            "Fast mode (STEADYLOOP_DOCS_FAST=1): a notebook without a current executed copy "
+            "is shown without outputs"
+        )
     return config
 
 
@@ -256,7 +231,7 @@ _sources: dict[str, str] = {}  # src_uri -> the page's own source, restored afte
 
 
 def on_files(files: Any, config: Any) -> Any:
-    """Execute (or find) every notebook of the site before any page is rendered."""
+    """Find the executed copy of every notebook of the site; fail on a missing or stale one."""
     from mkdocs.exceptions import PluginError
 
     notebooks = {
@@ -264,17 +239,28 @@ def on_files(files: Any, config: Any) -> Any:
         for f in files
         if f.abs_src_path and f.src_uri.endswith(".ipynb")
     }
-    try:
-        found = executed_all(notebooks.values(), execute=not fast_mode())
-    except NotebookFailed as exc:
-        raise PluginError(f"notebook_cache: {exc}") from exc
     _executed.clear()
+    if fast_mode():
+        for src, path in find_each(notebooks.values()).items():
+            if path is None:
+                log.info("Fast mode: %s is shown without outputs (no current executed copy)", src)
+            else:
+                _executed[str(src)] = path
+        return files
+    try:
+        found = find_all(notebooks.values())
+    except NotebookNotExecuted as exc:
+        raise PluginError(f"notebook_cache: {exc}") from exc
     for src, path in found.items():
-        if path is not None:
-            _executed[str(src)] = path
-        elif fast_mode():
-            log.info("Fast mode: %s is shown without outputs (not executed)", src)
+        _executed[str(src)] = path
     return files
+
+
+def on_serve(server: Any, config: Any, builder: Any) -> Any:
+    """``mkdocs serve`` rebuilds when nbmake keeps a new executed copy, too."""
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    server.watch(str(cache_dir()))
+    return server
 
 
 def on_pre_page(page: Any, config: Any, files: Any) -> Any:
@@ -305,20 +291,22 @@ def manifest() -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """``python hooks/notebook_cache.py [NOTEBOOK ...]``: execute notebooks into the cache.
+    """``python hooks/notebook_cache.py [NOTEBOOK ...]``: what is cached.
 
-    With notebooks, execute those without a current copy (as the build does) and
-    report each failure; without, print what is cached.
+    With notebooks, say for each whether it has a current executed copy; exit 1 when one
+    lacks it. Without, print every cached entry.
     """
     if not argv:
         print(json.dumps(manifest(), indent=2))
         return 0
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    found = execute_each([Path(a) for a in argv])
-    failures = [str(r) for r in found.values() if isinstance(r, NotebookFailed)]
-    for failure in failures:
-        print(failure, file=sys.stderr)
-    return 1 if failures else 0
+    try:
+        found = find_all(Path(a) for a in argv)
+    except NotebookNotExecuted as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    for notebook, path in found.items():
+        print(f"{shown(notebook)}: {shown(path)}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import sys
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -31,6 +34,18 @@ class BuiltSite:
         """The HTML file of page ``rel`` (``""`` for the home page) in ``lang``."""
         base = self.root if lang == DEFAULT_LANGUAGE else self.root / lang
         return base / rel / "index.html" if rel else base / "index.html"
+
+
+def load_notebook_cache() -> ModuleType:
+    """``hooks/notebook_cache.py``, the module the root ``conftest.py`` runs nbmake through."""
+    name = "steadyloop_notebook_cache"  # the name the root conftest.py loads it under
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "hooks" / "notebook_cache.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def build_env() -> dict[str, str]:

@@ -68,9 +68,9 @@ def test_checkout_keeps_no_credentials() -> None:
 
 
 def test_ci_runs_lint_types_tests_and_notebooks() -> None:
-    """CI lints, type-checks, tests against the three servers and runs notebooks once."""
+    """CI lints, type-checks, and runs the README's pytest (notebooks included, once) against the three servers."""
     jobs = load("ci.yml")["jobs"]
-    assert {"lint", "types", "test", "notebooks"} <= set(jobs)
+    assert {"lint", "types", "test"} <= set(jobs)
     runs = {name: " ".join(s.get("run", "") for s in steps(job)) for name, job in jobs.items()}
     assert "ruff check" in runs["lint"] and "ruff format --check" in runs["lint"]
     assert "mypy" in runs["types"]
@@ -81,16 +81,25 @@ def test_ci_runs_lint_types_tests_and_notebooks() -> None:
     env = jobs["test"]["env"]
     for var in ("STEADYLOOP_POSTGRES_URL", "STEADYLOOP_REDIS_URL", "STEADYLOOP_MYSQL_URL"):
         assert var in env
-    assert "pytest tests" in runs["test"] and "notebooks" not in runs["test"].split("pytest")[1]
-    assert "pytest notebooks/" in runs["notebooks"]
+    pytest_runs = [
+        s["run"] for job in jobs.values() for s in steps(job) if "pytest" in s.get("run", "")
+    ]
+    assert pytest_runs == ["uv run pytest"], (
+        "one run of every test and notebook, as the README says"
+    )
 
 
 def test_docs_builds_strictly_and_deploys_to_pages() -> None:
     """Docs: a strict build, the Pages artifact, and a deploy job with minimal rights."""
     wf = load("docs.yml")
     build, deploy = wf["jobs"]["build"], wf["jobs"]["deploy"]
-    build_runs = " ".join(s.get("run", "") for s in steps(build))
-    assert "mkdocs build --strict" in build_runs
+    build_runs = [s.get("run", "") for s in steps(build)]
+    assert "uv run pytest notebooks" in build_runs, (
+        "nbmake executes the notebooks the build renders"
+    )
+    assert build_runs.index("uv run pytest notebooks") < next(
+        i for i, run in enumerate(build_runs) if "mkdocs build --strict" in run
+    )
     build_uses = [s["uses"].split("@")[0] for s in steps(build) if "uses" in s]
     assert "actions/configure-pages" in build_uses
     assert "actions/upload-pages-artifact" in build_uses
