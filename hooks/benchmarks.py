@@ -180,7 +180,9 @@ LABELS: dict[str, dict[str, str]] = {
         "docs_cold": "cold `mkdocs build --strict`, both languages, empty notebook cache (s)",
         "docs_warm": "the same build again, notebooks from the cache (s)",
         "docs_nbmake": "notebook tests after the build (s)",
-        "docs_nbmake_cold": "`pytest notebooks` on an empty cache: nbmake executes every notebook once (s)",
+        "docs_nbmake_cold": (
+            "`pytest notebooks` on an empty cache: nbmake executes every notebook once (s)"
+        ),
         "docs_render": "`mkdocs build --strict` after it, both languages, executing none (s)",
         "docs_nbmake_warm": "`pytest notebooks` again: nothing executed (s)",
         "docs_covered": "notebooks executed in the measured build",
@@ -326,7 +328,9 @@ LABELS: dict[str, dict[str, str]] = {
         "docs_cold": "冷构建 `mkdocs build --strict`，两种语言，笔记本缓存为空（秒）",
         "docs_warm": "再构建一次，笔记本取自缓存（秒）",
         "docs_nbmake": "构建之后运行笔记本测试（秒）",
-        "docs_nbmake_cold": "缓存为空时运行 `pytest notebooks`：nbmake 把每个笔记本各执行一次（秒）",
+        "docs_nbmake_cold": (
+            "缓存为空时运行 `pytest notebooks`：nbmake 把每个笔记本各执行一次（秒）"
+        ),
         "docs_render": "随后 `mkdocs build --strict`，两种语言，不执行任何笔记本（秒）",
         "docs_nbmake_warm": "再运行一次 `pytest notebooks`：什么也不执行（秒）",
         "docs_covered": "被测构建中执行的笔记本",
