@@ -178,3 +178,23 @@ async def test_a_python_warning_becomes_a_record_of_the_one_logger(
     assert "legacy table layout" in report.to_dict()["warnings"][0]["message"]
     records = [r for r in caplog.records if r.name == FRAMEWORK_LOGGER]
     assert len(records) == 1 and records[0].levelno == logging.WARNING
+
+
+def test_framework_warnings_stay_off_stderr_without_logging_configured() -> None:
+    """A program that configured no logging (a notebook) sees no framework warning on stderr."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging\n"
+        "from steadyloop.replay._warnings import framework_warnings\n"
+        "sink = []\n"
+        "with framework_warnings(sink):\n"
+        "    logging.getLogger('trpc_agent_sdk').warning('Session s1 is stale')\n"
+        "assert sink and sink[0]['message'] == 'Session s1 is stale', sink\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""

@@ -32,6 +32,9 @@ FRAMEWORK_LOGGER_NAMES: tuple[str, ...] = (
 """The frameworks' own loggers whose warnings a replay takes over."""
 
 _log = logging.getLogger(FRAMEWORK_LOGGER)
+# A library's logger: without it, Python's last-resort handler would print every
+# framework warning to stderr in a program that configured no logging (a notebook).
+_log.addHandler(logging.NullHandler())
 
 
 class _Forward(logging.Handler):
