@@ -297,8 +297,11 @@ async def test_without_network_the_sandbox_reaches_no_server_on_the_machine(
     targets = tmp_path / "targets.json"
     targets.write_text(json.dumps({"unix": sorted(unix), "tcp": sorted(_listening_tcp())}))
     probe = str(HERE / "sandbox_socket_probe.py")
+    # The base interpreter, not a virtual environment's (a clone under /tmp puts its
+    # .venv where the sandbox's own /tmp hides it); the probe needs the standard library only.
+    python = os.path.realpath(sys.executable)
     result = await BubblewrapExecutor(network=False).run(
-        [sys.executable, "-I", "-S", probe, str(targets)], cwd=tmp_path
+        [python, "-I", "-S", probe, str(targets)], cwd=tmp_path
     )
     assert result.ok, result.stderr
     report = json.loads(result.stdout)

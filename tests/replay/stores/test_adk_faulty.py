@@ -41,7 +41,12 @@ async def test_every_planted_fault_is_caught_around_the_adk_adapter(tmp_path: Pa
         fault: FaultyStore(adk_store("adk+database+sqlite", tmp_path / fault), fault)  # type: ignore[arg-type]
         for fault in FAULTS
     }
-    report = await replay(cases, [honest, *faulty.values()], workdir=tmp_path / "work")  # type: ignore[list-item]
+    report = await replay(
+        cases,
+        [honest, *faulty.values()],  # type: ignore[list-item]
+        workdir=tmp_path / "work",
+        reference="adk+database+sqlite",
+    )
     assert report.references["adk"] == "adk+database+sqlite"
     assert report.counts()["not_applicable"] == 0
     for fault, store in faulty.items():
