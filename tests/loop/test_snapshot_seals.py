@@ -254,15 +254,40 @@ async def test_a_damaged_run_snapshot_is_not_used(
     backend: str, damage: str, tmp_path: Path, every: None, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Resume past a damaged run.snapshot ends as the clean run does, with one warning."""
+    await _resume_past_damage(
+        backend,
+        tmp_path,
+        caplog,
+        stream=run_stream("r"),
+        kind=RUN_SNAPSHOT,
+        damage=RUN_DAMAGE.get(damage),
+    )
+
+
+async def _resume_past_damage(
+    backend: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    *,
+    stream: str,
+    kind: str,
+    damage: Callable[[str], str] | None,
+    check_clean: Callable[[Any], None] | None = None,
+) -> None:
+    """Crash, damage the latest snapshot (or, with no damage, what it covers), resume.
+
+    The resumed run must end as the clean one did, with exactly one warning.
+    """
     async with store(backend, tmp_path) as (url, sql):
         clean = await clean_result(url, summarising_agent)
+        if check_clean is not None:
+            check_clean(clean)
         await crashed(url, summarising_agent, 50)
-        stream = run_stream("r")
-        seq = latest(sql, stream, RUN_SNAPSHOT)
-        if damage == "covered-record-changed":
+        seq = latest(sql, stream, kind)
+        if damage is None:
             edit_row(sql, stream, seq - 1, edit_covered)
         else:
-            edit_row(sql, stream, seq, RUN_DAMAGE[damage])
+            edit_row(sql, stream, seq, damage)
         caplog.clear()
         with caplog.at_level(logging.WARNING):
             result = await resumed(url, summarising_agent)
@@ -283,22 +308,19 @@ async def test_a_damaged_session_snapshot_is_not_used(
     backend: str, damage: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Resume past a damaged session.snapshot ends as the clean run does, with one warning."""
-    async with store(backend, tmp_path) as (url, sql):
-        clean = await clean_result(url, summarising_agent)
+
+    def summarised(clean: Any) -> None:
         assert "summary of the first" in (clean.output or "")
-        await crashed(url, summarising_agent, 50)
-        stream = session_stream("u", "s")
-        seq = latest(sql, stream, KIND_SNAPSHOT)
-        if damage == "covered-record-changed":
-            edit_row(sql, stream, seq - 1, edit_covered)
-        else:
-            edit_row(sql, stream, seq, SESSION_DAMAGE[damage])
-        caplog.clear()
-        with caplog.at_level(logging.WARNING):
-            result = await resumed(url, summarising_agent)
-        assert normalise(str(same(result, clean))) == normalise(str(expected(clean)))
-        (warning,) = warnings(caplog)
-        assert f"the snapshot at seq {seq} is damaged" in warning
+
+    await _resume_past_damage(
+        backend,
+        tmp_path,
+        caplog,
+        stream=session_stream("u", "s"),
+        kind=KIND_SNAPSHOT,
+        damage=SESSION_DAMAGE.get(damage),
+        check_clean=summarised,
+    )
 
 
 def strip_seal(text: str) -> str:
