@@ -296,7 +296,10 @@ async def test_without_network_the_sandbox_reaches_no_server_on_the_machine(
         pytest.skip("no Unix socket of a server on this machine to try")
     targets = tmp_path / "targets.json"
     targets.write_text(json.dumps({"unix": sorted(unix), "tcp": sorted(_listening_tcp())}))
-    probe = str(HERE / "sandbox_socket_probe.py")
+    # Beside the targets, in the test's own folder the sandbox sees (a clone under /tmp
+    # is hidden from it, and the probe with it).
+    probe = str(tmp_path / "sandbox_socket_probe.py")
+    shutil.copyfile(HERE / "sandbox_socket_probe.py", probe)
     # The base interpreter, not a virtual environment's (a clone under /tmp puts its
     # .venv where the sandbox's own /tmp hides it); the probe needs the standard library only.
     python = os.path.realpath(sys.executable)
