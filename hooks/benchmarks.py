@@ -137,6 +137,16 @@ LABELS: dict[str, dict[str, str]] = {
         "claim_p50": "claim p50 (ms)",
         "claim_p95": "claim p95 (ms)",
         "claim_max": "claim max (ms)",
+        "repeats_shape": "shape",
+        "repeats_points": "crash points: charge repeats without the guard → with it",
+        "repeats_aimed": "{n} aimed kills on {backend}: repeats without → with (lost with)",
+        "repeats_cell": (
+            "{without} at {points_without} of {points} points → {with_} at {points_with}"
+        ),
+        "repeats_kill_cell": "{without} → {with_} ({lost})",
+        "repeats_versions": (
+            "Measured with {versions}; each kill landed within {ms} ms after a charge."
+        ),
         "guard_runtime": "runtime, mode",
         "guard_write": "crash at the framework's write",
         "guard_without": "effects repeated without the guard (charges)",
@@ -289,6 +299,16 @@ LABELS: dict[str, dict[str, str]] = {
         "claim_p50": "认领 p50（ms）",
         "claim_p95": "认领 p95（ms）",
         "claim_max": "认领最大值（ms）",
+        "repeats_shape": "形态",
+        "repeats_points": "崩溃点：重复扣款次数，无防护 → 有防护",
+        "repeats_aimed": "{backend} 上 {n} 次定点杀进程：重复次数，无防护 → 有防护（有防护时丢失）",
+        "repeats_cell": (
+            "{without}（{points} 个点中的 {points_without} 个）→ {with_}（{points_with} 个点）"
+        ),
+        "repeats_kill_cell": "{without} → {with_}（{lost}）",
+        "repeats_versions": (
+            "测量所用版本：{versions}；每次 SIGKILL 都落在一次扣款之后 {ms} ms 以内。"
+        ),
         "guard_runtime": "运行时，模式",
         "guard_write": "在框架的第几次写入处崩溃",
         "guard_without": "无防护时重复的副作用（其中扣款）",
@@ -1118,6 +1138,44 @@ def render_soak(data: Fields, lang: str) -> str:
     return f"{intro} {verdict}\n\n{chart}\n" + table([t["metric"], *(f"`{c}`" for c in cols)], rows)
 
 
+def render_repeats(data: Fields, lang: str) -> str:
+    """``repeats.json``: per shape, `NEVER` repeats without and with the guard."""
+    t = LABELS[lang]
+    rows_in = list(data["rows"])
+    backends = [b for b in ("sqlite", "postgresql") if f"aimed_{b}_with_guard" in rows_in[0]]
+    header = [t["repeats_shape"], t["repeats_points"]]
+    for backend in backends:
+        kills = min(int(r[f"aimed_{backend}_with_guard"]["kills"]) for r in rows_in)
+        header.append(t["repeats_aimed"].format(n=f"≥ {fmt(kills)}", backend=backend))
+    rows = []
+    for r in rows_in:
+        off, on = r["crash_points_without_guard"], r["crash_points_with_guard"]
+        cells = [
+            f"{r['framework']}: {r['title']}",
+            t["repeats_cell"].format(
+                without=fmt(off["never_repeats"]),
+                points_without=fmt(off["points_with_never_repeats"]),
+                points=fmt(off["points"]),
+                with_=fmt(on["never_repeats"]),
+                points_with=fmt(on["points_with_never_repeats"]),
+            ),
+        ]
+        for backend in backends:
+            off, on = r[f"aimed_{backend}_without_guard"], r[f"aimed_{backend}_with_guard"]
+            cells.append(
+                t["repeats_kill_cell"].format(
+                    without=fmt(off["never_repeats"]),
+                    with_=fmt(on["never_repeats"]),
+                    lost=fmt(on["lost"]),
+                )
+            )
+        rows.append(cells)
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(data["versions"].items()))
+    ms = fmt(float(data["aimed_window_s"]) * 1000)
+    note = t["repeats_versions"].format(versions=versions, ms=ms)
+    return f"{table(header, rows)}\n{note}\n"
+
+
 RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "audit.json": render_audit,
     "docs.json": render_docs,
@@ -1125,6 +1183,7 @@ RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "journal.json": render_journal,
     "backends.json": render_backends,
     "loop.json": render_loop,
+    "repeats.json": render_repeats,
     "replay.json": render_replay,
     "soak.json": render_soak,
 }

@@ -28,8 +28,8 @@ def run(folder: Path, name: str) -> str:
 
 
 def test_both_languages_show_the_same_files() -> None:
-    """The English and Chinese guides show the same two example files, byte for byte."""
-    assert set(example_files("en")) == {"shop_graph.py", "shop_agent.py"}
+    """The English and Chinese guides show the same example files, byte for byte."""
+    assert set(example_files("en")) == {"shop_graph.py", "shop_tools.py", "shop_agent.py"}
     assert example_files("zh") == example_files("en")
 
 
@@ -37,6 +37,7 @@ def test_both_languages_show_the_same_files() -> None:
     ("name", "lost", "effect", "answer"),
     [
         ("shop_graph.py", "checkpoints.db", "charging o-17", "receipt for o-17"),
+        ("shop_tools.py", "checkpoints.db", "charging o-18", "Both orders are charged."),
         ("shop_agent.py", "conversations.db", "refunding o-17", "Order o-17 is refunded."),
     ],
 )
@@ -81,7 +82,7 @@ def _lose_the_result(effects_db: Path, tool: str) -> None:
 
 
 # example file, the framework store it loses, the NEVER tool, the provider's records,
-# what the tool prints when it acts, and the answer the run ends with
+# what the tool prints when it acts, the answer the run ends with, and its effects
 EXAMPLES = {
     "langgraph": (
         "shop_graph.py",
@@ -90,6 +91,16 @@ EXAMPLES = {
         "payments.jsonl",
         "charging",
         "receipt for o-17",
+        1,
+    ),
+    "langgraph-toolnode": (
+        "shop_tools.py",
+        "checkpoints.db",
+        "charge",
+        "payments.jsonl",
+        "charging",
+        "Both orders are charged.",
+        2,
     ),
     "openai-agents": (
         "shop_agent.py",
@@ -98,6 +109,7 @@ EXAMPLES = {
         "refunds.jsonl",
         "refunding",
         "Order o-17 is refunded.",
+        1,
     ),
 }
 
@@ -108,7 +120,7 @@ def test_an_unknown_effect_is_decided_by_looking_it_up(
     tmp_path: Path, example: str, acted: bool
 ) -> None:
     """After a death between intent and result, the how-to's decision finds the effect at the provider: it acts exactly once either way."""
-    name, lost, tool, provider, effect, answer = EXAMPLES[example]
+    name, lost, tool, provider, effect, answer, effects = EXAMPLES[example]
     (tmp_path / name).write_text(example_files("en")[name], encoding="utf-8")
     run(tmp_path, name)
     _lose_the_result(tmp_path / "effects.db", tool)
@@ -120,4 +132,4 @@ def test_an_unknown_effect_is_decided_by_looking_it_up(
     assert (effect in again) is not acted
     assert answer in again
     records = (tmp_path / provider).read_text(encoding="utf-8").splitlines()
-    assert len(records) == 1, records
+    assert len(records) == effects, records

@@ -1,27 +1,22 @@
 """The graph shapes people build most, crashed at every write boundary: no NEVER repeat, no lost effect.
 
-Each shape is run by the crash kit with the guard; every crash point must end with
-each `NEVER` effect done exactly once and the uninterrupted run's final state.
+Each shape of ``lg_graphs.SHAPES`` is run by the crash kit with the guard; every crash
+point must end with each `NEVER` effect done exactly once and the uninterrupted run's
+final state. Without the guard, the kit must see the repeats.
 """
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import json
-import operator
-import time
-import uuid
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, ToolMessage
+from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
-from langgraph.types import Command, Send
-from lg_graphs import sqlite_saver
+from langgraph.types import Command
+from lg_graphs import SHAPES, Chat, Orders, agent, sqlite_saver
 
 from steadyloop.effects import Begun
 from steadyloop.integrations._langgraph import _by_arguments as by_arguments
@@ -31,60 +26,6 @@ from steadyloop.loop import ReplayPolicy
 from steadyloop.testing import GraphProcess, langgraph_crash_matrix
 
 
-class Chat(TypedDict, total=False):
-    messages: Annotated[list[AnyMessage], add_messages]
-
-
-def _agent(calls: list[tuple[str, dict[str, Any]]]) -> Any:
-    """A model node: asks for ``calls`` at once (fresh call ids on every call), then answers."""
-
-    def agent(state: Chat) -> Chat:
-        if any(isinstance(m, ToolMessage) for m in state.get("messages", [])):
-            return {"messages": [AIMessage(content="all done")]}
-        tool_calls = [
-            {"name": name, "args": args, "id": f"call-{uuid.uuid4().hex[:8]}", "type": "tool_call"}
-            for name, args in calls
-        ]
-        return {"messages": [AIMessage(content="", tool_calls=tool_calls)]}
-
-    return agent
-
-
-_STARTS = itertools.count()
-"""Counts the simulated processes, so that each one orders its parallel calls differently."""
-
-
-def _tools(p: GraphProcess) -> list[Any]:
-    late = "A" if next(_STARTS) % 2 else "B"  # which call comes last differs between processes
-
-    @p.guarded(ReplayPolicy.NEVER)
-    def pay(order: str) -> str:
-        return p.effect("charge", "never", f"charge/{order}")
-
-    def charge(order: str) -> str:
-        """Charge an order."""
-        time.sleep(0.05 if order == late else 0.0)
-        return pay(order)
-
-    @p.guarded(ReplayPolicy.SAFE)
-    def lookup(order: str) -> str:
-        """Look an order up."""
-        return p.effect("lookup", "safe", f"lookup/{order}")
-
-    return [tool(charge), tool(lookup)]
-
-
-def _tool_node_graph(orders: list[str], p: GraphProcess) -> StateGraph[Chat]:
-    calls = [("charge", {"order": o}) for o in orders] + [("lookup", {"order": orders[0]})]
-    builder: StateGraph[Chat] = StateGraph(Chat)
-    builder.add_node("agent", _agent(calls))
-    builder.add_node("tools", ToolNode(_tools(p)))
-    builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", tools_condition)
-    builder.add_edge("tools", "agent")
-    return builder
-
-
 def _check(report: Any, never: int) -> None:
     print(report.summary())
     assert report.summary()["crash_points"] > 0
@@ -92,17 +33,33 @@ def _check(report: Any, never: int) -> None:
     assert sum(1 for a in report.effects if a.startswith("charge/")) == never
 
 
-@pytest.mark.parametrize("orders", [["A", "B"], ["A", "B", "C"]], ids=["two", "three"])
-def test_tool_node_with_parallel_calls_of_one_never_tool(orders: list[str], tmp_path: Any) -> None:
-    """ToolNode running 2-3 parallel calls of one NEVER tool and a SAFE one: no repeat, no loss at any crash point."""
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_every_shape_guarded_at_every_crash_point(name: str, tmp_path: Any) -> None:
+    """Each shape, guarded, ends with each NEVER charge done once and the uninterrupted state at every crash point."""
+    shape = SHAPES[name]
     report = langgraph_crash_matrix(
-        lambda p: _tool_node_graph(orders, p),
+        shape.build,
         sqlite_saver,
-        {"messages": [("user", "pay")]},
+        shape.graph_input(),
         workdir=tmp_path,
-        durability="async",
+        durability=shape.durability,
     )
-    _check(report, len(orders))
+    _check(report, shape.charges)
+
+
+@pytest.mark.parametrize("name", ["toolnode-2", "gather", "retry"])
+def test_unguarded_shapes_repeat_at_some_crash_point(name: str, tmp_path: Any) -> None:
+    """Without the guard the kit sees a repeated charge at some crash point of these shapes."""
+    shape = SHAPES[name]
+    report = langgraph_crash_matrix(
+        shape.build,
+        sqlite_saver,
+        shape.graph_input(),
+        workdir=tmp_path,
+        durability=shape.durability,
+        guarded=False,
+    )
+    assert report.repeated_points("never"), report.summary()
 
 
 def test_tool_node_calls_with_equal_arguments_are_told_apart_by_their_index(
@@ -123,7 +80,7 @@ def test_tool_node_calls_with_equal_arguments_are_told_apart_by_their_index(
             return p.effect("charge", "never", f"charge/{order}/{index}")
 
         builder: StateGraph[Chat] = StateGraph(Chat)
-        builder.add_node("agent", _agent([("charge", {"order": "A"})] * 3))
+        builder.add_node("agent", agent([("charge", {"order": "A"})] * 3))
         builder.add_node("tools", ToolNode([tool(charge)]))
         builder.add_edge(START, "agent")
         builder.add_conditional_edges("agent", tools_condition)
@@ -132,105 +89,6 @@ def test_tool_node_calls_with_equal_arguments_are_told_apart_by_their_index(
 
     report = langgraph_crash_matrix(
         build, sqlite_saver, {"messages": [("user", "pay")]}, workdir=tmp_path, durability="async"
-    )
-    _check(report, 3)
-
-
-def test_send_per_tool_call(tmp_path: Any) -> None:
-    """A ToolNode task per tool call (the Send API): no repeat, no loss at any crash point."""
-
-    def build(p: GraphProcess) -> StateGraph[Chat]:
-        calls = [("charge", {"order": o}) for o in ("A", "B", "C")]
-        calls.append(("lookup", {"order": "A"}))
-
-        def fan_out(state: Chat) -> Any:
-            last = state["messages"][-1]
-            if not isinstance(last, AIMessage) or not last.tool_calls:
-                return END
-            return [
-                Send(
-                    "tools",
-                    {"__type": "tool_call_with_context", "tool_call": call, "state": state},
-                )
-                for call in last.tool_calls
-            ]
-
-        builder: StateGraph[Chat] = StateGraph(Chat)
-        builder.add_node("agent", _agent(calls))
-        builder.add_node("tools", ToolNode(_tools(p)))
-        builder.add_edge(START, "agent")
-        builder.add_conditional_edges("agent", fan_out, ["tools", END])
-        builder.add_edge("tools", "agent")
-        return builder
-
-    report = langgraph_crash_matrix(
-        build, sqlite_saver, {"messages": [("user", "pay")]}, workdir=tmp_path, durability="async"
-    )
-    _check(report, 3)
-
-
-class Orders(TypedDict, total=False):
-    n: int
-    receipts: Annotated[list[str], operator.add]
-
-
-def test_gather_of_two_charges_in_one_node(tmp_path: Any) -> None:
-    """Two charges awaited at once in one node (asyncio.gather): no repeat, no loss, each decision applied to its own charge."""
-
-    def build(p: GraphProcess) -> StateGraph[Orders]:
-        @p.guarded(ReplayPolicy.NEVER)
-        async def charge(order: str) -> str:
-            return p.effect("charge", "never", f"charge/{order}")
-
-        late = "c" if next(_STARTS) % 2 else "d"  # which charge comes last differs by process
-
-        async def one(order: str) -> str:
-            await asyncio.sleep(0.05 if order == late else 0.0)
-            return await charge(order)
-
-        async def both() -> list[str]:
-            return list(await asyncio.gather(one("c"), one("d")))
-
-        builder: StateGraph[Orders] = StateGraph(Orders)
-        builder.add_node("pay", lambda s: {"receipts": asyncio.run(both())})
-        builder.add_edge(START, "pay")
-        builder.add_edge("pay", END)
-        return builder
-
-    report = langgraph_crash_matrix(
-        build, sqlite_saver, {"n": 0, "receipts": []}, workdir=tmp_path, durability="async"
-    )
-    _check(report, 2)
-
-
-def test_subgraph_run_on_several_parent_steps(tmp_path: Any) -> None:
-    """A subgraph the parent runs on three steps, charging with equal arguments each time: three charges, none repeated or lost."""
-
-    def build(p: GraphProcess) -> StateGraph[Orders]:
-        run = {"n": 0}  # which parent step's run of the subgraph this is, for the sink only
-
-        @p.guarded(ReplayPolicy.NEVER)
-        def charge(order: str) -> str:
-            return p.effect("charge", "never", f"charge/{order}/{run['n']}")
-
-        def pay(s: Orders) -> Orders:
-            run["n"] = s["n"]
-            return {"receipts": [charge("same")]}
-
-        inner: StateGraph[Orders] = StateGraph(Orders)
-        inner.add_node("pay", pay)
-        inner.add_edge(START, "pay")
-        inner.add_edge("pay", END)
-        outer: StateGraph[Orders] = StateGraph(Orders)
-        outer.add_node("sub", inner.compile())
-        outer.add_node("next", lambda s: {"n": s["n"] + 1})
-        outer.add_edge(START, "sub")
-        outer.add_edge("sub", "next")
-        outer.add_conditional_edges("next", lambda s: END if s["n"] >= 3 else "sub")
-        return outer
-
-    report = langgraph_crash_matrix(
-        build, sqlite_saver, {"n": 0, "receipts": []}, workdir=tmp_path, durability="async"
     )
     _check(report, 3)
 
