@@ -12,9 +12,24 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import CorruptionError, SessionError
-from steadyloop.cli._common import EXIT_PROBLEM, console, json_line, printable, run_async
-from steadyloop.journal import Journal, JSONLJournal, open_journal, redact_url
+from steadyloop._errors import CopyRefused, CorruptionError, SessionError
+from steadyloop.cli._common import (
+    EXIT_PROBLEM,
+    EXIT_UNUSABLE,
+    console,
+    err_console,
+    json_line,
+    printable,
+    run_async,
+)
+from steadyloop.journal import (
+    CopyReport,
+    Journal,
+    JSONLJournal,
+    copy_journal,
+    open_journal,
+    redact_url,
+)
 from steadyloop.loop import check_session_copies, load_run, parse_run_stream
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
 from steadyloop.sessions import parse_session_stream
@@ -23,7 +38,9 @@ from steadyloop.sessions._streams import KIND_SNAPSHOT
 
 __all__ = ["Finding", "diagnose", "journal_app"]
 
-journal_app = typer.Typer(help="Inspect a journal: show its records, check its integrity.")
+journal_app = typer.Typer(
+    help="Inspect a journal: show its records, check its integrity, copy it elsewhere."
+)
 
 URL_ARG = typer.Argument(help="Journal URL, e.g. sqlite:runs.db or jsonl:///var/lib/runs.")
 
@@ -244,3 +261,64 @@ def doctor(url: Annotated[str, URL_ARG]) -> None:
 async def _doctor(url: str) -> list[Finding]:
     async with await open_journal(url, create=False) as journal:
         return await diagnose(journal)
+
+
+@journal_app.command("copy")
+def copy(
+    source: Annotated[str, typer.Argument(help="The journal to copy from (only read).")],
+    destination: Annotated[str, typer.Argument(help="The journal to copy to; created if missing.")],
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge", help="Allow a destination that holds other streams; they are kept."
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Copy every stream, record and idempotency key of SOURCE into DESTINATION, verified.
+
+    A copy that was killed is finished by running it again. Exit 0: both sides hold the
+    same; 1: they differ after the copy; 2: bad input (an unknown or unreachable URL,
+    a destination that collides with the source).
+    """
+    for url in (source, destination):
+        if url.split(":", 1)[0].lower() == "memory":
+            err_console.print(
+                f"[red]error:[/red] {escape(printable(url))}: a memory journal lives in one "
+                "process; copy it through the API (steadyloop.journal.copy_journal)"
+            )
+            raise typer.Exit(EXIT_UNUSABLE)
+    if redact_url(source) == redact_url(destination):
+        err_console.print(
+            f"[red]error:[/red] {escape(printable(redact_url(source)))}: source and "
+            "destination are the same journal"
+        )
+        raise typer.Exit(EXIT_UNUSABLE)
+    report = run_async(_copy, source, destination, merge)
+    if as_json:
+        typer.echo(json_line(report.to_dict(), encode=canonical_json))
+    else:
+        console.print(
+            Text(
+                f"{redact_url(source)} -> {redact_url(destination)}: {report.streams} stream(s) "
+                f"in {report.namespaces} namespace(s); {report.records_copied} record(s) and "
+                f"{report.keys_copied} key(s) copied, {report.records_present} record(s) and "
+                f"{report.keys_present} key(s) already there"
+            )
+        )
+        for line in report.differences:
+            console.print(Text(f"difference: {printable(line)}", style="red"))
+        if not report.differences:
+            console.print("[green]ok[/green]: both journals hold the same records and keys")
+    if report.differences:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+async def _copy(source: str, destination: str, merge: bool) -> CopyReport:
+    async with await open_journal(source, create=False) as src:
+        async with await open_journal(destination) as dst:
+            try:
+                return await copy_journal(src, dst, merge=merge)
+            except CopyRefused as exc:
+                err_console.print(f"[red]error:[/red] {escape(printable(exc))}")
+                raise typer.Exit(EXIT_UNUSABLE) from None
