@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -30,7 +31,14 @@ from steadyloop.journal import (
     open_journal,
     redact_url,
 )
-from steadyloop.loop import check_session_copies, load_run, parse_run_stream
+from steadyloop.loop import (
+    RemovalReport,
+    check_session_copies,
+    erase_user,
+    load_run,
+    parse_run_stream,
+    prune_runs,
+)
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
 from steadyloop.sessions import parse_session_stream
 from steadyloop.sessions._fold import snapshot_problems
@@ -39,7 +47,7 @@ from steadyloop.sessions._streams import KIND_SNAPSHOT
 __all__ = ["Finding", "diagnose", "journal_app"]
 
 journal_app = typer.Typer(
-    help="Inspect a journal: show its records, check its integrity, copy it elsewhere."
+    help="Inspect a journal: show its records, check its integrity, copy, prune, erase."
 )
 
 URL_ARG = typer.Argument(help="Journal URL, e.g. sqlite:runs.db or jsonl:///var/lib/runs.")
@@ -322,3 +330,123 @@ async def _copy(source: str, destination: str, merge: bool) -> CopyReport:
             except CopyRefused as exc:
                 err_console.print(f"[red]error:[/red] {escape(printable(exc))}")
                 raise typer.Exit(EXIT_UNUSABLE) from None
+
+
+_DURATION = re.compile(r"^(\d+)([dhm])$")
+
+
+def parse_cutoff(text: str, now: dt.datetime | None = None) -> int:
+    """A cutoff in microseconds since the epoch, from ``30d``/``12h``/``90m`` or ISO 8601.
+
+    A date or time without a zone is UTC.
+
+    Raises:
+        ValueError: Neither form.
+    """
+    match = _DURATION.match(text.strip())
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        span = {"d": dt.timedelta(days=amount), "h": dt.timedelta(hours=amount)}.get(
+            unit, dt.timedelta(minutes=amount)
+        )
+        stamp = (now or dt.datetime.now(dt.UTC)) - span
+    else:
+        try:
+            stamp = dt.datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise ValueError(
+                f"--before {text!r} is neither a duration (30d, 12h, 90m) nor an ISO 8601 "
+                "date or time (2026-01-31, 2026-01-31T12:00:00Z)"
+            ) from None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=dt.UTC)
+    return int(stamp.timestamp()) * 1_000_000 + stamp.microsecond
+
+
+def _print_removal(report: RemovalReport, as_json: bool, url: str, verb: str) -> None:
+    if as_json:
+        typer.echo(json_line(report.to_dict(), encode=canonical_json))
+        return
+    table = Table(
+        title=Text(f"{'would remove' if report.dry_run else verb}: {printable(redact_url(url))}"),
+        title_justify="left",
+    )
+    for col in ("namespace", "stream", "what", "records", "last record (UTC)"):
+        table.add_column(col, overflow="fold")
+    for r in report.removed:
+        cells = (r.namespace, r.stream, r.why, str(r.records), _time(r.time))
+        table.add_row(*(Text(printable(c)) for c in cells))
+    if report.removed:
+        console.print(table)
+    for line in report.kept:
+        console.print(Text(f"kept: {printable(line)}", style="yellow"))
+    done = "would be removed" if report.dry_run else "removed"
+    console.print(Text(f"{len(report.removed)} stream(s), {report.records} record(s) {done}"))
+    if report.reclaimed:
+        console.print(Text(printable(report.reclaimed)))
+
+
+@journal_app.command("prune")
+def prune(
+    url: Annotated[str, URL_ARG],
+    before: Annotated[
+        str,
+        typer.Option(
+            "--before",
+            help="Remove finished runs whose last record is older: 30d, 12h, 90m, or an "
+            "ISO 8601 date/time (UTC when no zone is given).",
+        ),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only report what would be removed.")
+    ] = False,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only this app.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Remove finished runs older than a cutoff, then give the space back.
+
+    Never removes a run that has not ended, one with an intent without a result, or one
+    an audit task's trail names. Exit 0 when done; 2 on bad input.
+    """
+    try:
+        cutoff = parse_cutoff(before)
+    except ValueError as exc:
+        err_console.print(f"[red]error:[/red] {escape(printable(exc))}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    report = run_async(_prune, url, cutoff, dry_run, namespace)
+    _print_removal(report, as_json, url, "removed")
+
+
+async def _prune(url: str, cutoff: int, dry_run: bool, namespace: str | None) -> RemovalReport:
+    async with await open_journal(url, create=False) as journal:
+        return await prune_runs(journal, cutoff, dry_run=dry_run, namespace=namespace)
+
+
+@journal_app.command("erase")
+def erase(
+    url: Annotated[str, URL_ARG],
+    user: Annotated[str, typer.Option("--user", help="The user id whose data goes.")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only report what would be removed.")
+    ] = False,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only this app.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Remove everything stored about one user: sessions, state, memory, runs.
+
+    Exit 0 when everything went; 1 when something was kept (a run a live driver holds);
+    2 on bad input.
+    """
+    report = run_async(_erase, url, user, dry_run, namespace)
+    _print_removal(report, as_json, url, "erased")
+    if any("live driver" in k for k in report.kept):
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+async def _erase(url: str, user: str, dry_run: bool, namespace: str | None) -> RemovalReport:
+    async with await open_journal(url, create=False) as journal:
+        return await erase_user(journal, user, dry_run=dry_run, namespace=namespace)

@@ -95,5 +95,9 @@ class ForwardingJournal(Journal):
         self.check()
         await self.inner.restore_key(namespace, key)
 
+    async def _reclaim_space(self) -> str:
+        self.check()
+        return await self.inner.reclaim_space()
+
     async def _close(self) -> None:
         await self.inner.close()

@@ -730,6 +730,72 @@ class JSONLJournal(Journal):
     async def _restore_key(self, namespace: str, key: StoredKey) -> None:
         await self._guarded(namespace, self._restore_key_sync, namespace, key)
 
+    def _compact_sync(self, namespace: str) -> int:
+        """Rewrite a namespace file with only the records and keys it holds; return bytes saved.
+
+        The new file (one batch per stream, then one line per key) is written beside the
+        old one, synced, and renamed over it, so a crash leaves the old file or the new
+        one, never a mix. Deleted streams and superseded lines are gone from the disk.
+        """
+        path = self._path(namespace)
+        if not os.path.exists(path):
+            return 0
+        state, fd = self._writable(namespace)
+        header = canonical_json({"format": FORMAT, "namespace": namespace, "version": VERSION})
+        chunks = [header.encode("utf-8") + b"\n"]
+        number = 0
+        for stream, texts in state.streams.items():
+            if not texts:
+                continue
+            number += 1
+            lines = [
+                {
+                    "batch": number,
+                    "index": k,
+                    "record": decode(text),
+                    "seq": k + 1,
+                    "size": len(texts),
+                    "stream": stream,
+                }
+                for k, text in enumerate(texts)
+            ]
+            chunks.append(_with_check([canonical_json(o) for o in lines]))
+        for key, (digest, result) in state.keys.items():
+            number += 1
+            line = {
+                "batch": number,
+                "digest": digest,
+                "index": 0,
+                "positions": result["positions"],
+                "restore": key,
+                "size": 1,
+            }
+            chunks.append(_with_check([canonical_json(line)]))
+        data = b"".join(chunks)
+        temporary = path + ".compact"
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        new_fd, _ = self.files.open_append(temporary)
+        try:
+            self.files.write(new_fd, data)
+            self.files.sync(new_fd)
+        finally:
+            self.files.close(new_fd)
+        os.replace(temporary, path)
+        self.files.sync_directory(self.directory)
+        saved = state.file_length - len(data)
+        self.files.close(fd)
+        self._fds.pop(namespace, None)
+        self._cache.pop(namespace, None)
+        return saved
+
+    async def _reclaim_space(self) -> str:
+        saved = 0
+        names = await asyncio.to_thread(self._header_namespaces)
+        for namespace in names:
+            saved += await self._guarded(namespace, self._compact_sync, namespace)
+        return f"{self.url}: rewrote {len(names)} namespace file(s), {saved} bytes freed"
+
     async def _idempotency_keys(self, namespace: str) -> list[StoredKey]:
         state = await self._guarded(namespace, self._state, namespace)
         out: list[StoredKey] = []

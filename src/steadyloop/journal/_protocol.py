@@ -406,6 +406,20 @@ class Journal(ABC):
         await self._restore_key(namespace, key)
         return True
 
+    async def reclaim_space(self) -> str:
+        """Give back the space that deleted streams still take, where the backend can.
+
+        SQLite rebuilds its file (``VACUUM``) and empties its write-ahead log; JSONL
+        rewrites each namespace file with only what it still holds. Server backends
+        leave it to their operator (PostgreSQL ``VACUUM``, MySQL ``OPTIMIZE TABLE``);
+        Redis and memory free deleted keys at once.
+
+        Returns:
+            One line saying what was done.
+        """
+        self._check_open()
+        return await self._reclaim_space()
+
     async def close(self) -> None:
         """Release connections, files and locks. Closing twice is harmless."""
         if self._closed:
@@ -471,6 +485,10 @@ class Journal(ABC):
     @abstractmethod
     async def _close(self) -> None:
         """Release resources."""
+
+    async def _reclaim_space(self) -> str:
+        """Reclaim the space of deleted records (backends override; by default nothing)."""
+        return f"{type(self).__name__}: nothing to reclaim (deleted data is freed at once)"
 
     async def _idempotency_keys(self, namespace: str) -> list[StoredKey]:
         """Return a namespace's idempotency keys (backends override; the default cannot)."""
