@@ -305,3 +305,24 @@ async def test_erase_leaves_no_planted_value_in_raw_storage(backend: str, tmp_pa
     finally:
         if ctx is not None:
             await ctx.__aexit__(None, None, None)
+
+
+def test_erase_cli_reports_and_refuses_a_bad_user_id(tmp_path: Path) -> None:
+    """A dry-run erase lists the user's streams and keeps them; a bad id exits 2; then they go."""
+    url = f"sqlite://{tmp_path}/j.db"
+
+    async def fill() -> None:
+        async with await open_journal(url) as journal:
+            await populate(journal, tmp_path / "sink")
+
+    asyncio.run(fill())
+    bad = runner.invoke(app, ["journal", "erase", url, "--user", ""])
+    assert bad.exit_code == 2 and "--user" in bad.output
+    dry = runner.invoke(app, ["journal", "erase", url, "--user", "bob", "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    assert '"why":"run old-2"' in dry.output and '"dry_run":true' in dry.output
+    done = runner.invoke(app, ["journal", "erase", url, "--user", "bob"], terminal_width=300)
+    assert done.exit_code == 0, done.output
+    assert "VACUUM" in done.output
+    shown = runner.invoke(app, ["journal", "show", url, "--json"])
+    assert '"bob"' not in shown.output and '"ada"' in shown.output

@@ -40,7 +40,7 @@ from steadyloop.loop import (
     prune_runs,
 )
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
-from steadyloop.sessions import parse_session_stream
+from steadyloop.sessions import parse_session_stream, user_stream
 from steadyloop.sessions._fold import snapshot_problems
 from steadyloop.sessions._streams import KIND_SNAPSHOT
 
@@ -441,6 +441,11 @@ def erase(
     Exit 0 when everything went; 1 when something was kept (a run a live driver holds);
     2 on bad input.
     """
+    try:
+        user_stream(user)
+    except SessionError as exc:
+        err_console.print(f"[red]error:[/red] --user: {escape(printable(exc))}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
     report = run_async(_erase, url, user, dry_run, namespace)
     _print_removal(report, as_json, url, "erased")
     if any("live driver" in k for k in report.kept):
