@@ -39,3 +39,26 @@ async def test_reclaim_keeps_records_and_keys(backend: str, tmp_path: Path) -> N
         if backend == "jsonl":
             raw = b"".join(p.read_bytes() for p in Path(url.removeprefix("jsonl://")).iterdir())
             assert b"S3CRET" not in raw
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+async def test_a_restored_key_refuses_another_batch_and_another_digest(
+    backend: str, tmp_path: Path
+) -> None:
+    """A restored key is a duplicate only for its own batch; restoring it with another digest raises."""
+    from steadyloop import IdempotencyKeyReused
+    from steadyloop.journal._protocol import prepare_batch
+
+    make = RecordFactory(StepClock(), SequentialIds("r"))
+    writes = batch(make)
+    digest = prepare_batch("ns", writes, "k").digest
+    async with store_url(backend, tmp_path) as url, await open_journal(url) as journal:
+        assert await journal.restore_key("ns", StoredKey("k", digest, {"a": (1, 1), "b": (1, 1)}))
+        assert not await journal.restore_key("ns", StoredKey("k", digest, None))
+        with pytest.raises(IdempotencyKeyReused):
+            await journal.restore_key("ns", StoredKey("k", "0" * 64, None))
+        again = await journal.append("ns", writes, idempotency_key="k")
+        assert again.duplicate and dict(again.positions) == {"a": (1, 1), "b": (1, 1)}
+        with pytest.raises(IdempotencyKeyReused):
+            await journal.append("ns", StreamWrite("a", [make("other", {})]), idempotency_key="k")
+        assert await journal.streams("ns") == []
