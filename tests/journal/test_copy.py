@@ -198,3 +198,29 @@ async def test_sigkill_during_copy_then_rerun(
             assert await total(dest) == written
             assert await compare_journals(source, dest) == []
             assert await diagnose(dest) == []
+
+
+def test_task_trails_are_copied_and_the_queue_tables_are_named(tmp_path: Path) -> None:
+    """An audit task's trail arrives in the destination, and the CLI says the queue's tables do not."""
+    from steadyloop.audit import TaskBoard, TaskSpec
+
+    src = f"sqlite://{tmp_path}/src.db"
+
+    async def submit() -> None:
+        board = await TaskBoard.open(src)
+        try:
+            await board.submit(TaskSpec(task_id="t1", prompt="do it"))
+        finally:
+            await board.close()
+
+    asyncio.run(submit())
+    dst = f"jsonl://{tmp_path}/dst"
+    result = runner.invoke(app, ["journal", "copy", src, dst], terminal_width=300)
+    assert result.exit_code == 0, result.output
+    assert "audit queue" in result.output
+
+    async def trail() -> list[str]:
+        async with await open_journal(dst, create=False) as journal:
+            return [s for ns in await journal.namespaces() for s in await journal.streams(ns)]
+
+    assert '["task","t1"]' in asyncio.run(trail())

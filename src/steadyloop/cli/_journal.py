@@ -31,6 +31,7 @@ from steadyloop.journal import (
     open_journal,
     redact_url,
 )
+from steadyloop.journal._sql import PlanJournal, table_exists_plan
 from steadyloop.loop import (
     RemovalReport,
     check_session_copies,
@@ -326,10 +327,27 @@ async def _copy(source: str, destination: str, merge: bool) -> CopyReport:
     async with await open_journal(source, create=False) as src:
         async with await open_journal(destination) as dst:
             try:
-                return await copy_journal(src, dst, merge=merge)
+                report = await copy_journal(src, dst, merge=merge)
             except CopyRefused as exc:
                 err_console.print(f"[red]error:[/red] {escape(printable(exc))}")
                 raise typer.Exit(EXIT_UNUSABLE) from None
+            if await _has_audit_queue(src):
+                err_console.print(
+                    "note: the audit queue's own tables (claims, leases, priorities) are not "
+                    "copied, only the task trails; see the how-to 'Move to PostgreSQL'"
+                )
+            return report
+
+
+async def _has_audit_queue(journal: Journal) -> bool:
+    """Whether a SQL journal's database holds the audit queue's tables next to it."""
+    if not isinstance(journal, PlanJournal):
+        return False
+    dialect = journal.dialect
+    found: bool = await journal.run_plan(
+        lambda: table_exists_plan(dialect, "audit_tasks"), write=False
+    )
+    return found
 
 
 _DURATION = re.compile(r"^(\d+)([dhm])$")
