@@ -14,6 +14,7 @@ __all__ = [
     "BackendUnavailable",
     "CaseError",
     "ConflictError",
+    "CopyRefused",
     "CorruptionError",
     "EffectBusy",
     "EffectFailed",
@@ -140,6 +141,14 @@ class CorruptionError(JournalError):
         self.location = location
         self.detail = message
         super().__init__(f"{location}: {message}")
+
+
+class CopyRefused(JournalError):
+    """A journal copy would overwrite or mix with what the destination already holds.
+
+    Nothing was written by the refused step; what an earlier, interrupted copy wrote
+    stays and a rerun goes on from there.
+    """
 
 
 class BackendUnavailable(JournalError):

@@ -22,7 +22,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "journal": (
         "steadyloop.cli._journal",
         "journal_app",
-        "Inspect a journal: show its records, check its integrity.",
+        "Inspect a journal: show its records, check its integrity, copy, prune, erase.",
     ),
     "run": (
         "steadyloop.cli._runs",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -12,18 +13,43 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import CorruptionError, SessionError
-from steadyloop.cli._common import EXIT_PROBLEM, console, json_line, printable, run_async
-from steadyloop.journal import Journal, JSONLJournal, open_journal, redact_url
-from steadyloop.loop import check_session_copies, load_run, parse_run_stream
+from steadyloop._errors import CopyRefused, CorruptionError, SessionError
+from steadyloop.cli._common import (
+    EXIT_PROBLEM,
+    EXIT_UNUSABLE,
+    console,
+    err_console,
+    json_line,
+    printable,
+    run_async,
+)
+from steadyloop.journal import (
+    CopyReport,
+    Journal,
+    JSONLJournal,
+    copy_journal,
+    open_journal,
+    redact_url,
+)
+from steadyloop.journal._sql import PlanJournal, table_exists_plan
+from steadyloop.loop import (
+    RemovalReport,
+    check_session_copies,
+    erase_user,
+    load_run,
+    parse_run_stream,
+    prune_runs,
+)
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
-from steadyloop.sessions import parse_session_stream
+from steadyloop.sessions import parse_session_stream, user_stream
 from steadyloop.sessions._fold import snapshot_problems
 from steadyloop.sessions._streams import KIND_SNAPSHOT
 
 __all__ = ["Finding", "diagnose", "journal_app"]
 
-journal_app = typer.Typer(help="Inspect a journal: show its records, check its integrity.")
+journal_app = typer.Typer(
+    help="Inspect a journal: show its records, check its integrity, copy, prune, erase."
+)
 
 URL_ARG = typer.Argument(help="Journal URL, e.g. sqlite:runs.db or jsonl:///var/lib/runs.")
 
@@ -244,3 +270,206 @@ def doctor(url: Annotated[str, URL_ARG]) -> None:
 async def _doctor(url: str) -> list[Finding]:
     async with await open_journal(url, create=False) as journal:
         return await diagnose(journal)
+
+
+@journal_app.command("copy")
+def copy(
+    source: Annotated[str, typer.Argument(help="The journal to copy from (only read).")],
+    destination: Annotated[str, typer.Argument(help="The journal to copy to; created if missing.")],
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge", help="Allow a destination that holds other streams; they are kept."
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Copy every stream, record and idempotency key of SOURCE into DESTINATION, verified.
+
+    A copy that was killed is finished by running it again. Exit 0: both sides hold the
+    same; 1: they differ after the copy; 2: bad input (an unknown or unreachable URL,
+    a destination that collides with the source).
+    """
+    for url in (source, destination):
+        if url.split(":", 1)[0].lower() == "memory":
+            err_console.print(
+                f"[red]error:[/red] {escape(printable(url))}: a memory journal lives in one "
+                "process; copy it through the API (steadyloop.journal.copy_journal)"
+            )
+            raise typer.Exit(EXIT_UNUSABLE)
+    if redact_url(source) == redact_url(destination):
+        err_console.print(
+            f"[red]error:[/red] {escape(printable(redact_url(source)))}: source and "
+            "destination are the same journal"
+        )
+        raise typer.Exit(EXIT_UNUSABLE)
+    report = run_async(_copy, source, destination, merge)
+    if as_json:
+        typer.echo(json_line(report.to_dict(), encode=canonical_json))
+    else:
+        console.print(
+            Text(
+                f"{redact_url(source)} -> {redact_url(destination)}: {report.streams} stream(s) "
+                f"in {report.namespaces} namespace(s); {report.records_copied} record(s) and "
+                f"{report.keys_copied} key(s) copied, {report.records_present} record(s) and "
+                f"{report.keys_present} key(s) already there"
+            )
+        )
+        for line in report.differences:
+            console.print(Text(f"difference: {printable(line)}", style="red"))
+        if not report.differences:
+            console.print("[green]ok[/green]: both journals hold the same records and keys")
+    if report.differences:
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+async def _copy(source: str, destination: str, merge: bool) -> CopyReport:
+    async with await open_journal(source, create=False) as src:
+        async with await open_journal(destination) as dst:
+            try:
+                report = await copy_journal(src, dst, merge=merge)
+            except CopyRefused as exc:
+                err_console.print(f"[red]error:[/red] {escape(printable(exc))}")
+                raise typer.Exit(EXIT_UNUSABLE) from None
+            if await _has_audit_queue(src):
+                err_console.print(
+                    "note: the audit queue's own tables (claims, leases, priorities) are not "
+                    "copied, only the task trails; see the how-to 'Move to PostgreSQL'"
+                )
+            return report
+
+
+async def _has_audit_queue(journal: Journal) -> bool:
+    """Whether a SQL journal's database holds the audit queue's tables next to it."""
+    if not isinstance(journal, PlanJournal):
+        return False
+    dialect = journal.dialect
+    found: bool = await journal.run_plan(
+        lambda: table_exists_plan(dialect, "audit_tasks"), write=False
+    )
+    return found
+
+
+_DURATION = re.compile(r"^(\d+)([dhm])$")
+
+
+def parse_cutoff(text: str, now: dt.datetime | None = None) -> int:
+    """A cutoff in microseconds since the epoch, from ``30d``/``12h``/``90m`` or ISO 8601.
+
+    A date or time without a zone is UTC.
+
+    Raises:
+        ValueError: Neither form.
+    """
+    match = _DURATION.match(text.strip())
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        span = {"d": dt.timedelta(days=amount), "h": dt.timedelta(hours=amount)}.get(
+            unit, dt.timedelta(minutes=amount)
+        )
+        stamp = (now or dt.datetime.now(dt.UTC)) - span
+    else:
+        try:
+            stamp = dt.datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise ValueError(
+                f"--before {text!r} is neither a duration (30d, 12h, 90m) nor an ISO 8601 "
+                "date or time (2026-01-31, 2026-01-31T12:00:00Z)"
+            ) from None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=dt.UTC)
+    return int(stamp.timestamp()) * 1_000_000 + stamp.microsecond
+
+
+def _print_removal(report: RemovalReport, as_json: bool, url: str, verb: str) -> None:
+    if as_json:
+        typer.echo(json_line(report.to_dict(), encode=canonical_json))
+        return
+    table = Table(
+        title=Text(f"{'would remove' if report.dry_run else verb}: {printable(redact_url(url))}"),
+        title_justify="left",
+    )
+    for col in ("namespace", "stream", "what", "records", "last record (UTC)"):
+        table.add_column(col, overflow="fold")
+    for r in report.removed:
+        cells = (r.namespace, r.stream, r.why, str(r.records), _time(r.time))
+        table.add_row(*(Text(printable(c)) for c in cells))
+    if report.removed:
+        console.print(table)
+    for line in report.kept:
+        console.print(Text(f"kept: {printable(line)}", style="yellow"))
+    done = "would be removed" if report.dry_run else "removed"
+    console.print(Text(f"{len(report.removed)} stream(s), {report.records} record(s) {done}"))
+    if report.reclaimed:
+        console.print(Text(printable(report.reclaimed)))
+
+
+@journal_app.command("prune")
+def prune(
+    url: Annotated[str, URL_ARG],
+    before: Annotated[
+        str,
+        typer.Option(
+            "--before",
+            help="Remove finished runs whose last record is older: 30d, 12h, 90m, or an "
+            "ISO 8601 date/time (UTC when no zone is given).",
+        ),
+    ],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only report what would be removed.")
+    ] = False,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only this app.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Remove finished runs older than a cutoff, then give the space back.
+
+    Never removes a run that has not ended, one with an intent without a result, or one
+    an audit task's trail names. Exit 0 when done; 2 on bad input.
+    """
+    try:
+        cutoff = parse_cutoff(before)
+    except ValueError as exc:
+        err_console.print(f"[red]error:[/red] {escape(printable(exc))}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    report = run_async(_prune, url, cutoff, dry_run, namespace)
+    _print_removal(report, as_json, url, "removed")
+
+
+async def _prune(url: str, cutoff: int, dry_run: bool, namespace: str | None) -> RemovalReport:
+    async with await open_journal(url, create=False) as journal:
+        return await prune_runs(journal, cutoff, dry_run=dry_run, namespace=namespace)
+
+
+@journal_app.command("erase")
+def erase(
+    url: Annotated[str, URL_ARG],
+    user: Annotated[str, typer.Option("--user", help="The user id whose data goes.")],
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Only report what would be removed.")
+    ] = False,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Only this app.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Remove everything stored about one user: sessions, state, memory, runs.
+
+    Exit 0 when everything went; 1 when something was kept (a run a live driver holds);
+    2 on bad input.
+    """
+    try:
+        user_stream(user)
+    except SessionError as exc:
+        err_console.print(f"[red]error:[/red] --user: {escape(printable(exc))}")
+        raise typer.Exit(EXIT_UNUSABLE) from None
+    report = run_async(_erase, url, user, dry_run, namespace)
+    _print_removal(report, as_json, url, "erased")
+    if any("live driver" in k for k in report.kept):
+        raise typer.Exit(EXIT_PROBLEM)
+
+
+async def _erase(url: str, user: str, dry_run: bool, namespace: str | None) -> RemovalReport:
+    async with await open_journal(url, create=False) as journal:
+        return await erase_user(journal, user, dry_run=dry_run, namespace=namespace)

@@ -13,6 +13,12 @@ Examples:
     [1]
 """
 
+from steadyloop.journal._copy import (
+    CopyReport,
+    compare_journals,
+    copy_journal,
+    journal_digests,
+)
 from steadyloop.journal._factory import (
     DEFAULT_URL,
     ENTRY_POINT_GROUP,
@@ -29,6 +35,7 @@ from steadyloop.journal._protocol import (
     AppendResult,
     Journal,
     PreparedBatch,
+    StoredKey,
     StreamWrite,
     check_name,
 )
@@ -40,6 +47,7 @@ __all__ = [
     "MAX_NAME_BYTES",
     "SCHEMES",
     "AppendResult",
+    "CopyReport",
     "FileLock",
     "Files",
     "ForwardingJournal",
@@ -48,9 +56,13 @@ __all__ = [
     "MemoryJournal",
     "PreparedBatch",
     "SQLiteJournal",
+    "StoredKey",
     "StreamWrite",
     "check_name",
+    "compare_journals",
+    "copy_journal",
     "fsync_directory",
+    "journal_digests",
     "namespace_filename",
     "open_journal",
     "redact_url",

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch, StreamWrite
+from steadyloop.journal._protocol import (
+    AppendResult,
+    Journal,
+    PreparedBatch,
+    StoredKey,
+    StreamWrite,
+)
 from steadyloop.records import StoredRecord
 
 __all__ = ["ForwardingJournal"]
@@ -80,6 +86,18 @@ class ForwardingJournal(Journal):
     async def _delete_namespace(self, namespace: str) -> None:
         self.check()
         await self.inner.delete_namespace(namespace)
+
+    async def _idempotency_keys(self, namespace: str) -> list[StoredKey]:
+        self.check()
+        return await self.inner.idempotency_keys(namespace)
+
+    async def _restore_key(self, namespace: str, key: StoredKey) -> None:
+        self.check()
+        await self.inner.restore_key(namespace, key)
+
+    async def _reclaim_space(self) -> str:
+        self.check()
+        return await self.inner.reclaim_space()
 
     async def _close(self) -> None:
         await self.inner.close()

@@ -57,7 +57,7 @@ from steadyloop._errors import (
     SteadyloopError,
 )
 from steadyloop.journal._files import FileLock, Files
-from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
+from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch, StoredKey
 from steadyloop.records import Record, StoredRecord, _trusted_record, canonical_json, decode
 
 __all__ = ["JSONLJournal", "namespace_filename"]
@@ -355,6 +355,20 @@ class JSONLJournal(Journal):
             if size != 1 or not isinstance(obj["delete"], str):
                 raise CorruptionError("malformed delete line", location=where)
             return
+        if "restore" in obj:  # an idempotency key copied from another journal
+            positions = obj.get("positions")
+            if (
+                size != 1
+                or not isinstance(obj["restore"], str)
+                or not isinstance(obj.get("digest"), str)
+                or not isinstance(positions, dict)
+                or not all(
+                    isinstance(v, list) and len(v) == 2 and all(type(n) is int for n in v)
+                    for v in positions.values()
+                )
+            ):
+                raise CorruptionError("malformed restored-key line", location=where)
+            return
         stream, seq = obj.get("stream"), obj.get("seq")
         if not isinstance(stream, str) or isinstance(seq, bool) or not isinstance(seq, int):
             raise CorruptionError("field 'stream' or 'seq' is missing or wrong", location=where)
@@ -376,6 +390,10 @@ class JSONLJournal(Journal):
         state.last_batch = head["batch"]
         if "delete" in head:
             state.streams.pop(head["delete"], None)
+            return
+        if "restore" in head:
+            result = {"namespace": "", "positions": head["positions"]}
+            state.keys.setdefault(head["restore"], (head["digest"], result))
             return
         positions: dict[str, tuple[int, int]] = {}
         for _, obj in members:
@@ -691,6 +709,100 @@ class JSONLJournal(Journal):
         )
         state.last_batch += 1
         state.streams.pop(stream, None)
+
+    def _restore_key_sync(self, namespace: str, key: StoredKey) -> None:
+        state = self._state_for_write(namespace)
+        if key.key in state.keys:
+            return
+        positions = {s: [a, b] for s, (a, b) in sorted((key.positions or {}).items())}
+        line = {
+            "batch": state.last_batch + 1,
+            "restore": key.key,
+            "digest": key.digest,
+            "positions": positions,
+            "index": 0,
+            "size": 1,
+        }
+        self._write_lines(namespace, [line])
+        state.last_batch += 1
+        state.keys[key.key] = (key.digest, {"namespace": "", "positions": positions})
+
+    async def _restore_key(self, namespace: str, key: StoredKey) -> None:
+        await self._guarded(namespace, self._restore_key_sync, namespace, key)
+
+    def _compact_sync(self, namespace: str) -> int:
+        """Rewrite a namespace file with only the records and keys it holds; return bytes saved.
+
+        The new file (one batch per stream, then one line per key) is written beside the
+        old one, synced, and renamed over it, so a crash leaves the old file or the new
+        one, never a mix. Deleted streams and superseded lines are gone from the disk.
+        """
+        path = self._path(namespace)
+        if not os.path.exists(path):
+            return 0
+        state, fd = self._writable(namespace)
+        header = canonical_json({"format": FORMAT, "namespace": namespace, "version": VERSION})
+        chunks = [header.encode("utf-8") + b"\n"]
+        number = 0
+        for stream, texts in state.streams.items():
+            if not texts:
+                continue
+            number += 1
+            lines = [
+                {
+                    "batch": number,
+                    "index": k,
+                    "record": decode(text),
+                    "seq": k + 1,
+                    "size": len(texts),
+                    "stream": stream,
+                }
+                for k, text in enumerate(texts)
+            ]
+            chunks.append(_with_check([canonical_json(o) for o in lines]))
+        for key, (digest, result) in state.keys.items():
+            number += 1
+            line = {
+                "batch": number,
+                "digest": digest,
+                "index": 0,
+                "positions": result["positions"],
+                "restore": key,
+                "size": 1,
+            }
+            chunks.append(_with_check([canonical_json(line)]))
+        data = b"".join(chunks)
+        temporary = path + ".compact"
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        new_fd, _ = self.files.open_append(temporary)
+        try:
+            self.files.write(new_fd, data)
+            self.files.sync(new_fd)
+        finally:
+            self.files.close(new_fd)
+        os.replace(temporary, path)
+        self.files.sync_directory(self.directory)
+        saved = state.file_length - len(data)
+        self.files.close(fd)
+        self._fds.pop(namespace, None)
+        self._cache.pop(namespace, None)
+        return saved
+
+    async def _reclaim_space(self) -> str:
+        saved = 0
+        names = await asyncio.to_thread(self._header_namespaces)
+        for namespace in names:
+            saved += await self._guarded(namespace, self._compact_sync, namespace)
+        return f"{self.url}: rewrote {len(names)} namespace file(s), {saved} bytes freed"
+
+    async def _idempotency_keys(self, namespace: str) -> list[StoredKey]:
+        state = await self._guarded(namespace, self._state, namespace)
+        out: list[StoredKey] = []
+        for key, (digest, result) in state.keys.items():
+            stored = AppendResult.from_dict({**result, "namespace": namespace}, duplicate=True)
+            out.append(StoredKey(key, digest, dict(stored.positions)))
+        return out
 
     def _state_for_write(self, namespace: str) -> _Namespace:
         state, _ = self._writable(namespace)

@@ -16,7 +16,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from steadyloop._errors import ConflictError, IdempotencyKeyReused, StoreNotFound
-from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
+from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch, StoredKey
 from steadyloop.records import StoredRecord, _trusted_record, decode
 
 __all__ = ["MemoryJournal"]
@@ -128,6 +128,19 @@ class MemoryJournal(Journal):
             for table in (self._store.streams, self._store.keys):
                 for key in [k for k in table if k[0] == namespace]:
                     del table[key]
+
+    async def _idempotency_keys(self, namespace: str) -> list[StoredKey]:
+        return [
+            StoredKey(key, digest, dict(result.positions))
+            for (ns, key), (digest, result) in self._store.keys.items()
+            if ns == namespace
+        ]
+
+    async def _restore_key(self, namespace: str, key: StoredKey) -> None:
+        async with self._lock:
+            positions = dict(key.positions or {})
+            result = AppendResult(namespace=namespace, positions=positions)
+            self._store.keys.setdefault((namespace, key.key), (key.digest, result))
 
     async def _close(self) -> None:
         return None

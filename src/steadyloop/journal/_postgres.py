@@ -390,6 +390,12 @@ class PostgresJournal(PlanJournal):
 
     # -- backend hooks ----------------------------------------------------------------
 
+    async def _reclaim_space(self) -> str:
+        return (
+            "PostgreSQL: deleted rows are freed by VACUUM, which is left to the operator "
+            "(autovacuum, or VACUUM / VACUUM FULL)"
+        )
+
     async def _close(self) -> None:
         if self._pool is not None:
             pool, self._pool = self._pool, None

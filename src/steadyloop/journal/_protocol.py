@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Self
 
-from steadyloop._errors import EncodingError, InvalidBatch, JournalClosed
+from steadyloop._errors import (
+    EncodingError,
+    IdempotencyKeyReused,
+    InvalidBatch,
+    JournalClosed,
+    JournalError,
+)
 from steadyloop.records import (
     Record,
     StoredRecord,
@@ -34,6 +40,7 @@ __all__ = [
     "AppendResult",
     "Journal",
     "PreparedBatch",
+    "StoredKey",
     "StreamWrite",
     "check_name",
 ]
@@ -89,6 +96,24 @@ class AppendResult:
         assert isinstance(raw, Mapping)
         positions = {str(s): (int(v[0]), int(v[1])) for s, v in raw.items()}
         return cls(namespace=str(data["namespace"]), positions=positions, duplicate=duplicate)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredKey:
+    """An idempotency key as a journal keeps it (for copying a journal elsewhere).
+
+    Attributes:
+        key: The key.
+        digest: The digest of the batch first written under it
+            (`PreparedBatch.digest`).
+        positions: Where that batch landed, per stream; ``None`` when the backend does
+            not keep the streams' names with the key (Redis keeps only the first sequence
+            numbers, in the batch's order).
+    """
+
+    key: str
+    digest: str
+    positions: Mapping[str, tuple[int, int]] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +371,55 @@ class Journal(ABC):
         check_name(namespace, "namespace")
         await self._delete_namespace(namespace)
 
+    async def idempotency_keys(self, namespace: str) -> list[StoredKey]:
+        """List the idempotency keys of a namespace, sorted by key.
+
+        Raises:
+            JournalError: The backend cannot list its keys.
+        """
+        self._check_open()
+        check_name(namespace, "namespace")
+        return sorted(await self._idempotency_keys(namespace), key=lambda k: k.key)
+
+    async def restore_key(self, namespace: str, key: StoredKey) -> bool:
+        """Store an idempotency key without its batch (the batch's records are copied apart).
+
+        Resubmitting the key afterwards writes nothing and returns ``key.positions``
+        (empty when they are unknown) with ``duplicate=True``.
+
+        Returns:
+            True if the key was stored, False if the same key with the same digest was
+            already there.
+
+        Raises:
+            IdempotencyKeyReused: The key is there with a different digest.
+            JournalError: The backend cannot store keys this way.
+        """
+        self._check_open()
+        check_name(namespace, "namespace")
+        check_name(key.key, "idempotency key")
+        existing = {k.key: k for k in await self._idempotency_keys(namespace)}.get(key.key)
+        if existing is not None:
+            if existing.digest != key.digest:
+                raise IdempotencyKeyReused(namespace, key.key)
+            return False
+        await self._restore_key(namespace, key)
+        return True
+
+    async def reclaim_space(self) -> str:
+        """Give back the space that deleted streams still take, where the backend can.
+
+        SQLite rebuilds its file (``VACUUM``) and empties its write-ahead log; JSONL
+        rewrites each namespace file with only what it still holds. Server backends
+        leave it to their operator (PostgreSQL ``VACUUM``, MySQL ``OPTIMIZE TABLE``);
+        Redis and memory free deleted keys at once.
+
+        Returns:
+            One line saying what was done.
+        """
+        self._check_open()
+        return await self._reclaim_space()
+
     async def close(self) -> None:
         """Release connections, files and locks. Closing twice is harmless."""
         if self._closed:
@@ -411,3 +485,15 @@ class Journal(ABC):
     @abstractmethod
     async def _close(self) -> None:
         """Release resources."""
+
+    async def _reclaim_space(self) -> str:
+        """Reclaim the space of deleted records (backends override; by default nothing)."""
+        return f"{type(self).__name__}: nothing to reclaim (deleted data is freed at once)"
+
+    async def _idempotency_keys(self, namespace: str) -> list[StoredKey]:
+        """Return a namespace's idempotency keys (backends override; the default cannot)."""
+        raise JournalError(f"{type(self).__name__} ({self.url}) cannot list its idempotency keys")
+
+    async def _restore_key(self, namespace: str, key: StoredKey) -> None:
+        """Store a key that is not there yet (backends override; the default cannot)."""
+        raise JournalError(f"{type(self).__name__} ({self.url}) cannot store a key on its own")

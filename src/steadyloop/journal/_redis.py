@@ -61,8 +61,8 @@ from steadyloop._errors import (
 )
 from steadyloop._seal import damaged_snapshot
 from steadyloop.journal._factory import redact_url
-from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
-from steadyloop.records import Record, StoredRecord
+from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch, StoredKey
+from steadyloop.records import Record, StoredRecord, canonical_json, decode
 
 try:
     import redis.asyncio as aioredis
@@ -412,6 +412,9 @@ class RedisJournal(Journal):
         digest, _, positions = stored.partition(" ")
         if digest != batch.digest:
             raise IdempotencyKeyReused(batch.namespace, batch.idempotency_key)
+        if positions.startswith("="):  # a key restored by a copy: streams named
+            named = _named_positions(positions, self._where(key))
+            return AppendResult(namespace=batch.namespace, positions=named, duplicate=True)
         try:
             firsts = [int(x) for x in positions.split(",")]
             if len(firsts) != len(batch.writes):
@@ -488,6 +491,28 @@ class RedisJournal(Journal):
         records_prefix = f"{self.prefix}R:{encode_name(namespace)}:"
         await self._call(self._delete_namespace_script, keys=keys, args=[namespace, records_prefix])
 
+    async def _idempotency_keys(self, namespace: str) -> list[StoredKey]:
+        where = self._key_idempotency(namespace)
+        raw = await self._call(self._client.hgetall, where)
+        out: list[StoredKey] = []
+        for name, value in raw.items():
+            key = _text(name, self._where(where))
+            digest, _, positions = _text(value, self._where(where)).partition(" ")
+            named = (
+                _named_positions(positions, self._where(where))
+                if positions.startswith("=")
+                else None
+            )
+            out.append(StoredKey(key, digest, named))
+        return out
+
+    async def _restore_key(self, namespace: str, key: StoredKey) -> None:
+        positions = {s: [a, b] for s, (a, b) in (key.positions or {}).items()}
+        value = f"{key.digest} ={canonical_json(positions)}"
+        await self._call(self._client.hsetnx, self._key_idempotency(namespace), key.key, value)
+        if self.wait_aof:
+            await self._wait_aof()
+
     async def _close(self) -> None:
         if self._client is not None:
             client, self._client = self._client, None
@@ -500,6 +525,19 @@ def _positions(batch: PreparedBatch, firsts: list[int]) -> dict[str, tuple[int, 
         w.stream: (first, first + len(texts) - 1)
         for w, texts, first in zip(batch.writes, batch.encoded, firsts, strict=True)
     }
+
+
+def _named_positions(text: str, where: str) -> dict[str, tuple[int, int]]:
+    """Parse the ``={"stream": [first, last], ...}`` form a restored key keeps."""
+    try:
+        data = decode(text[1:])
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        return {str(s): (int(v[0]), int(v[1])) for s, v in data.items()}
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        raise CorruptionError(
+            f"restored idempotency entry is damaged: {exc}", location=where
+        ) from None
 
 
 def _text(value: bytes, where: str) -> str:

@@ -34,7 +34,7 @@ from steadyloop._errors import (
     StoreNotFound,
 )
 from steadyloop._seal import damaged_snapshot
-from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch
+from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch, StoredKey
 from steadyloop.records import Record, StoredRecord, canonical_json, decode
 
 __all__ = [
@@ -48,10 +48,12 @@ __all__ = [
     "delete_namespace_plan",
     "delete_stream_plan",
     "head_plan",
+    "keys_plan",
     "migrate_plan",
     "namespaces_plan",
     "no_store_here",
     "read_plan",
+    "restore_key_plan",
     "run_sync",
     "streams_plan",
     "table_exists_plan",
@@ -509,6 +511,45 @@ def delete_namespace_plan(d: Dialect, namespace: str) -> Plan:
     return None
 
 
+def keys_plan(d: Dialect, namespace: str) -> Plan:
+    """List a namespace's idempotency keys with their digests and first results."""
+    rows = yield Query(
+        d.sql("SELECT idem_key, digest, result FROM {p}keys WHERE namespace = ?"),
+        (d.bind_name(namespace),),
+        fetch=True,
+    )
+    out: list[StoredKey] = []
+    for key_value, digest, raw in rows:
+        key = d.load_name(key_value)
+        text = d.load_name(raw)
+        try:
+            stored = AppendResult.from_dict(decode(text), duplicate=True)
+        except (ValueError, TypeError, KeyError, AssertionError) as exc:
+            raise CorruptionError(
+                f"idempotency entry does not decode: {exc}",
+                location=d.location("keys", namespace=namespace, idem_key=key),
+            ) from None
+        out.append(StoredKey(key, d.load_name(digest), dict(stored.positions)))
+    return out
+
+
+def restore_key_plan(d: Dialect, namespace: str, key: StoredKey) -> Plan:
+    """Insert an idempotency key unless one of that name is there."""
+    result = AppendResult(namespace=namespace, positions=dict(key.positions or {}))
+    yield Query(
+        d.insert_ignore(
+            "keys", ("namespace", "idem_key", "digest", "result"), ("namespace", "idem_key")
+        ),
+        (
+            d.bind_name(namespace),
+            d.bind_name(key.key),
+            key.digest,
+            canonical_json(result.to_dict()),
+        ),
+    )
+    return None
+
+
 def run_sync(plan: Plan, execute: Callable[[Query], list[Row]]) -> Any:
     """Drive a plan with a synchronous ``execute`` and return the plan's result."""
     try:
@@ -631,3 +672,12 @@ class PlanJournal(Journal):
 
     async def _delete_namespace(self, namespace: str) -> None:
         await self._run_plan(lambda: delete_namespace_plan(self._dialect, namespace), write=True)
+
+    async def _idempotency_keys(self, namespace: str) -> list[StoredKey]:
+        keys: list[StoredKey] = await self._run_plan(
+            lambda: keys_plan(self._dialect, namespace), write=False
+        )
+        return keys
+
+    async def _restore_key(self, namespace: str, key: StoredKey) -> None:
+        await self._run_plan(lambda: restore_key_plan(self._dialect, namespace, key), write=True)

@@ -36,6 +36,7 @@ from steadyloop.loop._messages import (
     session_messages,
 )
 from steadyloop.loop._models import OpenAIChatModel, ScriptedModel
+from steadyloop.loop._retention import RemovalReport, Removed, erase_user, prune_runs
 from steadyloop.loop._run import (
     RunInfo,
     list_runs,
@@ -102,6 +103,8 @@ __all__ = [
     "OpenAIChatModel",
     "Owner",
     "ParseFailure",
+    "RemovalReport",
+    "Removed",
     "ReplayPolicy",
     "RunInfo",
     "RunResult",
@@ -117,11 +120,13 @@ __all__ = [
     "ToolRegistry",
     "ToolSpec",
     "check_session_copies",
+    "erase_user",
     "event_messages",
     "list_runs",
     "load_agent",
     "load_run",
     "parse_run_stream",
+    "prune_runs",
     "request_cancel",
     "resolve",
     "resume",
