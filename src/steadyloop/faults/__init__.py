@@ -9,7 +9,8 @@ instead of carrying a mechanism of its own:
   fires at the *n*-th boundary (of one label, or of all), before or after its write;
 * **how**: the process dies ([`SimulatedCrash`][steadyloop.faults.SimulatedCrash], after
   which nothing of it reaches any store), really dies (``SIGKILL`` to itself, in a child
-  process), or the write fails with ``ENOSPC`` or ``EIO``;
+  process), the write fails with ``ENOSPC`` or ``EIO``, or the connection drops before
+  the write or after it committed;
 * **through what**: [`FaultyJournal`][steadyloop.faults.FaultyJournal] (each append a
   boundary) and [`FaultyFiles`][steadyloop.faults.FaultyFiles] (each file operation a
   boundary; also torn writes, fsync failures that drop bytes, power loss). A framework
@@ -30,7 +31,15 @@ from __future__ import annotations
 from steadyloop.faults._files import FaultyFiles
 from steadyloop.faults._journal import FaultyJournal
 from steadyloop.faults._net import FaultProxy, Latency
-from steadyloop.faults._plan import Fault, FaultPlan, Fired, How, Side, SimulatedCrash
+from steadyloop.faults._plan import (
+    Fault,
+    FaultPlan,
+    Fired,
+    How,
+    Side,
+    SimulatedCrash,
+    SimulatedDisconnect,
+)
 
 __all__ = [
     "Fault",
@@ -43,4 +52,5 @@ __all__ = [
     "Latency",
     "Side",
     "SimulatedCrash",
+    "SimulatedDisconnect",
 ]

@@ -14,7 +14,12 @@ side of the write, and how:
 * ``"sigkill"``: the process really dies, by ``SIGKILL`` to itself (for a child
   process: nothing runs after it, not even ``finally``);
 * ``"enospc"`` / ``"eio"``: the write fails with ``OSError`` (``ENOSPC``, ``EIO``),
-  as a full or failing disk makes it fail; the process lives on.
+  as a full or failing disk makes it fail; the process lives on;
+* ``"disconnect"``: the connection drops, with
+  [`SimulatedDisconnect`][steadyloop.faults.SimulatedDisconnect] (a
+  [`BackendUnavailable`][steadyloop.BackendUnavailable]): before the write, nothing
+  was sent; after it, the write committed and only its reply was lost. The process
+  lives on and may retry.
 
 The journal wrapper, the file layer and the framework kits all pass their writes
 through a plan, so one plan shared by all of them is one process: its journal, its
@@ -42,13 +47,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, NoReturn, TypeVar, get_args
 
-__all__ = ["Fault", "FaultPlan", "Fired", "How", "Side", "SimulatedCrash"]
+from steadyloop._errors import BackendUnavailable
+
+__all__ = ["Fault", "FaultPlan", "Fired", "How", "Side", "SimulatedCrash", "SimulatedDisconnect"]
 
 T = TypeVar("T")
 Side = Literal["before", "after"]
 """Which side of a write a fault fires on: before it reaches its store, or once it is durable."""
-How = Literal["crash", "sigkill", "enospc", "eio"]
-"""How a fault fires: a simulated death, a real ``SIGKILL``, or a disk error."""
+How = Literal["crash", "sigkill", "enospc", "eio", "disconnect"]
+"""How a fault fires: a simulated death, a real ``SIGKILL``, a disk error, a dropped connection."""
 
 _ERRNO = {"enospc": errno.ENOSPC, "eio": errno.EIO}
 
@@ -58,6 +65,14 @@ class SimulatedCrash(BaseException):
 
     It derives from `BaseException`, like `KeyboardInterrupt`, so code
     under test that catches `Exception` cannot swallow a crash.
+    """
+
+
+class SimulatedDisconnect(BackendUnavailable):
+    """A connection drop a [`Fault`][steadyloop.faults.Fault] made (``how="disconnect"``).
+
+    A [`BackendUnavailable`][steadyloop.BackendUnavailable], as a real drop is; its own
+    class lets a kit tell it from a real one (and treat it as transient).
     """
 
 
@@ -71,7 +86,8 @@ class Fault:
             one it selects.
         side: ``"before"`` the write happens, or ``"after"`` it returned (a write that
             raised is a boundary reached too: the fault fires instead of the error).
-        how: ``"crash"``, ``"sigkill"``, ``"enospc"`` or ``"eio"`` (see the module).
+        how: ``"crash"``, ``"sigkill"``, ``"enospc"``, ``"eio"`` or ``"disconnect"``
+            (see the module).
         label: Count only boundaries with this label or under it (``"files"`` selects
             ``"files.write"`` and ``"files.sync"``); None counts every boundary.
 
@@ -234,6 +250,9 @@ class FaultPlan:
         if how in _ERRNO:
             code = _ERRNO[how]
             raise OSError(code, f"{os.strerror(code)} (a simulated fault {where})")
+        if how == "disconnect":
+            lost = "nothing was sent" if side == "before" else "the write committed, its reply lost"
+            raise SimulatedDisconnect(f"simulated: the connection dropped {where}; {lost}")
         self.dead = True
         if how == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from steadyloop.faults import Fault, FaultPlan, FaultyJournal, SimulatedCrash
+from steadyloop import BackendUnavailable
+from steadyloop.faults import Fault, FaultPlan, FaultyJournal, SimulatedCrash, SimulatedDisconnect
 from steadyloop.journal import MemoryJournal, StreamWrite, open_journal
 from steadyloop.records import RecordFactory
 
@@ -182,3 +183,18 @@ async def test_a_sigkill_fault_really_kills_the_process_after_its_write(tmp_path
     assert "finally ran" not in child.stdout
     async with await open_journal(url) as journal:
         assert [r.kind for r in await journal.read("ns", "s")] == ["r0", "r1", "r2"]
+
+
+@pytest.mark.parametrize("side", ["before", "after"])
+def test_a_disconnect_drops_the_connection_before_the_write_or_after_it_committed(
+    side: str,
+) -> None:
+    """``how="disconnect"`` raises a BackendUnavailable once; before, nothing was written, after, it was."""
+    plan = FaultPlan(Fault(at=1, side=side, how="disconnect", label="queue.write"))  # type: ignore[arg-type]
+    done: list[int] = []
+    with pytest.raises(SimulatedDisconnect, match="connection dropped") as raised:
+        plan.write("queue.write", lambda: done.append(1))
+    assert isinstance(raised.value, BackendUnavailable)
+    assert done == ([] if side == "before" else [1])
+    plan.write("queue.write", lambda: done.append(2))  # the retry goes through
+    assert not plan.dead and done[-1] == 2
