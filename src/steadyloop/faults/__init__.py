@@ -17,7 +17,9 @@ instead of carrying a mechanism of its own:
   kit passes its store's writes through the same plan;
 * **the network**: [`FaultProxy`][steadyloop.faults.FaultProxy], a TCP proxy on loopback
   that stalls, adds [`Latency`][steadyloop.faults.Latency] to every round trip, or resets
-  every connection.
+  every connection; and [`Blackhole`][steadyloop.faults.Blackhole], a network namespace
+  on a veth pair whose route goes dark (packets dropped, no reset), which a proxy
+  cannot make.
 
 Examples:
     >>> from steadyloop.journal import MemoryJournal
@@ -31,6 +33,7 @@ from __future__ import annotations
 from steadyloop.faults._files import FaultyFiles
 from steadyloop.faults._journal import FaultyJournal
 from steadyloop.faults._net import FaultProxy, Latency
+from steadyloop.faults._netns import Blackhole
 from steadyloop.faults._plan import (
     Fault,
     FaultPlan,
@@ -42,6 +45,7 @@ from steadyloop.faults._plan import (
 )
 
 __all__ = [
+    "Blackhole",
     "Fault",
     "FaultPlan",
     "FaultProxy",
