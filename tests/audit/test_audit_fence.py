@@ -15,7 +15,6 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from audit_helpers import APP
 
-from faults import StallProxy
 from steadyloop import BackendUnavailable
 from steadyloop.audit import (
     GoalSpec,
@@ -27,6 +26,7 @@ from steadyloop.audit import (
     Worker,
     WorkerEvent,
 )
+from steadyloop.faults import FaultProxy
 from steadyloop.loop import Agent, ScriptedModel
 
 pytestmark = pytest.mark.slow
@@ -110,7 +110,7 @@ async def _cut_off(kind: str, url: str) -> AsyncIterator[tuple[str, Any, Any]]:
         return
     parts = urlsplit(url)
     assert parts.hostname is not None and parts.port is not None
-    async with StallProxy(parts.hostname, parts.port) as proxy:
+    async with FaultProxy(parts.hostname, parts.port) as proxy:
         netloc = parts.netloc.replace(f"{parts.hostname}:{parts.port}", f"127.0.0.1:{proxy.port}")
         yield urlunsplit(parts._replace(netloc=netloc)), (proxy.stall, proxy.resume), None
 

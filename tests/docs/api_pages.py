@@ -707,6 +707,44 @@ PACKAGES: dict[str, Package] = {
             ),
         ],
     ),
+    "faults": Package(
+        intro_en="The one fault layer every crash kit configures: where a fault happens (the labelled write boundaries of a simulated process, or a named point), how (a simulated death, a real `SIGKILL`, `ENOSPC` or `EIO`, a dropped connection), the journal and file layers that pass their writes through it, a loopback TCP proxy that stalls, lags and resets connections, and a network namespace whose route can be blackholed. See [Contributing](../../contributing.md#fault-layer).",
+        intro_zh="每个崩溃测试工具包都配置的那一个故障层：故障发生在哪里（模拟进程带标签的写入边界，或一个具名的点）、怎样发生（模拟的进程死亡、真实的 `SIGKILL`、`ENOSPC` 或 `EIO`、连接断开），让写入经过它的日志层和文件层，一个在回环地址上让连接停顿、变慢和被重置的 TCP 代理，以及一个路由可以被黑洞化的网络命名空间。见[参与开发](../../contributing.md#fault-layer)。",
+        groups=[
+            Group(
+                "where-and-how",
+                "Where and how",
+                "在哪里、怎样发生",
+                "",
+                "",
+                [
+                    "FaultPlan",
+                    "Fault",
+                    "Fired",
+                    "SimulatedCrash",
+                    "SimulatedDisconnect",
+                    "Side",
+                    "How",
+                ],
+            ),
+            Group(
+                "layers",
+                "The layers that pass through a plan",
+                "经过故障计划的各层",
+                "",
+                "",
+                ["FaultyJournal", "FaultyFiles"],
+            ),
+            Group(
+                "network",
+                "Network faults",
+                "网络故障",
+                "",
+                "",
+                ["FaultProxy", "Latency", "Blackhole"],
+            ),
+        ],
+    ),
 }
 
 # One-line Chinese summaries of the index rows (English ones come from the docstrings).
@@ -831,6 +869,10 @@ PAGE_SUMMARIES = {  # the index's first table: page -> (English, Chinese)
     "testing": (
         "Conformance suite, fault injection and the crash matrix for your own backends",
         "给你自己的后端用的一致性测试、故障注入和崩溃矩阵",
+    ),
+    "faults": (
+        "The one fault layer: crash points, disk errors, a faulty journal and file layer, a TCP proxy",
+        "唯一的故障层：崩溃点、磁盘错误、会出故障的日志层和文件层、TCP 代理",
     ),
     "errors": ("Every error class, in one hierarchy", "所有错误类，同属一个层级"),
 }

@@ -6,6 +6,8 @@
   pytest tests; subclass it and supply a [`QueueFactory`][steadyloop.testing.QueueFactory].
 * [`FaultyFiles`][steadyloop.testing.FaultyFiles] — a file layer that cuts writes at any byte
   and simulates power loss, for file-based backends.
+* Every kit here configures the one fault layer, [`steadyloop.faults`][steadyloop.faults]:
+  where a crash happens, how, and the network faults of a TCP proxy.
 * [`crash_matrix`][steadyloop.testing.crash_matrix] — crash an agent run at every write
   boundary, resume, compare.
 * [`EffectSink`][steadyloop.testing.EffectSink] and [`abandon`][steadyloop.testing.abandon]
@@ -23,6 +25,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from steadyloop.faults import FaultyFiles, SimulatedCrash
 from steadyloop.testing._crash_matrix import (
     CrashCase,
     CrashingJournal,
@@ -37,7 +40,6 @@ from steadyloop.testing._death import (
     ProcessJournal,
 )
 from steadyloop.testing._effects import EffectSink, Repeat, abandon
-from steadyloop.testing._faults import FaultyFiles, SimulatedCrash
 
 if TYPE_CHECKING:
     from steadyloop.testing._agents_crash import AgentProcess, agents_crash_matrix

@@ -55,8 +55,8 @@ from typing import Any, Literal
 
 from steadyloop._errors import RunFinished, RunNotFound
 from steadyloop.effects import Happened, NotHappened, describe
-from steadyloop.journal import AppendResult, ForwardingJournal, Journal
-from steadyloop.journal._protocol import PreparedBatch
+from steadyloop.faults import Fault, FaultPlan, FaultyJournal, SimulatedCrash
+from steadyloop.journal import Journal
 from steadyloop.loop._agent import Agent
 from steadyloop.loop._run import load_run, resolve, resume, run
 from steadyloop.loop._state import run_stream
@@ -72,21 +72,24 @@ from steadyloop.loop._types import (
 from steadyloop.records import INTENT_KIND, JSONValue, RecordFactory
 from steadyloop.sessions import SessionService
 from steadyloop.testing._effects import EffectSink, Repeat, abandon
-from steadyloop.testing._faults import SimulatedCrash
 
 __all__ = ["CrashCase", "CrashMatrixReport", "CrashingJournal", "crash_matrix"]
 
 Side = Literal["before", "after"]
 
 
-class CrashingJournal(ForwardingJournal):
+class CrashingJournal(FaultyJournal):
     """A journal wrapper whose process "dies" at one append.
+
+    A [`FaultyJournal`][steadyloop.faults.FaultyJournal] configured with one crash: the
+    fault layer counts the appends and kills the process.
 
     Args:
         inner: The journal to write through.
         crash_at: The 1-based number of the append to crash at; ``None`` never crashes.
         side: ``"before"``: die before the append reaches the journal; ``"after"``: die
-            once it is durable, before the caller sees the result.
+            once it is durable, before the caller sees the result (a batch the journal
+            refuses is a boundary reached too).
 
     Attributes:
         appends: Appends attempted so far (the crashing one included).
@@ -94,42 +97,10 @@ class CrashingJournal(ForwardingJournal):
     """
 
     def __init__(self, inner: Journal, crash_at: int | None = None, side: Side = "before") -> None:
-        super().__init__(inner)
+        faults = () if crash_at is None else (Fault(at=crash_at, side=side),)
+        super().__init__(inner, FaultPlan(*faults))
         self.crash_at = crash_at
         self.side = side
-        self.appends = 0
-        self.crashed = False
-
-    def check(self) -> None:
-        """A dead process does nothing more."""
-        if self.crashed:
-            raise SimulatedCrash("the process already died")
-
-    async def _close(self) -> None:
-        """A dead process closes nothing: only a live one closes the journal it wraps."""
-        if not self.crashed:
-            await super()._close()
-
-    async def _append(self, batch: PreparedBatch) -> AppendResult:
-        self.check()
-        self.appends += 1
-        hit = self.crash_at is not None and self.appends == self.crash_at
-        if hit and self.side == "before":
-            self.crashed = True
-            raise SimulatedCrash(f"crash before append {self.appends}")
-        try:
-            result = await super()._append(batch)
-        except Exception:
-            # A refused batch (another writer came first) is a boundary too: the
-            # process dies before the code after it runs, just as after a durable one.
-            if hit:
-                self.crashed = True
-                raise SimulatedCrash(f"crash after append {self.appends}") from None
-            raise
-        if hit:
-            self.crashed = True
-            raise SimulatedCrash(f"crash after append {self.appends}")
-        return result
 
 
 class _Recorder:

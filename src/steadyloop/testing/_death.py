@@ -16,19 +16,17 @@ makes it.
 from __future__ import annotations
 
 import json
-import threading
 from collections import Counter
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from steadyloop.effects import current_intent
+from steadyloop.faults import Fault, FaultPlan, FaultyJournal, SimulatedCrash
 from steadyloop.integrations import Guard
-from steadyloop.journal import AppendResult, ForwardingJournal, Journal
-from steadyloop.journal._protocol import PreparedBatch
+from steadyloop.journal import Journal
 from steadyloop.testing._effects import EffectSink, Repeat
-from steadyloop.testing._faults import SimulatedCrash
 
 __all__ = [
     "CrashPoint",
@@ -40,14 +38,16 @@ __all__ = [
     "crash_every_boundary",
 ]
 
-T = TypeVar("T")
 P = TypeVar("P")
 G = TypeVar("G", bound=Guard)
 Side = Literal["before", "after"]
 
 
-class ProcessDeath:
+class ProcessDeath(FaultPlan):
     """The life of one simulated process: its write boundaries, and its death.
+
+    A [`FaultPlan`][steadyloop.faults.FaultPlan] of the fault layer, configured with at
+    most one crash (counted over every boundary the process passes).
 
     Args:
         crash_at: The 1-based write boundary to die at; None never dies.
@@ -59,53 +59,13 @@ class ProcessDeath:
     """
 
     def __init__(self, crash_at: int | None = None, side: Side = "before") -> None:
+        super().__init__(*(() if crash_at is None else (Fault(at=crash_at, side=side),)))
         self.crash_at = crash_at
         self.side = side
-        self.boundaries: list[str] = []
-        self.dead = False
-        self._lock = threading.Lock()
-
-    def check(self) -> None:
-        """Raise [SimulatedCrash][steadyloop.testing.SimulatedCrash] if the process has died."""
-        if self.dead:
-            raise SimulatedCrash("the process already died")
-
-    def _enter(self, label: str) -> bool:
-        with self._lock:
-            self.check()
-            self.boundaries.append(label)
-            hit = self.crash_at is not None and len(self.boundaries) == self.crash_at
-            if hit and self.side == "before":
-                self.dead = True
-                raise SimulatedCrash(f"crash before write {len(self.boundaries)} ({label})")
-            return hit
-
-    def _leave(self, hit: bool, label: str) -> None:
-        with self._lock:
-            if hit:
-                self.dead = True
-                raise SimulatedCrash(f"crash after write {self.crash_at} ({label})")
-            self.check()
-
-    def write(self, label: str, write: Callable[[], T]) -> T:
-        """Pass a write boundary: do ``write`` unless the process dies before or after it."""
-        hit = self._enter(label)
-        result = write()
-        self._leave(hit, label)
-        return result
-
-    async def awrite(self, label: str, write: Callable[[], Awaitable[T]]) -> T:
-        """The same as [write][steadyloop.testing.ProcessDeath.write], for a coroutine."""
-        hit = self._enter(label)
-        result = await write()
-        self._leave(hit, label)
-        return result
 
     def effect(self, sink: EffectSink, tool: str, policy: str, action: str, **details: Any) -> None:
         """Record an effect in ``sink``, unless the process has died (then it never happens)."""
-        with self._lock:
-            self.check()
-            sink.record(tool, policy, action, **details)
+        self.guarded(lambda: sink.record(tool, policy, action, **details))
 
 
 class KitProcess(Generic[G]):
@@ -145,8 +105,10 @@ class KitProcess(Generic[G]):
             self.guard.close()
 
 
-class ProcessJournal(ForwardingJournal):
+class ProcessJournal(FaultyJournal):
     """A Steadyloop journal of a simulated process: each append a write boundary.
+
+    A [`FaultyJournal`][steadyloop.faults.FaultyJournal] on the process's plan.
 
     Args:
         inner: The journal that stores the records.
@@ -155,23 +117,8 @@ class ProcessJournal(ForwardingJournal):
     """
 
     def __init__(self, inner: Journal, death: ProcessDeath, label: str = "journal.append") -> None:
-        super().__init__(inner)
+        super().__init__(inner, death, label)
         self.death = death
-        self.label = label
-
-    def check(self) -> None:
-        """A dead process reads and writes nothing."""
-        self.death.check()
-
-    async def _append(self, batch: PreparedBatch) -> AppendResult:
-        return await self.death.awrite(
-            self.label, lambda: super(ProcessJournal, self)._append(batch)
-        )
-
-    async def _close(self) -> None:
-        """A dead process closes nothing."""
-        if not self.death.dead:
-            await super()._close()
 
 
 @dataclass(frozen=True, slots=True)

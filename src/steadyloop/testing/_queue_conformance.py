@@ -33,7 +33,6 @@ from typing import Any
 import pytest
 
 from steadyloop._errors import (
-    BackendUnavailable,
     CorruptionError,
     LeaseLost,
     StoreNotFound,
@@ -43,6 +42,7 @@ from steadyloop._errors import (
 )
 from steadyloop.audit._queue import QUEUE_SCHEMA_VERSION, TaskQueue
 from steadyloop.audit._tasks import TaskSpec, TaskStatus
+from steadyloop.faults import Fault, FaultPlan, SimulatedDisconnect
 from steadyloop.journal._sql import Plan, Query
 from steadyloop.records import SequentialIds
 
@@ -87,6 +87,11 @@ def _sql_plan(sql: str, *params: Any) -> Callable[[], Plan]:
         yield Query(sql, params)
 
     return make
+
+
+def _lost_reply() -> Fault:
+    """The fault of a lost reply: the connection drops once a writing transaction committed."""
+    return Fault(at=1, side="after", how="disconnect", label="queue.write")
 
 
 class QueueConformance:
@@ -325,24 +330,27 @@ class QueueConformance:
     # -- lost replies -------------------------------------------------------------------
 
     @staticmethod
-    def _lose_next_reply(queue: TaskQueue) -> list[int]:
-        """Make the queue's next transaction commit and then 'lose' its reply (once)."""
+    def _lose_next_reply(queue: TaskQueue) -> FaultPlan:
+        """Make the queue's next transaction commit and then 'lose' its reply (once).
+
+        Each writing transaction is a write boundary (``queue.write``) of the returned
+        plan of the fault layer, which drops the connection once the first one has
+        committed; ``plan.arm(_lost_reply())`` arms it again.
+        """
         journal: Any = queue.journal
         real_run, real_transient = journal.run_plan, journal.transient
-        armed = [1]
+        plan = FaultPlan(_lost_reply())
 
         async def run_plan(make: Any, *, write: bool = True, **hints: Any) -> Any:
-            result = await real_run(make, write=write, **hints)
-            if write and armed[0]:
-                armed[0] = 0
-                raise BackendUnavailable("simulated: the connection dropped after the commit")
-            return result
+            if not write:
+                return await real_run(make, write=write, **hints)
+            return await plan.awrite("queue.write", lambda: real_run(make, write=write, **hints))
 
         def transient(exc: BaseException) -> bool:
-            return "simulated" in str(exc) or bool(real_transient(exc))
+            return isinstance(exc, SimulatedDisconnect) or bool(real_transient(exc))
 
         journal.run_plan, journal.transient = run_plan, transient
-        return armed
+        return plan
 
     @pytest.mark.asyncio
     async def test_a_lost_reply_costs_no_claim_and_no_settle(
@@ -350,22 +358,22 @@ class QueueConformance:
     ) -> None:
         """A claim, settle or submission whose reply was lost is retried into the same outcome."""
         async with await self._open(queue_factory, clock) as queue:
-            armed = self._lose_next_reply(queue)
+            plan = self._lose_next_reply(queue)
             result = await queue.submit(TaskSpec(prompt="p", task_id="x"))
-            assert result.task_id == "x" and not armed[0]
+            assert result.task_id == "x" and not plan.armed
             assert [t.task_id for t in await queue.tasks()] == ["x"]
-            armed[0] = 1
+            plan.arm(_lost_reply())
             claim = await queue.claim("w", 30)
             assert claim is not None and claim.task_id == "x" and claim.attempt == 1
-            assert not armed[0]
+            assert not plan.armed
             row = await queue.get("x")
             assert row.lease_token == claim.lease_token and row.attempts == 1
             assert await queue.heartbeat("x", claim.lease_token, 30)
-            armed[0] = 1
+            plan.arm(_lost_reply())
             await queue.settle(
                 "x", claim.lease_token, TaskStatus.COMPLETED, round=1, audit_rounds=1
             )
-            assert not armed[0]
+            assert not plan.armed
             assert (await queue.get("x")).status is TaskStatus.COMPLETED
 
     # -- cancel and retry ---------------------------------------------------------------

@@ -1,15 +1,20 @@
-"""A fault-injecting file layer: cut a write at any byte, or lose power.
+"""A fault-injecting file layer: cut a write at any byte, fail it, or lose power.
 
-[`FaultyFiles`][steadyloop.testing.FaultyFiles] wraps the real file layer of the JSONL backend.
+[`FaultyFiles`][steadyloop.faults.FaultyFiles] wraps the real file layer of the JSONL backend.
 It keeps, for every file it touches, the bytes that were last made durable (by ``fsync``) and
 whether the file's directory entry was made durable (by syncing the directory). From that it
 can:
 
 * **cut** the stream of written bytes at any offset: the write that crosses the offset
   writes only its head, then the "process" dies
-  ([`SimulatedCrash`][steadyloop.testing.SimulatedCrash]), and every later operation dies too;
+  ([`SimulatedCrash`][steadyloop.faults.SimulatedCrash]), and every later operation dies too;
 * **crash before an operation**: the N-th mutating operation (write, sync, truncate,
   directory sync) dies before it does anything;
+* **fire any [`Fault`][steadyloop.faults.Fault]** at its operations: each is a write
+  boundary of the layer's [`FaultPlan`][steadyloop.faults.FaultPlan], labelled
+  ``files.write``, ``files.sync``, ``files.truncate``, ``files.sync_directory`` or
+  ``files.remove`` (so ``Fault(at=2, label="files.write", how="enospc")`` makes the second
+  write fail with ``ENOSPC``, writing nothing);
 * **fail an fsync** as Linux does after a disk error: the call raises ``EIO`` and the
   bytes it should have flushed are dropped from the disk's view while the page cache
   still shows them, so a later successful ``fsync`` does not make them durable (the
@@ -29,77 +34,86 @@ import contextlib
 import errno
 import os
 import random
+from collections.abc import Callable
 
-from steadyloop.journal._files import Files
+from steadyloop.faults._plan import Fault, FaultPlan
+from steadyloop.journal import Files
 
-__all__ = ["FaultyFiles", "SimulatedCrash"]
+__all__ = ["FaultyFiles"]
 
-
-class SimulatedCrash(BaseException):
-    """The simulated process died here.
-
-    It derives from `BaseException`, like `KeyboardInterrupt`, so code
-    under test that catches `Exception` cannot swallow a crash.
-    """
+LABEL = "files"
+"""The label of the layer's write boundaries: ``files.write``, ``files.sync``, …"""
 
 
 class FaultyFiles(Files):
-    """A [`Files`][steadyloop.journal.Files] that can crash and lose power on command.
+    """A [`Files`][steadyloop.journal.Files] that can crash, fail and lose power on command.
+
+    Args:
+        plan: The process the layer belongs to: share one with a
+            [`FaultyJournal`][steadyloop.faults.FaultyJournal] or a framework kit and
+            they die together. A plan of its own by default.
 
     Attributes:
+        plan: The process's [`FaultPlan`][steadyloop.faults.FaultPlan].
         bytes_written: Bytes written through this layer so far.
-        operations: Mutating operations performed so far.
         syncs: ``fsync`` calls (files and directories) performed so far.
-        crashed: Whether the simulated process has died.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, plan: FaultPlan | None = None) -> None:
+        self.plan = plan if plan is not None else FaultPlan()
         self.bytes_written = 0
-        self.operations = 0
         self.syncs = 0
-        self.crashed = False
         self._cut_at: int | None = None
-        self._crash_before: int | None = None
         self._paths: dict[int, str] = {}
         self._synced: dict[str, bytes] = {}
         self._entry_durable: dict[str, bool] = {}
-        self._failing_syncs = 0
         self._dropped: dict[str, list[tuple[int, int]]] = {}
 
+    @property
+    def operations(self) -> int:
+        """Mutating operations performed (or attempted) through this layer so far."""
+        return sum(1 for label in self.plan.boundaries if label.startswith(LABEL + "."))
+
+    @property
+    def crashed(self) -> bool:
+        """Whether the simulated process has died."""
+        return self.plan.dead
+
     # -- arming -----------------------------------------------------------------------
+
+    def arm(self, fault: Fault) -> None:
+        """Arm a [`Fault`][steadyloop.faults.Fault] on the layer's plan."""
+        self.plan.arm(fault)
 
     def cut_after(self, nbytes: int) -> None:
         """Die when the total bytes written would pass ``nbytes``; write only up to it."""
         self._cut_at = nbytes
 
     def crash_before(self, operation: int) -> None:
-        """Die just before the ``operation``-th mutating operation (counting from 1)."""
-        self._crash_before = operation
+        """Die just before the ``operation``-th mutating operation (counting from 1).
+
+        Armed after that operation, it dies before the next one.
+        """
+        self.plan.arm(Fault(at=max(1, operation), label=LABEL))
 
     def fail_syncs(self, count: int = 1) -> None:
         """Make the next ``count`` file syncs fail with ``EIO``, dropping what they held."""
-        self._failing_syncs = count
+        for _ in range(count):
+            self.plan.arm(Fault(at=1, how="eio", label=f"{LABEL}.sync"))
 
-    def _tick(self) -> None:
-        if self.crashed:
-            raise SimulatedCrash("the process already died")
-        self.operations += 1
-        if self._crash_before is not None and self.operations >= self._crash_before:
-            self.crashed = True
-            raise SimulatedCrash(f"crash before operation {self.operations}")
+    def _op(self, name: str, operation: Callable[[], None]) -> None:
+        self.plan.write(f"{LABEL}.{name}", operation)
 
     # -- the file operations -------------------------------------------------------
 
     def read(self, path: str) -> bytes | None:
         """Read a file (the dead read nothing)."""
-        if self.crashed:
-            raise SimulatedCrash("the process already died")
+        self.plan.check()
         return super().read(path)
 
     def open_append(self, path: str) -> tuple[int, bool]:
         """Open for appending, remembering what was durable before."""
-        if self.crashed:
-            raise SimulatedCrash("the process already died")
+        self.plan.check()
         fd, created = super().open_append(path)
         self._paths[fd] = path
         if path not in self._synced:
@@ -109,14 +123,15 @@ class FaultyFiles(Files):
 
     def write(self, fd: int, data: bytes) -> None:
         """Write, or write a head of ``data`` and die if the cut point falls inside it."""
-        self._tick()
+        self._op("write", lambda: self._write(fd, data))
+
+    def _write(self, fd: int, data: bytes) -> None:
         if self._cut_at is not None and self.bytes_written + len(data) > self._cut_at:
             head = data[: max(0, self._cut_at - self.bytes_written)]
             if head:
                 super().write(fd, head)
             self.bytes_written += len(head)
-            self.crashed = True
-            raise SimulatedCrash(f"write cut after byte {self._cut_at}")
+            self.plan.die(f"write cut after byte {self._cut_at}")
         super().write(fd, data)
         self.bytes_written += len(data)
 
@@ -125,17 +140,32 @@ class FaultyFiles(Files):
 
         Raises:
             OSError: ``EIO``, when armed by
-                [`fail_syncs`][steadyloop.testing.FaultyFiles.fail_syncs].
+                [`fail_syncs`][steadyloop.faults.FaultyFiles.fail_syncs] (or a ``Fault``
+                with ``how="eio"`` before a ``files.sync``): the bytes it should have
+                flushed are dropped from the disk's view.
         """
-        self._tick()
         path = self._paths[fd]
+        done: list[bool] = []
+
+        def sync() -> None:
+            self._sync(fd, path)
+            done.append(True)
+
+        try:
+            self._op("sync", sync)
+        except OSError as exc:
+            if exc.errno == errno.EIO and not done:
+                current = super().read(path) or b""
+                durable = len(self._synced.get(path, b""))
+                if len(current) > durable:
+                    self._dropped.setdefault(path, []).append((durable, len(current)))
+                raise OSError(
+                    errno.EIO, f"Input/output error (a simulated fsync failure: {exc})", path
+                ) from None
+            raise
+
+    def _sync(self, fd: int, path: str) -> None:
         current = super().read(path) or b""
-        if self._failing_syncs > 0:
-            self._failing_syncs -= 1
-            durable = len(self._synced.get(path, b""))
-            if len(current) > durable:
-                self._dropped.setdefault(path, []).append((durable, len(current)))
-            raise OSError(errno.EIO, "Input/output error (a simulated fsync failure)", path)
         super().sync(fd)
         self.syncs += 1
         for start, stop in self._dropped.get(path, ()):
@@ -146,7 +176,9 @@ class FaultyFiles(Files):
 
     def truncate(self, fd: int, size: int) -> None:
         """Truncate (not durable until the next sync)."""
-        self._tick()
+        self._op("truncate", lambda: self._truncate(fd, size))
+
+    def _truncate(self, fd: int, size: int) -> None:
         super().truncate(fd, size)
         path = self._paths.get(fd)
         if path in self._dropped:
@@ -155,7 +187,9 @@ class FaultyFiles(Files):
 
     def sync_directory(self, path: str) -> None:
         """Sync a directory: files created in it so far become durable entries."""
-        self._tick()
+        self._op("sync_directory", lambda: self._sync_directory(path))
+
+    def _sync_directory(self, path: str) -> None:
         super().sync_directory(path)
         self.syncs += 1
         for file_path in self._entry_durable:
@@ -164,7 +198,9 @@ class FaultyFiles(Files):
 
     def remove(self, path: str) -> None:
         """Remove a file (treated as durable at once, as the journal syncs after it)."""
-        self._tick()
+        self._op("remove", lambda: self._remove(path))
+
+    def _remove(self, path: str) -> None:
         super().remove(path)
         self._synced.pop(path, None)
         self._entry_durable.pop(path, None)
@@ -184,7 +220,9 @@ class FaultyFiles(Files):
                 bytes written after its last sync that extend the synced bytes, as a
                 disk that flushed part of its cache before dying would.
 
-        After this the layer is usable again, as a freshly booted machine.
+        After this the layer is usable again, as a freshly booted machine: its plan
+        is alive, with no fault armed (see
+        [`FaultPlan.revive`][steadyloop.faults.FaultPlan.revive]).
         """
         for fd in list(self._paths):
             self.close(fd)
@@ -202,10 +240,8 @@ class FaultyFiles(Files):
         self._synced.clear()
         self._entry_durable.clear()
         self._dropped.clear()
-        self._failing_syncs = 0
-        self.crashed = False
         self._cut_at = None
-        self._crash_before = None
+        self.plan.revive()
 
 
 def _unlink(path: str) -> None:
