@@ -17,6 +17,8 @@ write+fsync floor measured in the same run:
 
 * ``appends_per_guarded_effect``: journal appends the guard makes per effect, counted
   (the goal is at most two: the intent before, the result after);
+* ``reads_per_guarded_effect``: journal reads (``read`` and ``head``) per effect, when
+  nothing is open (the goal is at most one);
 * ``guard_us_per_effect``: (guarded − unguarded) time per graph run, per effect, and
   that as a multiple of one write+fsync.
 
@@ -90,8 +92,8 @@ def build(guard: LangGraphGuard | None) -> StateGraph[Order]:
     return builder
 
 
-def runs(folder: Path, n: int, durability: str, guarded: bool) -> tuple[list[float], float]:
-    """Seconds per graph run over ``n`` threads, and guard appends per effect."""
+def runs(folder: Path, n: int, durability: str, guarded: bool) -> tuple[list[float], float, float]:
+    """Seconds per graph run over ``n`` threads, and guard appends and reads per effect."""
     counters: list[CountingJournal] = []
 
     def wrap(journal: Any) -> Any:
@@ -105,16 +107,18 @@ def runs(folder: Path, n: int, durability: str, guarded: bool) -> tuple[list[flo
     try:
         graph.invoke({"order": "warm-up"}, {"configurable": {"thread_id": "warm-up"}})
         start = sum(c.appends for c in counters)
+        read = sum(c.reads for c in counters)
         for i in range(n):
             config: Any = {"configurable": {"thread_id": f"t{i}"}}
             t = time.perf_counter()
             graph.invoke({"order": f"o{i}"}, config, durability=durability)  # type: ignore[arg-type]
             samples.append(time.perf_counter() - t)
         appends = (sum(c.appends for c in counters) - start) / (n * EFFECTS_PER_RUN)
+        reads = (sum(c.reads for c in counters) - read) / (n * EFFECTS_PER_RUN)
     finally:
         if guard is not None:
             guard.close()
-    return samples, appends
+    return samples, appends, reads
 
 
 def stats(samples: list[float]) -> dict[str, float]:
@@ -191,6 +195,9 @@ def matrices(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument(
+        "--dir", help="measure in this folder (a tmpfs such as /dev/shm: fsync nearly free)"
+    )
     args = parser.parse_args()
     measured = _measured.start()
     data: dict[str, Any] = {
@@ -198,7 +205,8 @@ def main() -> None:
         "runs": args.runs,
         "effects_per_run": EFFECTS_PER_RUN,
     }
-    with tempfile.TemporaryDirectory() as tmp:
+    data["folder"] = args.dir or tempfile.gettempdir()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         folder = Path(tmp)
         data["matrix"], data["guard_points"] = matrices(folder)
         fl = stats(floor(folder, 300))
@@ -208,10 +216,11 @@ def main() -> None:
             for guarded in (False, True):
                 sub = folder / f"{durability}-{guarded}"
                 sub.mkdir()
-                samples, appends = runs(sub, args.runs, durability, guarded)
+                samples, appends, reads = runs(sub, args.runs, durability, guarded)
                 row["guarded" if guarded else "unguarded"] = stats(samples)
                 if guarded:
                     row["appends_per_guarded_effect"] = appends
+                    row["reads_per_guarded_effect"] = reads
             extra = row["guarded"]["median_us"] - row["unguarded"]["median_us"]
             row["guard_us_per_effect"] = extra / EFFECTS_PER_RUN
             row["guard_per_effect_x_floor"] = extra / EFFECTS_PER_RUN / fl["median_us"]
@@ -233,7 +242,8 @@ def main() -> None:
             f"guarded {row['guarded']['median_us']:7.0f} us/run  "
             f"guard {row['guard_us_per_effect']:6.0f} us/effect "
             f"({row['guard_per_effect_x_floor']:.1f}x floor), "
-            f"{row['appends_per_guarded_effect']:.2f} appends/effect"
+            f"{row['appends_per_guarded_effect']:.2f} appends/effect, "
+            f"{row['reads_per_guarded_effect']:.2f} reads/effect"
         )
     data["measured"] = measured.entry()
     RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -82,6 +82,7 @@ from steadyloop.loop import (
     resume,
     run,
 )
+from steadyloop.records import StoredRecord
 from steadyloop.sessions import SessionService
 from steadyloop.testing import SimulatedCrash
 
@@ -125,7 +126,7 @@ def bench_agent(steps: int) -> Agent:
 
 
 class CountingJournal(ForwardingJournal):
-    """Counts appends on the way through.
+    """Counts appends and reads (``read`` and ``head``) on the way through.
 
     It hands the inner journal the batch as this wrapper's ``append`` prepared it:
     through the inner ``append`` it would be validated and encoded a second time, and
@@ -135,11 +136,23 @@ class CountingJournal(ForwardingJournal):
     def __init__(self, inner: Journal) -> None:
         super().__init__(inner)
         self.appends = 0
+        self.reads = 0
 
     async def _append(self, batch: PreparedBatch) -> AppendResult:
         self.appends += 1
         self.inner._check_open()
         return await self.inner._append(batch)
+
+    def on_read(
+        self, namespace: str, stream: str, records: list[StoredRecord]
+    ) -> list[StoredRecord]:
+        """Count one read."""
+        self.reads += 1
+        return records
+
+    async def _head(self, namespace: str, stream: str) -> int:
+        self.reads += 1
+        return await super()._head(namespace, stream)
 
 
 def floor(directory: Path, n: int) -> list[float]:

@@ -48,7 +48,7 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast, overload
 
 from steadyloop import _names
 from steadyloop._errors import ConflictError, EffectBusy, GuardError
@@ -322,15 +322,6 @@ class EffectLedger:
                 result = dict(payload)
         return _Fold(stored[-1].seq if stored else 0, intent, result, decided)
 
-    async def decisions(self, key: Sequence[str | int]) -> int:
-        """Return how many times a caller decided this effect.
-
-        Each decision answered one question the runtime asked (a LangGraph
-        ``interrupt``), so a re-executed call asks as many again, in order, before
-        its own: the runtime's answers are matched by position.
-        """
-        return (await self._fold(self.stream(key))).decisions
-
     @staticmethod
     def _judge(
         key: Sequence[str | int],
@@ -410,6 +401,32 @@ class EffectLedger:
                 )
             await asyncio.sleep(_POLL_S)
 
+    @overload
+    async def begin(
+        self,
+        key: Sequence[str | int],
+        tool: str,
+        policy: ReplayPolicy,
+        arguments: JSONValue,
+        *,
+        again: bool = ...,
+        wait: float | None = ...,
+        decided_first: Literal[False] = ...,
+    ) -> Recorded | Begun | Unknown: ...
+
+    @overload
+    async def begin(
+        self,
+        key: Sequence[str | int],
+        tool: str,
+        policy: ReplayPolicy,
+        arguments: JSONValue,
+        *,
+        again: bool = ...,
+        wait: float | None = ...,
+        decided_first: bool,
+    ) -> Recorded | Begun | Unknown | int: ...
+
     async def begin(
         self,
         key: Sequence[str | int],
@@ -419,7 +436,8 @@ class EffectLedger:
         *,
         again: bool = False,
         wait: float | None = None,
-    ) -> Recorded | Begun | Unknown:
+        decided_first: bool = False,
+    ) -> Recorded | Begun | Unknown | int:
         """Look up an effect by its key and, if it must run, make its intent durable.
 
         Args:
@@ -431,6 +449,11 @@ class EffectLedger:
                 decided that this call's effect has not happened).
             wait: Seconds to wait for a live owner of the effect to finish it; by
                 default a live owner makes the call raise at once.
+            decided_first: When callers decided this effect before, return how many
+                times instead, and write nothing: a runtime that matches answers to
+                questions by their position (LangGraph's ``interrupt``) asks those
+                questions again first, then calls ``begin`` again. In the common case
+                (no decision) the effect is begun with the same single read.
 
         Raises:
             EffectBusy: A live execution holds the effect (or wrote its intent at the
@@ -441,6 +464,8 @@ class EffectLedger:
         check_canonical(arguments)
         stream = self.stream(key)
         fold = await self._settled(stream, tool, key, wait)
+        if decided_first and fold.decisions:
+            return fold.decisions
         intent = fold.intent
         if not again:
             found = self._judge(key, tool, policy, arguments, fold)

@@ -261,7 +261,8 @@ class LangGraphGuard(Guard):
         # read here that names another unknown effect is recorded for that effect.
         # When calls made at once read each other's answers, an effect may count more
         # answers than are left: once none is, asking again stops (no question).
-        for _ in range(int((yield ledger.decisions(key)))):
+        found = yield ledger.begin(key, tool, policy, arguments, wait=wait, decided_first=True)
+        for _ in range(found if isinstance(found, int) else 0):
             try:
                 answer = interrupt(
                     {
@@ -275,7 +276,8 @@ class LangGraphGuard(Guard):
                 break
             for intent_id, outcome in _named(answer):
                 yield _route(ledger, intent_id, outcome)
-        found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
+        if isinstance(found, int):
+            found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
         refused = ""
         while not isinstance(found, Begun):
             if isinstance(found, Recorded):
