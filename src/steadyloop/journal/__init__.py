@@ -17,7 +17,9 @@ from steadyloop.journal._factory import (
     DEFAULT_URL,
     ENTRY_POINT_GROUP,
     SCHEMES,
+    URL,
     open_journal,
+    parse_url,
     redact_url,
 )
 from steadyloop.journal._files import FileLock, Files, fsync_directory
@@ -39,6 +41,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MAX_NAME_BYTES",
     "SCHEMES",
+    "URL",
     "AppendResult",
     "FileLock",
     "Files",
@@ -53,5 +56,6 @@ __all__ = [
     "fsync_directory",
     "namespace_filename",
     "open_journal",
+    "parse_url",
     "redact_url",
 ]
