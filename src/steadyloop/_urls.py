@@ -186,6 +186,11 @@ class URL:
         return redact_url(self.text)
 
     @property
+    def where(self) -> str:
+        """The redacted URL without query or fragment: where the store is, for messages."""
+        return redact_url(self.build(query=(), fragment=False))
+
+    @property
     def port(self) -> int | None:
         """The port; ``None`` when absent.
 
@@ -318,7 +323,10 @@ class URL:
         Each is listed as written and decoded.
         """
         values = [v for _, v in self.query_items if v]
-        found = [self.password, self.raw_query, self.fragment, self.user, *values]
+        userinfo = self.netloc.rpartition("@")[0]
+        raw_user, _, raw_password = userinfo.partition(":")
+        found = [self.password, raw_password, self.raw_query, self.fragment, self.user, raw_user]
+        found += values
         return sorted({x for s in found if s for x in (s, unquote(s))}, key=len, reverse=True)
 
 

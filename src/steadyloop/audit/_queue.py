@@ -1464,7 +1464,10 @@ class TaskQueue:
 
 
 async def _open(journal: PlanJournal, *, create: bool, owned: bool, **options: Any) -> TaskQueue:
-    kind = _CLASSES.get(parse_url(journal.url).family, TaskQueue)
+    try:
+        kind = _CLASSES.get(parse_url(journal.url).family, TaskQueue)
+    except UnknownBackend:  # a journal whose url is a description, not a URL
+        kind = TaskQueue
     queue = kind(journal, owned=owned, **options)
     try:
         await queue.migrate(create=create)

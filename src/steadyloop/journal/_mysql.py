@@ -188,7 +188,7 @@ class MySQLJournal(PlanJournal):
         self._dialect, self.pool_size, self._policy = pool_options(
             self.url, own, MySQLDialect, prefix=prefix, pool_size=pool_size, retries=retries
         )
-        self._dialect.location_name = f"mysql {self.url.split('?', 1)[0]}"
+        self._dialect.location_name = f"mysql {parsed.where}"
         self._connect_args: dict[str, Any] = {
             "host": parsed.host or "127.0.0.1",
             "port": port,

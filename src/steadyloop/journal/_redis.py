@@ -229,6 +229,7 @@ class RedisJournal(Journal):
         parsed = as_url(url)
         self._client_url, own = _split_url(parsed)
         self.url = parsed.redacted
+        self._location = parsed.where
         self.prefix = prefix if prefix is not None else own.get("prefix", "steadyloop:")
         if not self.prefix or any(ord(c) < 32 for c in self.prefix):
             raise UnknownBackend(f"{self.url}: the key prefix must be non-empty printable text")
@@ -269,7 +270,7 @@ class RedisJournal(Journal):
 
     def _where(self, key: str, index: int | None = None) -> str:
         at = "" if index is None else f" index {index}"
-        return f"redis {self.url.split('?', 1)[0]} key {key!r}{at}"
+        return f"redis {self._location} key {key!r}{at}"
 
     # -- opening ------------------------------------------------------------------------
 
