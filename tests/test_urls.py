@@ -193,3 +193,19 @@ def test_a_label_is_the_text_before_an_equals_sign_that_holds_no_colon() -> None
     assert split_label("postgresql://h/db?options=-c") == (None, "postgresql://h/db?options=-c")
     with pytest.raises(UnknownBackend, match="LABEL=URL"):
         split_label("a b=sqlite")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sqlite:////tmp/abs.db",
+        "sqlite:///tmp/abs.db",
+        "sqlite:rel.db",
+        "postgresql://u:p%40ss@h:5432/db?sslmode=require#f",
+        "memory://",
+        "redis://:pw@[::1]:6379/0",
+    ],
+)
+def test_a_url_rebuilt_with_nothing_replaced_is_its_text(text: str) -> None:
+    """`build` keeps every part as written, an empty host before a // path included."""
+    assert parse_url(text).build() == text

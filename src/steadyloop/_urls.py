@@ -23,7 +23,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from steadyloop._errors import UnknownBackend
 
@@ -287,15 +287,18 @@ class URL:
             fragment: ``False`` drops the fragment.
         """
         netloc = self.netloc if userinfo else self.netloc.rpartition("@")[2]
-        return urlunsplit(
-            (
-                self.scheme if scheme is None else scheme,
-                netloc,
-                self.raw_path if path is None else path,
-                self.raw_query if query is None else urlencode(list(query)),
-                self.fragment if fragment else "",
-            )
-        )
+        # Joined by hand: urlunsplit turns ``sqlite:////abs`` (an empty host and a path
+        # that starts with //) into ``sqlite://abs``.
+        text = f"{self.scheme if scheme is None else scheme}:"
+        if self.has_authority:
+            text += f"//{netloc}"
+        text += self.raw_path if path is None else path
+        raw_query = self.raw_query if query is None else urlencode(list(query))
+        if raw_query:
+            text += f"?{raw_query}"
+        if fragment and self.fragment:
+            text += f"#{self.fragment}"
+        return text
 
     def sqlalchemy(
         self, defaults: Mapping[str, str], query: Sequence[tuple[str, str]] | None = None
