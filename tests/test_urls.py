@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -209,3 +210,25 @@ def test_a_label_is_the_text_before_an_equals_sign_that_holds_no_colon() -> None
 def test_a_url_rebuilt_with_nothing_replaced_is_its_text(text: str) -> None:
     """`build` keeps every part as written, an empty host before a // path included."""
     assert parse_url(text).build() == text
+
+
+class _TextOnlyJournal:
+    """A journal class another package registers in SCHEMES: it is handed text."""
+
+    seen: ClassVar[list[object]] = []
+
+    @classmethod
+    async def open(cls, url: object, **options: object) -> object:
+        cls.seen.append(url)
+        return cls()
+
+
+async def test_a_class_another_package_registers_is_handed_the_url_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`open_journal` hands a SCHEMES entry outside Steadyloop the text, as documented."""
+    from steadyloop.journal import open_journal
+
+    monkeypatch.setitem(SCHEMES, "textonly", (__name__, "_TextOnlyJournal"))
+    await open_journal("textonly://h/x?prefix=p")
+    assert _TextOnlyJournal.seen == ["textonly://h/x?prefix=p"]

@@ -124,4 +124,7 @@ async def open_journal(
     if not create:
         options["create"] = False
     opener = cls.open
-    return await opener(parsed, **options)
+    # Our server backends take the parsed URL; a class another package put in SCHEMES
+    # gets the text, as the documented ``open(url, **options)`` promises.
+    ours = module_name.startswith("steadyloop.")
+    return await opener(parsed if ours else parsed.text, **options)
