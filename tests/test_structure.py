@@ -312,3 +312,112 @@ def test_every_public_error_is_in_its_package_all() -> None:
     found = unexported_errors()
     assert sorted(found - KNOWN_UNEXPORTED_ERRORS) == [], "export them, or make them _private"
     assert sorted(KNOWN_UNEXPORTED_ERRORS - found) == [], "fixed: drop from KNOWN_UNEXPORTED_ERRORS"
+
+
+URL_MODULE = "steadyloop._urls"
+"""The one module that parses URLs (issue 21, item 3)."""
+
+_SPLITTERS = frozenset({"split", "rsplit", "partition", "rpartition", "index", "find"})
+_PREFIX_TESTS = frozenset({"startswith", "removeprefix", "endswith"})
+_URLISH = ("url", "target", "scheme", "spec", "dsn", "store", "journal")
+_SCHEMISH = ("url", "target", "scheme", "spec.backend")
+_QUALIFIERS = frozenset({"sqlalchemy", "database"})
+"""Scheme words the replay adapters put before a family (``adk+database+sqlite``)."""
+
+
+@cache
+def scheme_words() -> frozenset[str]:
+    """The scheme words of `ALIASES` in the URL module, read from its source."""
+    for node in modules()[URL_MODULE].tree.body:
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and node.target.id == "ALIASES"
+        ):
+            return frozenset(ast.literal_eval(node.value)) | _QUALIFIERS  # type: ignore[arg-type]
+    raise AssertionError(f"{URL_MODULE} defines no ALIASES table")
+
+
+def _text(node: ast.expr) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def url_parsing(tree: ast.AST, words: frozenset[str]) -> list[tuple[int, str]]:
+    """Where a module parses a URL itself: ``(line, what)``.
+
+    It does when it imports ``urllib.parse``; splits text at ``://``; tests a prefix
+    against a scheme word (``startswith("postgres")``, ``removeprefix("sqlite:")``);
+    splits a URL-named value at ``:``, ``?`` or ``+`` (``url.split(":", 1)``); or measures a
+    scheme to cut it off (``url[len("memory:") :]``).
+    """
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [
+                (node.lineno, f"import {a.name}") for a in node.names if a.name == "urllib.parse"
+            ]
+        elif isinstance(node, ast.ImportFrom):
+            names = {a.name for a in node.names}
+            if node.module == "urllib.parse" or (node.module == "urllib" and "parse" in names):
+                found.append((node.lineno, "imports urllib.parse"))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            args = [t for a in node.args if (t := _text(a)) is not None]
+            if isinstance(func, ast.Name) and func.id == "len":
+                if any(a.rstrip("/").endswith(":") and a.split(":")[0] in words for a in args):
+                    found.append((node.lineno, f"len({args[0]!r})"))
+                continue
+            if not isinstance(func, ast.Attribute):
+                continue
+            receiver = ast.unparse(func.value).lower()
+            if func.attr in _SPLITTERS and any("://" in a for a in args):
+                found.append((node.lineno, f".{func.attr}({args[0]!r})"))
+            elif func.attr in _SPLITTERS and any(a in (":", "?") for a in args):
+                if any(word in receiver for word in _URLISH):
+                    found.append((node.lineno, f"{receiver}.{func.attr}({args[0]!r})"))
+            elif func.attr in _SPLITTERS and "+" in args:
+                # A store's name in a report (``adk+sqlite``) is split at "+" too; a
+                # scheme, a URL or a selection's backend is a URL's part.
+                if any(word in receiver for word in _SCHEMISH):
+                    found.append((node.lineno, f"{receiver}.{func.attr}('+')"))
+            elif func.attr in _PREFIX_TESTS and func.attr != "endswith":
+                scheme = [a for a in args if a.lower().split("+")[0].split(":")[0] in words]
+                if scheme:
+                    found.append((node.lineno, f".{func.attr}({scheme[0]!r})"))
+    return found
+
+
+def test_the_url_parsing_finder_finds_each_way_of_splitting_a_url() -> None:
+    """Each way a module could parse a URL itself is found, and ordinary splits are not."""
+    words = frozenset({"sqlite", "postgresql", "memory", "database"})
+    source = "\n".join(
+        [
+            "from urllib.parse import urlsplit",  # 1
+            "import urllib.parse",  # 2
+            'scheme = url.split(":", 1)[0]',  # 3
+            'head, _, rest = text.partition("://")',  # 4
+            'ok = dsn.startswith("postgresql")',  # 5
+            'name = url[len("memory:") :]',  # 6
+            'plain = target.removeprefix("sqlite+")',  # 7
+            'module, _, attr = path.partition(":")',  # 8: a module:attr path, not a URL
+            'first = line.split(",")',  # 9
+            'where = self.url.split("?", 1)[0]',  # 10
+            'base, _, driver = spec.backend.partition("+")',  # 11
+            'rest = parts.scheme.removeprefix("database+")',  # 12
+        ]
+    )
+    lines = [line for line, _ in url_parsing(ast.parse(source), words)]
+    assert sorted(lines) == [1, 2, 3, 4, 5, 6, 7, 10, 11, 12]
+
+
+def test_no_module_but_the_url_module_parses_a_url() -> None:
+    """Only `steadyloop._urls` imports urllib.parse or splits a scheme off a URL."""
+    words = scheme_words()
+    assert {"postgres", "mariadb", "sqlite"} <= words
+    offenders = [
+        f"{mod.name}:{line}: {what}"
+        for mod in modules().values()
+        if mod.name != URL_MODULE
+        for line, what in url_parsing(mod.tree, words)
+    ]
+    assert offenders == [], "parse URLs through steadyloop._urls instead:\n" + "\n".join(offenders)

@@ -66,7 +66,15 @@ PACKAGES: dict[str, Package] = {
                 "打开日志",
                 "",
                 "",
-                ["open_journal", "DEFAULT_URL", "SCHEMES", "ENTRY_POINT_GROUP", "redact_url"],
+                [
+                    "open_journal",
+                    "DEFAULT_URL",
+                    "SCHEMES",
+                    "ENTRY_POINT_GROUP",
+                    "URL",
+                    "parse_url",
+                    "redact_url",
+                ],
             ),
             Group(
                 "names",

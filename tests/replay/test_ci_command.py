@@ -74,7 +74,7 @@ def test_a_store_url_with_nothing_after_its_colon_is_refused(tmp_path: Path) -> 
 
 def test_a_label_is_the_text_before_the_first_equals_sign_without_a_colon() -> None:
     """`LABEL=URL` splits at the first `=`; a URL whose query holds `=` is no label."""
-    from steadyloop.replay._harness import _split_label
+    from steadyloop._urls import split_label as _split_label
 
     assert _split_label("prod=adk+postgresql://h/db?x=1") == ("prod", "adk+postgresql://h/db?x=1")
     assert _split_label("postgresql://h/db?options=-c") == (None, "postgresql://h/db?options=-c")

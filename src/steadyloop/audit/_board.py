@@ -36,7 +36,7 @@ from steadyloop.audit._queue import (
     split_queue_url,
 )
 from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus, task_stream
-from steadyloop.journal import Journal, StreamWrite, open_journal
+from steadyloop.journal import URL, Journal, StreamWrite, open_journal
 from steadyloop.journal._sql import PlanJournal
 from steadyloop.records import Clock, IdSource, JSONValue, RecordFactory, StoredRecord
 
@@ -78,7 +78,7 @@ class TaskBoard:
     @classmethod
     async def open(
         cls,
-        url: str,
+        url: str | URL,
         *,
         journal_url: str | None = None,
         app: str = DEFAULT_APP,
@@ -127,26 +127,30 @@ class TaskBoard:
     @classmethod
     async def _open(  # noqa: PLR0917 - private, called once
         cls,
-        url: str,
+        url: str | URL,
         journal_url: str | None,
         app: str,
         records: RecordFactory | None,
         create: bool,
         options: dict[str, Any],
     ) -> TaskBoard:
-        if journal_url is None or journal_url == url:
-            journal = await open_journal(split_queue_url(url)[0], create=create)
+        location, own = split_queue_url(url)  # the one parse of the board's URL
+        given = url if isinstance(url, str) else url.text
+        if journal_url is None or journal_url == given:
+            journal = await open_journal(location, create=create)
             try:
-                if not isinstance(journal, PlanJournal):
+                if not isinstance(journal, PlanJournal):  # pragma: no cover - SQL schemes only
                     raise UnknownBackend(
-                        f"the task queue runs on sqlite, postgresql or mysql, not {url!r}"
+                        f"the task queue runs on sqlite, postgresql or mysql, not {location!r}"
                     )
-                queue = await open_queue(url, create=create, journal=journal, **options)
+                queue = await open_queue(
+                    location, create=create, journal=journal, **{**own, **options}
+                )
             except BaseException:
                 await journal.close()
                 raise
             return cls(queue, journal, app=app, records=records, owned=True)
-        queue = await open_queue(url, create=create, **options)
+        queue = await open_queue(location, create=create, **{**own, **options})
         try:
             journal = await open_journal(journal_url, create=create)
         except BaseException:

@@ -71,6 +71,7 @@ from steadyloop._errors import (
     TaskSpecError,
     UnknownBackend,
 )
+from steadyloop._urls import URL, as_url, parse_url, redact_url, without_passwords
 from steadyloop.audit._tasks import TaskSpec, TaskStatus, check_dependencies, prepare_spec_model
 from steadyloop.journal._sql import (
     Dialect,
@@ -1463,7 +1464,10 @@ class TaskQueue:
 
 
 async def _open(journal: PlanJournal, *, create: bool, owned: bool, **options: Any) -> TaskQueue:
-    kind = _CLASSES.get(journal.url.split(":", 1)[0].lower(), TaskQueue)
+    try:
+        kind = _CLASSES.get(parse_url(journal.url).family, TaskQueue)
+    except UnknownBackend:  # a journal whose url is a description, not a URL
+        kind = TaskQueue
     queue = kind(journal, owned=owned, **options)
     try:
         await queue.migrate(create=create)
@@ -1497,7 +1501,7 @@ class PostgresQueue(TaskQueue):
     """The queue in PostgreSQL, shared by workers on several machines (``SKIP LOCKED``)."""
 
     @classmethod
-    async def open(cls, url: str, *, create: bool = True, **options: Any) -> TaskQueue:
+    async def open(cls, url: str | URL, *, create: bool = True, **options: Any) -> TaskQueue:
         """Connect, and create or migrate the tables (with ``create``).
 
         Raises:
@@ -1510,7 +1514,7 @@ class MySQLQueue(TaskQueue):
     """The queue in MySQL 8 or MariaDB 10.6+, shared by workers on several machines."""
 
     @classmethod
-    async def open(cls, url: str, *, create: bool = True, **options: Any) -> TaskQueue:
+    async def open(cls, url: str | URL, *, create: bool = True, **options: Any) -> TaskQueue:
         """Connect, and create or migrate the tables (with ``create``).
 
         Raises:
@@ -1519,50 +1523,46 @@ class MySQLQueue(TaskQueue):
         return await open_queue(url, create=create, **options)
 
 
+# Keyed by URL family (steadyloop._urls.ALIASES maps postgres and mariadb there).
 _CLASSES: dict[str, type[TaskQueue]] = {
     "sqlite": SQLiteQueue,
     "postgresql": PostgresQueue,
-    "postgres": PostgresQueue,
     "mysql": MySQLQueue,
-    "mariadb": MySQLQueue,
 }
 _QUEUE_OPTIONS = ("app", "clock", "ids", "server_clock", "poll", "reconnect_for")
-_QUEUE_SCHEMES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 
 
-def split_queue_url(url: str) -> tuple[str, dict[str, Any]]:
+def split_queue_url(url: str | URL) -> tuple[URL, dict[str, Any]]:
     """Split a queue URL into the journal URL and the queue's own options (``poll``).
 
     Raises:
-        UnknownBackend: The scheme is not one of a SQL journal, or ``poll`` is not a
-            positive number of seconds.
+        UnknownBackend: The text is not a URL, its scheme is not one of a SQL journal,
+            or ``poll`` is not a positive number of seconds.
     """
-    from urllib.parse import parse_qsl, urlencode, urlsplit
-
-    from steadyloop.journal import redact_url
-
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
-    if scheme not in _QUEUE_SCHEMES:
+    try:
+        parsed = as_url(url)
+    except UnknownBackend:
+        parsed = None
+    if parsed is None or not parsed.is_sql or parsed.driver or parsed.qualifiers:
+        named = parsed.scheme if parsed is not None else without_passwords(str(url))
         raise UnknownBackend(
-            f"the task queue runs on sqlite, postgresql or mysql, not {scheme or url!r}; "
+            f"the task queue runs on sqlite, postgresql or mysql, not {named!r}; "
             "use sqlite:FILE, postgresql://… or mysql://…"
         )
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
+    parsed, query = parsed.split_options({"poll"})
     own: dict[str, Any] = {}
-    if any(k == "poll" for k, _ in query):
+    if "poll" in query:
         try:
-            own["poll"] = float(dict(query)["poll"])
+            own["poll"] = float(query["poll"])
         except ValueError:
             own["poll"] = -1.0
         if not own["poll"] > 0:
             raise UnknownBackend(f"{redact_url(url)}: poll must be a positive number of seconds")
-        url = parts._replace(query=urlencode([(k, v) for k, v in query if k != "poll"])).geturl()
-    return url, own
+    return parsed, own
 
 
 async def open_queue(
-    url: str, *, create: bool = True, journal: PlanJournal | None = None, **options: Any
+    url: str | URL, *, create: bool = True, journal: PlanJournal | None = None, **options: Any
 ) -> TaskQueue:
     """Open the task queue a URL names.
 
@@ -1589,15 +1589,15 @@ async def open_queue(
     from steadyloop.journal import open_journal
 
     prepare_spec_model()  # before any lease: a claim reads specs inside its transaction
-    url, own = split_queue_url(url)
+    location, own = split_queue_url(url)
     mine = {k: options.pop(k) for k in _QUEUE_OPTIONS if k in options}
     for key, value in own.items():
         mine.setdefault(key, value)
     owned = journal is None
     if journal is None:
-        opened = await open_journal(url, create=create, **options)
+        opened = await open_journal(location, create=create, **options)
         if not isinstance(opened, PlanJournal):  # pragma: no cover - schemes are SQL ones
             await opened.close()
-            raise UnknownBackend(f"{url}: not a SQL journal")
+            raise UnknownBackend(f"{location.redacted}: not a SQL journal")
         journal = opened
     return await _open(journal, create=create, owned=owned, **mine)

@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from steadyloop._errors import CopyRefused, CorruptionError, SessionError
+from steadyloop._errors import CopyRefused, CorruptionError, SessionError, UnknownBackend
 from steadyloop.cli._common import (
     EXIT_PROBLEM,
     EXIT_UNUSABLE,
@@ -29,6 +29,7 @@ from steadyloop.journal import (
     JSONLJournal,
     copy_journal,
     open_journal,
+    parse_url,
     redact_url,
 )
 from steadyloop.journal._sql import PlanJournal, table_exists_plan
@@ -272,6 +273,14 @@ async def _doctor(url: str) -> list[Finding]:
         return await diagnose(journal)
 
 
+def _family(url: str) -> str | None:
+    """The backend family a journal URL names, or None for one no backend knows."""
+    try:
+        return parse_url(url).family
+    except UnknownBackend:
+        return None
+
+
 @journal_app.command("copy")
 def copy(
     source: Annotated[str, typer.Argument(help="The journal to copy from (only read).")],
@@ -291,7 +300,7 @@ def copy(
     a destination that collides with the source).
     """
     for url in (source, destination):
-        if url.split(":", 1)[0].lower() == "memory":
+        if _family(url) == "memory":
             err_console.print(
                 f"[red]error:[/red] {escape(printable(url))}: a memory journal lives in one "
                 "process; copy it through the API (steadyloop.journal.copy_journal)"

@@ -23,7 +23,9 @@ from steadyloop.journal._factory import (
     DEFAULT_URL,
     ENTRY_POINT_GROUP,
     SCHEMES,
+    URL,
     open_journal,
+    parse_url,
     redact_url,
 )
 from steadyloop.journal._files import FileLock, Files, fsync_directory
@@ -46,6 +48,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MAX_NAME_BYTES",
     "SCHEMES",
+    "URL",
     "AppendResult",
     "CopyReport",
     "FileLock",
@@ -65,5 +68,6 @@ __all__ = [
     "journal_digests",
     "namespace_filename",
     "open_journal",
+    "parse_url",
     "redact_url",
 ]

@@ -7,12 +7,20 @@ import os
 from collections.abc import Awaitable, Callable
 from importlib.metadata import entry_points
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from steadyloop._errors import UnknownBackend
+from steadyloop._urls import ALIASES, URL, parse_url, redact_url
 from steadyloop.journal._protocol import Journal
 
-__all__ = ["DEFAULT_URL", "ENTRY_POINT_GROUP", "SCHEMES", "open_journal", "redact_url"]
+__all__ = [
+    "DEFAULT_URL",
+    "ENTRY_POINT_GROUP",
+    "SCHEMES",
+    "URL",
+    "open_journal",
+    "parse_url",
+    "redact_url",
+]
 
 ENTRY_POINT_GROUP = "steadyloop.journals"
 """Entry-point group through which a package adds a journal scheme.
@@ -28,16 +36,15 @@ in any process, so the conformance suite's multi-process test works on it too.""
 DEFAULT_URL = "sqlite:steadyloop.db"
 """The journal used when none is named: a SQLite file in the working directory."""
 
-# scheme -> (module, opener attribute). Server modules import their drivers lazily.
+# family -> (module, opener attribute). Server modules import their drivers lazily.
+# Aliases (postgres, mariadb, rediss) reach their family through steadyloop._urls.ALIASES.
 SCHEMES: dict[str, tuple[str, str]] = {
     "memory": ("steadyloop.journal._memory", "MemoryJournal"),
     "jsonl": ("steadyloop.journal._jsonl", "JSONLJournal"),
     "sqlite": ("steadyloop.journal._sqlite", "SQLiteJournal"),
     "postgresql": ("steadyloop.journal._postgres", "PostgresJournal"),
-    "postgres": ("steadyloop.journal._postgres", "PostgresJournal"),
     "redis": ("steadyloop.journal._redis", "RedisJournal"),
     "mysql": ("steadyloop.journal._mysql", "MySQLJournal"),
-    "mariadb": ("steadyloop.journal._mysql", "MySQLJournal"),
 }
 
 
@@ -54,35 +61,9 @@ def _entry_point(scheme: str) -> Any:
     return None
 
 
-def redact_url(url: str) -> str:
-    """Return ``url`` with any password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
-
-
-def _local_path(url: str, scheme: str) -> str:
-    """The path of a file URL: ``scheme:///abs/path`` or ``scheme:relative/path``."""
-    rest = url[len(scheme) + 1 :]
-    rest = rest.split("?", 1)[0]
-    if rest.startswith("//"):
-        parts = urlsplit(url)
-        if parts.netloc not in ("", "localhost"):
-            raise UnknownBackend(
-                f"{url!r}: a {scheme} URL takes a path, not a host {parts.netloc!r}; "
-                f"write {scheme}:///absolute/path or {scheme}:relative/path"
-            )
-        path = unquote(parts.path)
-    else:
-        path = unquote(rest)
-    if not path:
-        raise UnknownBackend(f"{url!r}: the {scheme} URL names no path")
-    return os.path.expanduser(path)
-
-
-async def open_journal(url: str | None = None, *, create: bool = True, **options: Any) -> Journal:
+async def open_journal(
+    url: str | URL | None = None, *, create: bool = True, **options: Any
+) -> Journal:
     """Open the journal a URL names.
 
     Supported URLs: ``memory://`` (or ``memory://NAME``), ``jsonl:///DIR``,
@@ -104,36 +85,38 @@ async def open_journal(url: str | None = None, *, create: bool = True, **options
         BackendUnavailable: The backend cannot be reached or its driver is missing, or
             (with ``create=False``) no journal exists at the URL.
     """
-    url = url or os.environ.get("STEADYLOOP_JOURNAL") or DEFAULT_URL
-    if not isinstance(url, str) or ":" not in url:
+    text = url or os.environ.get("STEADYLOOP_JOURNAL") or DEFAULT_URL
+    if not isinstance(text, URL) and (not isinstance(text, str) or ":" not in text):
         raise UnknownBackend(
-            f"{url!r} is not a journal URL; expected one of "
+            f"{text!r} is not a journal URL; expected one of "
             + ", ".join(f"{s}://…" for s in sorted(SCHEMES))
         )
-    scheme = url.split(":", 1)[0].lower()
+    parsed = text if isinstance(text, URL) else parse_url(text)
+    entry = SCHEMES.get(parsed.scheme) or SCHEMES.get(parsed.family)
     opener: Callable[..., Awaitable[Journal]]
-    if scheme not in SCHEMES:
-        plugin = _entry_point(scheme)
+    if entry is None:
+        plugin = _entry_point(parsed.scheme)
         if plugin is None:
-            known = sorted({*SCHEMES, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
+            known = sorted(
+                {*SCHEMES, *ALIASES, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))}
+            )
             raise UnknownBackend(
-                f"unknown journal scheme {scheme!r} in {redact_url(url)!r}; known schemes: "
-                + ", ".join(known)
+                f"unknown journal scheme {parsed.scheme!r} in {parsed.redacted!r}; "
+                "known schemes: " + ", ".join(known)
             )
         opener = plugin.open
-        return await opener(url, **options)
-    module_name, attr = SCHEMES[scheme]
+        return await opener(parsed.text, **options)
+    module_name, attr = entry
     cls = getattr(importlib.import_module(module_name), attr)
-    query = dict(parse_qsl(urlsplit(url).query))
-    if scheme == "memory":
-        name = url[len("memory:") :].lstrip("/").split("?", 1)[0]
-        return cls(name or None, create=create)  # type: ignore[no-any-return]
-    if scheme in ("jsonl", "sqlite"):
-        path = _local_path(url, scheme)
-        if scheme == "sqlite" and "synchronous" in query:
-            options.setdefault("synchronous", query["synchronous"])
-        if scheme == "sqlite" and "prefix" in query:
-            options.setdefault("prefix", query["prefix"])
+    if parsed.family == "memory":
+        return cls(parsed.bare or None, create=create)  # type: ignore[no-any-return]
+    if parsed.is_file:
+        path = parsed.local_path()
+        query = parsed.query
+        if parsed.family == "sqlite":
+            for key in ("synchronous", "prefix"):
+                if key in query:
+                    options.setdefault(key, query[key])
         if not create:
             options["create"] = False
         opener = cls.open
@@ -141,4 +124,7 @@ async def open_journal(url: str | None = None, *, create: bool = True, **options
     if not create:
         options["create"] = False
     opener = cls.open
-    return await opener(url, **options)
+    # Our server backends take the parsed URL; a class another package put in SCHEMES
+    # gets the text, as the documented ``open(url, **options)`` promises.
+    ours = module_name.startswith("steadyloop.")
+    return await opener(parsed if ours else parsed.text, **options)

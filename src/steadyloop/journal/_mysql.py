@@ -39,10 +39,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from steadyloop._errors import BackendUnavailable, InvalidBatch, UnknownBackend
-from steadyloop.journal._factory import redact_url
+from steadyloop._urls import URL, as_url, bad_url
 from steadyloop.journal._protocol import AppendResult, PreparedBatch
 from steadyloop.journal._sql import (
     Dialect,
@@ -161,7 +160,7 @@ class MySQLJournal(PlanJournal):
 
     def __init__(
         self,
-        url: str,
+        url: str | URL,
         *,
         prefix: str | None = None,
         pool_size: int | None = None,
@@ -171,33 +170,30 @@ class MySQLJournal(PlanJournal):
     ) -> None:
         super().__init__()
         self.create = create
-        self.url = redact_url(url)
-        parts = urlsplit(url)
-        if parts.scheme not in ("mysql", "mariadb"):
-            raise UnknownBackend(f"{self.url!r} is not a mysql:// URL")
-        own = dict(parse_qsl(parts.query, keep_blank_values=True))
+        parsed = as_url(url)
+        self.url = parsed.redacted
+        if parsed.family != "mysql" or parsed.driver or parsed.qualifiers:
+            raise bad_url(parsed, "not a mysql:// URL")
+        own = parsed.query
         unknown = sorted(set(own) - set(_OWN_OPTIONS))
         if unknown:
             raise UnknownBackend(
                 f"{self.url}: unknown option(s) {', '.join(unknown)}; "
                 f"known: {', '.join(_OWN_OPTIONS)}"
             )
-        self.database = unquote(parts.path.lstrip("/"))
+        self.database = parsed.database
         if not self.database:
             raise UnknownBackend(f"{self.url}: the URL names no database (mysql://host/DB)")
-        try:
-            port = parts.port or 3306
-        except ValueError as exc:
-            raise UnknownBackend(f"{self.url}: bad option: {exc}") from None
+        port = parsed.port or 3306
         self._dialect, self.pool_size, self._policy = pool_options(
             self.url, own, MySQLDialect, prefix=prefix, pool_size=pool_size, retries=retries
         )
-        self._dialect.location_name = f"mysql {self.url.split('?', 1)[0]}"
+        self._dialect.location_name = f"mysql {parsed.where}"
         self._connect_args: dict[str, Any] = {
-            "host": parts.hostname or "127.0.0.1",
+            "host": parsed.host or "127.0.0.1",
             "port": port,
-            "user": unquote(parts.username) if parts.username else "root",
-            "password": unquote(parts.password) if parts.password else "",
+            "user": parsed.user or "root",
+            "password": parsed.password or "",
             "database": self.database,
             "charset": "utf8mb4",
             "autocommit": True,
@@ -222,7 +218,7 @@ class MySQLJournal(PlanJournal):
         return self._dialect.prefix
 
     @classmethod
-    async def open(cls, url: str, **options: Any) -> MySQLJournal:
+    async def open(cls, url: str | URL, **options: Any) -> MySQLJournal:
         """Connect, create or check the tables, and return the journal.
 
         Raises:

@@ -36,10 +36,9 @@ import hashlib
 import select
 from collections.abc import AsyncIterator, Callable
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from steadyloop._errors import BackendUnavailable, UnknownBackend
-from steadyloop.journal._factory import redact_url
+from steadyloop._errors import BackendUnavailable
+from steadyloop._urls import URL, as_url, bad_url, redact_url
 from steadyloop.journal._sql import (
     Dialect,
     Plan,
@@ -105,16 +104,12 @@ class PostgresDialect(Dialect):
     migrate_lock_sql = "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))"
 
 
-def _split_url(url: str) -> tuple[str, dict[str, str]]:
+def _split_url(url: URL) -> tuple[str, dict[str, str]]:
     """Split a journal URL into the libpq connection URL and Steadyloop's own options."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("postgresql", "postgres"):
-        raise UnknownBackend(f"{redact_url(url)!r} is not a postgresql:// URL")
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    own = {k: v for k, v in query if k in _OWN_OPTIONS}
-    rest = [(k, v) for k, v in query if k not in _OWN_OPTIONS]
-    conninfo = parts._replace(scheme="postgresql", query=urlencode(rest)).geturl()
-    return conninfo, own
+    if url.family != "postgresql" or url.driver or url.qualifiers:
+        raise bad_url(url, "not a postgresql:// URL")
+    rest, own = url.split_options(_OWN_OPTIONS)
+    return rest.build(scheme="postgresql", query=rest.query_items), own
 
 
 class _DeadOnArrival(Exception):
@@ -171,7 +166,7 @@ class PostgresJournal(PlanJournal):
 
     def __init__(
         self,
-        url: str,
+        url: str | URL,
         *,
         prefix: str | None = None,
         pool_size: int | None = None,
@@ -181,8 +176,9 @@ class PostgresJournal(PlanJournal):
     ) -> None:
         super().__init__()
         self.create = create
-        self._conninfo, own = _split_url(url)
-        self.url = redact_url(url)
+        parsed = as_url(url)
+        self._conninfo, own = _split_url(parsed)
+        self.url = parsed.redacted
         self._dialect, self.pool_size, self._policy = pool_options(
             self.url, own, PostgresDialect, prefix=prefix, pool_size=pool_size, retries=retries
         )
@@ -198,7 +194,7 @@ class PostgresJournal(PlanJournal):
         return self._dialect.prefix
 
     @classmethod
-    async def open(cls, url: str, **options: Any) -> PostgresJournal:
+    async def open(cls, url: str | URL, **options: Any) -> PostgresJournal:
         """Connect, create or check the tables, and return the journal.
 
         Raises:

@@ -49,7 +49,6 @@ Key layout (names are percent-encoded, ``%``, ``:``, ``{``, ``}``, ``*``, ``?``,
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from steadyloop._errors import (
     BackendUnavailable,
@@ -60,7 +59,7 @@ from steadyloop._errors import (
     UnknownBackend,
 )
 from steadyloop._seal import damaged_snapshot
-from steadyloop.journal._factory import redact_url
+from steadyloop._urls import URL, as_url, bad_url
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch, StoredKey
 from steadyloop.records import Record, StoredRecord, canonical_json, decode
 
@@ -183,15 +182,12 @@ return #streams
 )
 
 
-def _split_url(url: str) -> tuple[str, dict[str, str]]:
+def _split_url(url: URL) -> tuple[str, dict[str, str]]:
     """Split a journal URL into redis-py's URL and Steadyloop's own options."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("redis", "rediss", "unix"):
-        raise UnknownBackend(f"{redact_url(url)!r} is not a redis:// URL")
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    own = {k: v for k, v in query if k in _OWN_OPTIONS}
-    rest = [(k, v) for k, v in query if k not in _OWN_OPTIONS]
-    return parts._replace(query=urlencode(rest)).geturl(), own
+    if url.family not in ("redis", "unix") or url.driver or url.qualifiers:
+        raise bad_url(url, "not a redis:// URL")
+    rest, own = url.split_options(_OWN_OPTIONS)
+    return rest.build(query=rest.query_items), own
 
 
 class RedisJournal(Journal):
@@ -220,7 +216,7 @@ class RedisJournal(Journal):
 
     def __init__(
         self,
-        url: str,
+        url: str | URL,
         *,
         prefix: str | None = None,
         wait_aof: bool | None = None,
@@ -230,8 +226,10 @@ class RedisJournal(Journal):
     ) -> None:
         super().__init__()
         self.create = create
-        self._client_url, own = _split_url(url)
-        self.url = redact_url(url)
+        parsed = as_url(url)
+        self._client_url, own = _split_url(parsed)
+        self.url = parsed.redacted
+        self._location = parsed.where
         self.prefix = prefix if prefix is not None else own.get("prefix", "steadyloop:")
         if not self.prefix or any(ord(c) < 32 for c in self.prefix):
             raise UnknownBackend(f"{self.url}: the key prefix must be non-empty printable text")
@@ -272,12 +270,12 @@ class RedisJournal(Journal):
 
     def _where(self, key: str, index: int | None = None) -> str:
         at = "" if index is None else f" index {index}"
-        return f"redis {self.url.split('?', 1)[0]} key {key!r}{at}"
+        return f"redis {self._location} key {key!r}{at}"
 
     # -- opening ------------------------------------------------------------------------
 
     @classmethod
-    async def open(cls, url: str, **options: Any) -> RedisJournal:
+    async def open(cls, url: str | URL, **options: Any) -> RedisJournal:
         """Connect, check the key layout version, and return the journal.
 
         Raises:

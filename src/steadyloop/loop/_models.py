@@ -7,9 +7,9 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
-from steadyloop._errors import ModelError
+from steadyloop._errors import ModelError, UnknownBackend
+from steadyloop._urls import parse_url
 from steadyloop.loop._types import Message, ModelReply, ToolCall, ToolSpec
 from steadyloop.records import JSONValue
 
@@ -110,19 +110,17 @@ class OpenAIChatModel:
         self.backoff = backoff
         self.temperature = temperature
         self._transport = transport
-        parts = urlsplit(self.base_url)
+        try:
+            root = parse_url(self.base_url)
+        except UnknownBackend as exc:
+            raise ModelError(f"base_url {exc}; write it as https://HOST/PATH") from None
         # The request goes to <path>/chat/completions, keeping the root's query (some
         # gateways take a key or a version there); the fragment is never sent.
-        endpoint = parts.path.rstrip("/") + "/chat/completions"
-        self._endpoint = urlunsplit((parts.scheme, parts.netloc, endpoint, parts.query, ""))
+        endpoint = root.raw_path.rstrip("/") + "/chat/completions"
+        self._endpoint = root.build(path=endpoint, fragment=False)
         # What error messages and repr show: no user info, no query, no fragment.
-        netloc = parts.netloc.rpartition("@")[2]
-        self._shown_url = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-        values = [v for _, v in parse_qsl(parts.query, keep_blank_values=True) if v]
-        secrets = [parts.password, parts.query, parts.fragment, parts.username, *values]
-        self._secrets = sorted(
-            {x for s in secrets if s for x in (s, unquote(s))}, key=len, reverse=True
-        )
+        self._shown_url = root.build(userinfo=False, query=(), fragment=False)
+        self._secrets = root.secrets()
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "unset"

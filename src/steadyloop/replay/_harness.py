@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -38,6 +37,7 @@ from steadyloop._errors import (
     SteadyloopError,
     UnknownBackend,
 )
+from steadyloop._urls import ALIASES, URL, as_url, split_label
 from steadyloop.journal import (
     AppendResult,
     Files,
@@ -142,16 +142,8 @@ SERVER_BACKENDS: dict[str, str] = {
 }
 """Server backends, each with the environment variable that names its server."""
 
-_SCHEME_NAMES = {
-    "memory": "memory",
-    "sqlite": "sqlite",
-    "jsonl": "jsonl",
-    "postgresql": "postgres",
-    "postgres": "postgres",
-    "redis": "redis",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-}
+_FAMILY_NAMES = {"postgresql": "postgres"}
+"""A backend's default name where it is not its URL family's (`postgres`, as its variable)."""
 
 CLOCK_START = 1_700_000_000_123_457
 """The step clock's first reading: microseconds that a lossy backend would lose."""
@@ -179,7 +171,7 @@ class Backend:
     dispose: Callable[[], Awaitable[None]] | None = None
 
     @classmethod
-    def from_url(cls, url: str, name: str | None = None) -> Backend:
+    def from_url(cls, url: str | URL, name: str | None = None) -> Backend:
         """A backend on an existing store named by a journal URL.
 
         A nameless ``memory://`` opens a new private store each time, which a case
@@ -187,20 +179,21 @@ class Backend:
         in-memory store instead, the same one for every case run with this backend,
         removed with [`dispose`][steadyloop.replay.Backend].
         """
-        scheme = url.split(":", 1)[0].lower()
-        label = name or _SCHEME_NAMES.get(scheme, scheme)
-        if scheme == "memory" and not url[len("memory:") :].lstrip("/").split("?", 1)[0]:
+        parsed = as_url(url)
+        known = parsed.family in ALIASES.values()
+        label = name or _FAMILY_NAMES.get(parsed.family, parsed.family if known else parsed.scheme)
+        if parsed.family == "memory" and not parsed.bare:
             # The same test open_journal makes for "no name given".
             return _memory_store(label)
 
         async def opener() -> Journal:
-            return await open_journal(url)
+            return await open_journal(parsed)
 
         files_opener = None
-        if scheme == "jsonl":
+        if parsed.family == "jsonl":
 
             async def files_opener(files: Files) -> Journal:
-                return await open_journal(url, files=files)
+                return await open_journal(parsed, files=files)
 
         return cls(label, opener, files_opener)
 
@@ -938,36 +931,6 @@ async def run_case(
         ) from exc
 
 
-_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
-
-
-def _split_label(spec: str) -> tuple[str | None, str]:
-    """Split a `LABEL=URL` selection into its label and the rest.
-
-    The label is the text before the first `=` when that text holds no `:` (so the
-    `=` of a URL's query, as in `postgresql://h/db?options=…`, is never read as one).
-
-    Raises:
-        UnknownBackend: The label is empty or holds other than letters, digits and
-            `_ . + -`, or nothing follows the `=`.
-
-    Examples:
-        >>> _split_label("prod=adk+postgresql://db/app")
-        ('prod', 'adk+postgresql://db/app')
-        >>> _split_label("postgresql://db/app?options=-c")
-        (None, 'postgresql://db/app?options=-c')
-    """
-    label, eq, rest = spec.partition("=")
-    if not eq or ":" in label:
-        return None, spec
-    if not _LABEL.match(label) or not rest:
-        raise UnknownBackend(
-            f"store selection {without_passwords(spec)!r}: write LABEL=URL, the label of "
-            "letters, digits and _ . + - (for example prod=adk+sqlite:///prod.db)"
-        )
-    return label, rest
-
-
 def _open_framework_store(spec: StoreSpec) -> SessionStore:
     """Call the framework's opener; an opener that fails is a store that cannot be opened."""
     opener = store_opener(spec.framework)
@@ -1012,7 +975,7 @@ def resolve_stores(
         elif not isinstance(spec, str):
             out.append(spec)
         else:
-            label, url = _split_label(spec)
+            label, url = split_label(spec)
             parsed = parse_store_url(url, directory)
             if parsed is None:
                 for backend in resolve_backends([url], directory, environ):

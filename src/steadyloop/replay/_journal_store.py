@@ -342,11 +342,11 @@ def open_store(spec: StoreSpec) -> JournalStore:
     """
     from steadyloop.replay._harness import EMBEDDED_BACKENDS, Backend, temporary_backend
 
-    if not spec.target:
+    if spec.location is None:
         if spec.backend not in EMBEDDED_BACKENDS:
             raise UnknownBackend(
                 f"store {spec.redacted!r}: a {spec.backend} store needs its server's URL, "
                 f"for example steadyloop+{spec.backend}://HOST/…"
             )
         return JournalStore(temporary_backend(spec.backend, spec.workdir))
-    return JournalStore(Backend.from_url(spec.target))
+    return JournalStore(Backend.from_url(spec.location))

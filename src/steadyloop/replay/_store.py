@@ -161,7 +161,6 @@ from __future__ import annotations
 
 import copy
 import enum
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -169,7 +168,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from steadyloop._errors import MissingExtra, UnknownBackend
-from steadyloop.journal import redact_url
+from steadyloop._urls import URL, parse_url, redact_url, split_framework, without_passwords
 
 __all__ = [
     "MAX_CASE_TIME_US",
@@ -497,6 +496,8 @@ class StoreSpec:
             store under `workdir` and removes it on `dispose`.
         workdir: A private temporary directory for such stores.
         name: The store's name in the report (`FRAMEWORK+BACKEND` by default).
+        location: `target`, parsed (`None` when it is `""`): what an adapter reads the
+            path, host, options and driver from.
     """
 
     url: str
@@ -505,6 +506,11 @@ class StoreSpec:
     target: str
     workdir: Path
     name: str
+    location: URL | None = None
+
+    def __post_init__(self) -> None:
+        if self.location is None and self.target:
+            object.__setattr__(self, "location", parse_url(self.target))
 
     @property
     def redacted(self) -> str:
@@ -515,10 +521,6 @@ class StoreSpec:
 StoreOpener: TypeAlias = Callable[[StoreSpec], SessionStore]
 """`open_store(spec) -> SessionStore`: what a framework's entry point names."""
 
-_STORE_URL = re.compile(
-    r"^(?P<framework>[A-Za-z][A-Za-z0-9_.-]*)\+(?P<backend>[A-Za-z][A-Za-z0-9_.+-]*)"
-)
-
 
 def parse_store_url(url: str, workdir: Path) -> StoreSpec | None:
     """Parse a `FRAMEWORK+BACKEND[://…]` selection; `None` when `url` is not one.
@@ -527,45 +529,19 @@ def parse_store_url(url: str, workdir: Path) -> StoreSpec | None:
         UnknownBackend: The part after the scheme is malformed (for example
             `adk+sqlite:` with nothing after the colon).
     """
-    match = _STORE_URL.match(url)
-    if match is None:
+    split = split_framework(url)
+    if split is None:
         return None
-    framework = match["framework"].lower()
-    backend = match["backend"].lower()
-    rest = url[match.end() :]
-    if rest and not rest.startswith(":"):
-        return None
-    if rest == ":":
-        raise UnknownBackend(
-            f"store {redact_url(url)!r}: nothing follows the colon; give a location "
-            f"({framework}+{backend}://…) or none ({framework}+{backend})"
-        )
-    target = f"{backend}{rest}" if rest else ""
-    if rest == "://":
-        target = ""
+    framework, backend, location = split
     return StoreSpec(
         url=url,
         framework=framework,
         backend=backend,
-        target=target,
+        target=location.text if location is not None else "",
         workdir=workdir,
         name=f"{framework}+{backend}",
+        location=location,
     )
-
-
-_PASSWORD_IN_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@")
-
-
-def without_passwords(text: str) -> str:
-    """Return `text` with the password of every URL in it replaced by `***`.
-
-    For messages that quote URLs the harness did not build itself (a driver's error).
-
-    Examples:
-        >>> without_passwords("cannot reach postgresql://app:s3cret@db/x")
-        'cannot reach postgresql://app:***@db/x'
-    """
-    return _PASSWORD_IN_URL.sub(r"\1***@", text)
 
 
 def missing_extra(spec: StoreSpec, extra: str, package: str) -> MissingExtra:

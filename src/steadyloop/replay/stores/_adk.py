@@ -54,9 +54,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 from steadyloop._errors import BackendUnavailable, UnknownBackend
+from steadyloop._urls import split_scheme
 from steadyloop.replay._store import (
     SCOPE_NAMES,
     Capability,
@@ -101,30 +101,21 @@ _DRIVERS = {
     "mysql": "mysql+asyncmy",
     "sqlite": "sqlite+aiosqlite",
 }
-_DIALECTS = {
-    "postgres": "postgresql",
-    "postgresql": "postgresql",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-}
 
 
 def _classify(backend: str) -> tuple[str, str] | None:
     """`(kind, dialect)` of a backend name: `memory`, `sqlite` or `database` + its dialect."""
     if backend in {"memory", "sqlite"}:
         return backend, "sqlite" if backend == "sqlite" else ""
-    name = backend.removeprefix("database+")
-    head = name.split("+", 1)[0]
-    if head == "sqlite":
-        return "database", "sqlite"
-    if head in _DIALECTS:
-        return "database", _DIALECTS[head]
+    qualifiers, family, _ = split_scheme(backend)
+    if qualifiers in {(), ("database",)} and family in _DRIVERS:
+        return "database", family
     return None
 
 
 def _local_path(spec: StoreSpec) -> str:
     """The file of a `…sqlite:///FILE` store URL."""
-    path = unquote(urlsplit(spec.target).path)
+    path = spec.location.path if spec.location is not None else ""
     if not path or path == "/":
         raise UnknownBackend(f"store URL {spec.redacted!r} names no file")
     return path
@@ -165,7 +156,7 @@ class AdkStore:
         self._path = ""
         self._db_url = ""
         if dialect == "sqlite":
-            if spec.target:
+            if spec.location is not None:
                 self._path = _local_path(spec)
             else:
                 spec.workdir.mkdir(parents=True, exist_ok=True)
@@ -173,15 +164,12 @@ class AdkStore:
                 self._path = str(self._made)
             self._db_url = f"sqlite+aiosqlite:///{self._path}"
         elif kind == "database":
-            if not spec.target:
+            if spec.location is None:
                 raise UnknownBackend(
                     f"store {spec.redacted!r} needs a server URL, for example "
                     f"adk+{spec.backend}://USER@HOST/DB"
                 )
-            parts = urlsplit(spec.target)
-            _, _, driver = parts.scheme.removeprefix("database+").partition("+")
-            scheme = f"{dialect}+{driver}" if driver else _DRIVERS[dialect]
-            self._db_url = parts._replace(scheme=scheme).geturl()
+            self._db_url = spec.location.sqlalchemy(_DRIVERS)
         self._sessions: Any = None
         self._memory: Any = None
         self._schema_checked = False
@@ -522,8 +510,8 @@ def _needed_modules(spec: StoreSpec) -> list[str]:
         return ["google.adk.sessions", "google.adk.memory"]
     if kind == "sqlite":
         return ["aiosqlite", "google.adk.sessions.sqlite_session_service", "google.adk.memory"]
-    scheme = urlsplit(spec.target).scheme.removeprefix("database+") if spec.target else ""
-    driver = scheme.partition("+")[2] or _DRIVERS[dialect].partition("+")[2]
+    given = spec.location.driver if spec.location is not None else ""
+    driver = given or split_scheme(_DRIVERS[dialect])[2]
     return [
         "google.adk.sessions",
         "sqlalchemy.ext.asyncio",

@@ -57,9 +57,9 @@ import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from steadyloop._errors import BackendUnavailable, UnknownBackend
+from steadyloop._urls import split_scheme
 from steadyloop.replay._store import (
     Capability,
     EventEdit,
@@ -90,12 +90,6 @@ _DRIVERS = {
     "mysql": "mysql+asyncmy",
     "sqlite": "sqlite+aiosqlite",
 }
-_DIALECTS = {
-    "postgres": "postgresql",
-    "postgresql": "postgresql",
-    "mysql": "mysql",
-    "mariadb": "mysql",
-}
 _ID_LENGTH = 190
 _INPUT_ROLES = {"user", "system", "developer"}
 
@@ -104,12 +98,11 @@ def _classify(backend: str) -> tuple[str, str] | None:
     """`(kind, dialect)`: kind `memory`, `sqlite`, `sqlalchemy` or `redis`."""
     if backend in {"memory", "sqlite", "redis"}:
         return backend, ""
-    name = backend.removeprefix("sqlalchemy+")
-    head = name.split("+", 1)[0]
-    if head == "sqlite" and backend.startswith("sqlalchemy+"):
+    qualifiers, family, _ = split_scheme(backend)
+    if qualifiers == ("sqlalchemy",) and family == "sqlite":
         return "sqlalchemy", "sqlite"
-    if head in _DIALECTS:
-        return "sqlalchemy", _DIALECTS[head]
+    if qualifiers in {(), ("sqlalchemy",)} and family in {"postgresql", "mysql"}:
+        return "sqlalchemy", family
     return None
 
 
@@ -159,8 +152,8 @@ class OpenAIAgentsStore:
         self._own_tables = False
         self._key_prefix = "agents:session"
         if kind == "sqlite" or (kind == "sqlalchemy" and dialect == "sqlite"):
-            if spec.target:
-                self._path = unquote(urlsplit(spec.target).path)
+            if spec.location is not None:
+                self._path = spec.location.path
                 if not self._path or self._path == "/":
                     raise UnknownBackend(f"store URL {spec.redacted!r} names no file")
             else:
@@ -169,13 +162,13 @@ class OpenAIAgentsStore:
                 self._path = str(self._made)
             self._url = f"sqlite+aiosqlite:///{self._path}"
         elif kind in {"sqlalchemy", "redis"}:
-            if not spec.target:
+            location = spec.location
+            if location is None:
                 raise UnknownBackend(
                     f"store {spec.redacted!r} needs a server URL, for example "
                     f"openai-agents+{spec.backend}://HOST/…"
                 )
-            parts = urlsplit(spec.target)
-            query = parse_qsl(parts.query, keep_blank_values=True)
+            query = location.query_items
             options = dict(query)
             tables = options.get("tables", "sdk")
             if tables not in {"sdk", "adapter"}:
@@ -187,13 +180,11 @@ class OpenAIAgentsStore:
                 self.name = f"{spec.name}+tables"
             if kind == "redis":
                 self._key_prefix = options.get("key_prefix", self._key_prefix)
-            rest = urlencode([(k, v) for k, v in query if k not in {"tables", "key_prefix"}])
+            rest = [(k, v) for k, v in query if k not in {"tables", "key_prefix"}]
             if kind == "redis":
-                self._url = parts._replace(query=rest).geturl()
+                self._url = location.build(query=rest)
             else:
-                _, _, driver = parts.scheme.removeprefix("sqlalchemy+").partition("+")
-                scheme = f"{dialect}+{driver}" if driver else _DRIVERS[dialect]
-                self._url = parts._replace(scheme=scheme, query=rest).geturl()
+                self._url = location.sqlalchemy(_DRIVERS, query=rest)
         # The in-memory store: one SQLiteSession (its own :memory: database) per app and
         # session id, kept across restarts because it has nowhere else to live.
         self._memory: dict[tuple[str, str], Any] = {}
@@ -561,8 +552,8 @@ def _needed_modules(spec: StoreSpec) -> list[str]:
         return ["agents.memory"]
     if kind == "redis":
         return ["agents.memory", "redis.asyncio", "agents.extensions.memory.redis_session"]
-    scheme = urlsplit(spec.target).scheme.removeprefix("sqlalchemy+") if spec.target else ""
-    driver = scheme.partition("+")[2] or _DRIVERS[dialect].partition("+")[2]
+    given = spec.location.driver if spec.location is not None else ""
+    driver = given or split_scheme(_DRIVERS[dialect])[2]
     return [
         "agents.memory",
         "sqlalchemy.ext.asyncio",

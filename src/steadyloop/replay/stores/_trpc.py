@@ -48,9 +48,9 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from steadyloop._errors import BackendUnavailable, UnknownBackend
+from steadyloop._urls import URL, parse_url, split_scheme
 from steadyloop.replay._store import (
     SCOPE_NAMES,
     Capability,
@@ -90,15 +90,13 @@ TRPC_CAPABILITIES: frozenset[Capability] = frozenset(
 """What every trpc-agent-py session service offers (each of its backends alike)."""
 
 _SQL_DRIVERS = {"sqlite": "sqlite", "postgresql": "postgresql+psycopg", "mysql": "mysql+pymysql"}
-_ALIASES = {"postgres": "postgresql", "mariadb": "mysql"}
 _KINDS = ("memory", "sqlite", "postgresql", "mysql", "redis")
 
 
 def _kind(spec: StoreSpec) -> tuple[str, str | None]:
     """Return the backend kind and an explicit SQLAlchemy driver (`None`: the default)."""
-    base, _, driver = spec.backend.partition("+")
-    kind = _ALIASES.get(base, base)
-    if kind not in _KINDS or (driver and kind not in _SQL_DRIVERS):
+    qualifiers, kind, driver = split_scheme(spec.backend)
+    if qualifiers or kind not in _KINDS or (driver and kind not in _SQL_DRIVERS):
         raise UnknownBackend(
             f"store {spec.redacted!r}: trpc has no {spec.backend!r} backend; use one of "
             "trpc+memory://, trpc+sqlite:///FILE, trpc+postgresql://…, trpc+mysql://…, "
@@ -107,18 +105,15 @@ def _kind(spec: StoreSpec) -> tuple[str, str | None]:
     return kind, driver or None
 
 
-def _native_url(kind: str, driver: str | None, target: str) -> str:
+def _native_url(kind: str, driver: str | None, target: URL) -> str:
     """The URL the framework's service takes: the target with a SQLAlchemy driver."""
     if kind == "redis":
-        return target
-    scheme = f"{kind}+{driver}" if driver else _SQL_DRIVERS[kind]
-    return scheme + target[target.index(":") :]
+        return target.text
+    return target.build(scheme=f"{kind}+{driver}" if driver else _SQL_DRIVERS[kind])
 
 
 async def _check_schema(url: str, store: str) -> None:
     """Refuse a PostgreSQL URL whose search_path names no existing schema."""
-    if not url.startswith("postgresql"):
-        return
     from sqlalchemy.ext.asyncio import create_async_engine
 
     try:
@@ -135,9 +130,8 @@ async def _check_schema(url: str, store: str) -> None:
         await engine.dispose()
 
 
-def _scrub(text: str, url: str) -> str:
+def _scrub(text: str, password: str | None) -> str:
     """Remove the URL's password from a message (drivers and trpc quote the URL)."""
-    password = urlsplit(url).password
     return text.replace(password, "***") if password else text
 
 
@@ -265,7 +259,7 @@ class TrpcStore:
             return
         probe = f"steadyloop-probe-{uuid.uuid4().hex}"
         try:
-            if self.kind != "redis":
+            if self.kind == "postgresql":
                 await _check_schema(self.url, self._spec.redacted)
             # The first open reaches the store: reads of an app nobody uses connect (and
             # create the tables, as the framework does on first use) and touch no data.
@@ -278,7 +272,8 @@ class TrpcStore:
             raise
         except Exception as exc:
             await self.close()
-            message = _scrub(describe(exc), self.url)
+            location = self._spec.location
+            message = _scrub(describe(exc), location.password if location is not None else None)
             raise BackendUnavailable(
                 f"store {self._spec.redacted!r} cannot be reached: {message}"
             ) from None
@@ -519,13 +514,13 @@ def open_store(spec: StoreSpec) -> TrpcStore:
     if kind == "memory":
         return TrpcStore(spec, kind, "", None)
     temporary: Path | None = None
-    target = spec.target
-    if not target:
+    target = spec.location
+    if target is None:
         if kind != "sqlite":
             raise UnknownBackend(
                 f"store {spec.redacted!r}: a trpc {spec.backend} store needs its server's URL, "
                 f"for example trpc+{spec.backend}://HOST/…"
             )
         temporary = spec.workdir / f"trpc-{uuid.uuid4().hex[:8]}.db"
-        target = f"sqlite:///{temporary}"
+        target = parse_url(f"sqlite:///{temporary}")
     return TrpcStore(spec, kind, _native_url(kind, driver, target), temporary)
