@@ -219,9 +219,7 @@ class CheckpointerStore:
         if self.kind == "postgresql":
             from langgraph.checkpoint.postgres import PostgresSaver
 
-            self._conn = psycopg.Connection.connect(
-                self.location, row_factory=dict_row, **options
-            )
+            self._conn = psycopg.Connection.connect(self.location, row_factory=dict_row, **options)
             schema = self._conn.execute("SELECT current_schema() AS s").fetchone()
             self._need_schema(schema)
             self.saver = PostgresSaver(self._conn)

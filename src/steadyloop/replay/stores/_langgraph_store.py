@@ -20,6 +20,9 @@ the way an application keeps one there:
 - a session is the item `(app, user, "sessions")` / session id, its value
   `{"user_id", "session_id", "events": […], "state": {…}}`; an append `get`s it,
   adds the event and the state delta's keys, and `put`s it back;
+- `user:` keys live in the item `(app, user, "scopes")` / `user`, `app:` keys in
+  `(app, "~app", "scopes")` / `app`, each read, updated and put back when a create or
+  an append sets some; `temp:` keys are not stored (the common contract);
 - listing a user's sessions is `search((app, user, "sessions"), limit=1000)`, the keys
   in the store's order; deleting a session is `delete`;
 - a session stored into memory is one item per text event under
@@ -53,6 +56,7 @@ from steadyloop.replay._store import (
     StoreEvent,
     StoreSpec,
     missing_extra,
+    scope_of,
 )
 from steadyloop.replay.stores._common import describe
 
@@ -62,6 +66,9 @@ CAPABILITIES: frozenset[Capability] = frozenset(
     {
         Capability.EVENTS,
         Capability.STATE,
+        Capability.USER_STATE,
+        Capability.APP_STATE,
+        Capability.TEMP_STATE,
         Capability.EXPLICIT_SESSION_ID,
         Capability.EXPLICIT_EVENT_ID,
         Capability.EXPLICIT_TIME,
@@ -73,8 +80,7 @@ CAPABILITIES: frozenset[Capability] = frozenset(
         Capability.CALLER_EDIT,
     }
 )
-"""Session state only (the application decides scopes), memory by listing, no
-generated ids."""
+"""Every state scope (as items of their own), memory by listing, no generated ids."""
 
 _KINDS = ("memory", "sqlite", "postgresql")
 _MANY = 1000
@@ -192,10 +198,42 @@ class LangGraphStore:
             "user_id": user,
             "session_id": session_id,
             "events": [],
-            "state": copy.deepcopy(dict(state)),
+            "state": self._scoped(app, user, state),
         }
         self.store.put(self._ns(app, user, "sessions"), session_id, value)
         return session_id
+
+    def _scope_item(self, app: str, user: str, scope: str) -> tuple[tuple[str, ...], str]:
+        return (
+            (self._ns(app, user, "scopes"), "user")
+            if scope == "user"
+            else (
+                self._ns(app, "~app", "scopes"),
+                "app",
+            )
+        )
+
+    def _scoped(self, app: str, user: str, delta: Mapping[str, Any]) -> dict[str, Any]:
+        """Put `user:`/`app:` keys into their items; return the session's own keys."""
+        own: dict[str, Any] = {}
+        shared: dict[str, dict[str, Any]] = {"user": {}, "app": {}}
+        for key, value in delta.items():
+            scope = scope_of(key)
+            if scope == "session":
+                own[key] = copy.deepcopy(value)
+            elif scope in shared:
+                shared[scope][key] = copy.deepcopy(value)
+        for scope, keys in shared.items():
+            if keys:
+                ns, key = self._scope_item(app, user, scope)
+                item = self.store.get(ns, key)
+                self.store.put(ns, key, {**(item.value if item else {}), **keys})
+        return own
+
+    def _read_scope(self, app: str, user: str, scope: str) -> dict[str, Any]:
+        ns, key = self._scope_item(app, user, scope)
+        item = self.store.get(ns, key)
+        return dict(item.value) if item is not None else {}
 
     async def append_event(
         self, ref: SessionRef, event: StoreEvent, *, idempotency_key: str | None = None
@@ -208,7 +246,8 @@ class LangGraphStore:
         body = event.to_dict()
         self._handed[(ref, event.id)] = body
         value["events"] = [*value.get("events", []), body]
-        value["state"] = {**value.get("state", {}), **copy.deepcopy(dict(event.state_delta))}
+        own = self._scoped(ref.app, ref.user, event.state_delta)
+        value["state"] = {**value.get("state", {}), **own}
         self.store.put(ns, ref.session_id, value)
 
     async def edit_appended(self, ref: SessionRef, event_id: str, edit: EventEdit) -> None:
@@ -229,7 +268,12 @@ class LangGraphStore:
             user_id=str(value.get("user_id")),
             session_id=str(item.key),
             events=list(value.get("events", [])),
-            state={"session": dict(value.get("state", {})), "user": {}, "app": {}, "temp": {}},
+            state={
+                "session": dict(value.get("state", {})),
+                "user": self._read_scope(ref.app, ref.user, "user"),
+                "app": self._read_scope(ref.app, ref.user, "app"),
+                "temp": {},
+            },
         )
 
     async def list_sessions(self, app: str, user: str) -> list[str]:
