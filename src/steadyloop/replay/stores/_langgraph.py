@@ -48,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -135,19 +135,28 @@ def _checkpoint_id(step: int) -> str:
     return str(uuid6(clock_seq=step + 1))
 
 
+def _remove(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
 class CheckpointerStore:
     """One LangGraph checkpointer under test (see the module doc for the translation).
 
     Args:
         spec: The parsed selection.
-        saver: A saver to test instead of the one the URL names (a wrapped one); it
-            is kept across restarts, like the in-memory saver.
+        saver: A saver to test instead of the one the URL names; it is kept across
+            restarts, like the in-memory saver.
+        wrap: Called with each saver the store opens; what it returns is used instead
+            (a planted faulty saver around the real one).
     """
 
     framework = "langgraph"
     capabilities = CAPABILITIES
 
-    def __init__(self, spec: StoreSpec, saver: Any = None) -> None:
+    def __init__(
+        self, spec: StoreSpec, saver: Any = None, wrap: Callable[[Any], Any] | None = None
+    ) -> None:
         self.spec = spec
         self.name = spec.name
         self.kind, self.location = parse_target(spec)
@@ -157,6 +166,9 @@ class CheckpointerStore:
             from langgraph.checkpoint.memory import InMemorySaver
 
             self._fixed = InMemorySaver()
+        self._wrap = wrap
+        if self._fixed is not None and wrap is not None:
+            self._fixed = wrap(self._fixed)
         self._made: Path | None = None
         if self.kind.endswith("sqlite") and not self.location:
             self._made = spec.workdir / f"langgraph-{self.kind.replace('+', '-')}.db"
@@ -205,7 +217,10 @@ class CheckpointerStore:
                 await self.saver.setup()
             else:
                 await self._open_postgres()
+            if self._wrap is not None:
+                self.saver = self._wrap(self.saver)
         except BackendUnavailable:
+            await self.close()
             raise
         except Exception as exc:
             await self.close()
@@ -253,8 +268,7 @@ class CheckpointerStore:
     async def dispose(self) -> None:
         self._threads.clear()
         if self._made is not None:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self._made}{suffix}").unlink(missing_ok=True)
+            _remove(self._made)
 
     # -- sessions as threads ----------------------------------------------------------
 

@@ -114,6 +114,11 @@ def _label(app: str) -> str:
     return "a" + hashlib.sha256(app.encode()).hexdigest()[:16]
 
 
+def _remove(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
 class LangGraphStore:
     """One LangGraph `BaseStore` under test (see the module doc for the translation)."""
 
@@ -183,8 +188,7 @@ class LangGraphStore:
 
     async def dispose(self) -> None:
         if self._made is not None:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self._made}{suffix}").unlink(missing_ok=True)
+            _remove(self._made)
 
     def _ns(self, app: str, user: str, what: str) -> tuple[str, ...]:
         return (_label(app), user, what)
@@ -223,9 +227,9 @@ class LangGraphStore:
                 own[key] = copy.deepcopy(value)
             elif scope in shared:
                 shared[scope][key] = copy.deepcopy(value)
-        for scope, keys in shared.items():
+        for name, keys in shared.items():
             if keys:
-                ns, key = self._scope_item(app, user, scope)
+                ns, key = self._scope_item(app, user, name)
                 item = self.store.get(ns, key)
                 self.store.put(ns, key, {**(item.value if item else {}), **keys})
         return own
