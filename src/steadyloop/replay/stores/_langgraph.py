@@ -52,6 +52,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from steadyloop._errors import BackendUnavailable, UnknownBackend
 from steadyloop.replay._store import (
@@ -125,7 +126,9 @@ def parse_target(spec: StoreSpec) -> tuple[str, str]:
         return kind, "postgresql" + rest[rest.index(":") :]
     if kind == "memory" or not rest:
         return kind, ""
-    path = rest.split(":", 1)[1].removeprefix("//")
+    path = unquote(urlsplit(rest).path)
+    if not path or path == "/":
+        raise UnknownBackend(f"store URL {spec.redacted!r} names no file")
     return kind, path
 
 
@@ -171,6 +174,7 @@ class CheckpointerStore:
             self._fixed = wrap(self._fixed)
         self._made: Path | None = None
         if self.kind.endswith("sqlite") and not self.location:
+            spec.workdir.mkdir(parents=True, exist_ok=True)
             self._made = spec.workdir / f"langgraph-{self.kind.replace('+', '-')}.db"
             self.location = str(self._made)
         self.saver: Any = None

@@ -46,6 +46,7 @@ import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from steadyloop._errors import BackendUnavailable, UnknownBackend
 from steadyloop.replay._store import (
@@ -107,7 +108,10 @@ def parse_target(spec: StoreSpec) -> tuple[str, str]:
         return kind, "postgresql" + spec.target[spec.target.index(":") :]
     if kind == "memory" or not spec.target:
         return kind, ""
-    return kind, spec.target.split(":", 1)[1].removeprefix("//")
+    path = unquote(urlsplit(spec.target).path)
+    if not path or path == "/":
+        raise UnknownBackend(f"store URL {spec.redacted!r} names no file")
+    return kind, path
 
 
 def _label(app: str) -> str:
@@ -137,6 +141,7 @@ class LangGraphStore:
             self._fixed = InMemoryStore()
         self._made: Path | None = None
         if self.kind == "sqlite" and not self.location:
+            spec.workdir.mkdir(parents=True, exist_ok=True)
             self._made = spec.workdir / "langgraph-store.db"
             self.location = str(self._made)
         self.store: Any = None
