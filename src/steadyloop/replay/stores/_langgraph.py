@@ -132,6 +132,29 @@ def parse_target(spec: StoreSpec) -> tuple[str, str]:
     return kind, path
 
 
+SCHEMA_QUERY = "SELECT current_schema() AS s, current_setting('search_path') AS p"
+"""The schema a PostgreSQL connection writes to (`s`, `NULL` when none exists) and its path."""
+
+
+def require_schema(row: Any, spec: StoreSpec) -> None:
+    """Refuse a PostgreSQL store whose `search_path` names no schema that exists.
+
+    `row` is the `dict_row` answer to `SCHEMA_QUERY`.
+
+    Raises:
+        BackendUnavailable: No schema of the path exists; the message names it.
+    """
+    if row is not None and row["s"] is not None:
+        return
+    path = str(row["p"] if row is not None else "")
+    names = [p.strip().strip('"') for p in path.split(",") if p.strip()]
+    name = next((n for n in names if n != "$user"), path)
+    raise BackendUnavailable(
+        f"store {spec.redacted!r}: the PostgreSQL schema {name!r} (its search_path: {path}) "
+        f'does not exist; create it first: CREATE SCHEMA "{name}"'
+    )
+
+
 def _checkpoint_id(step: int) -> str:
     from langgraph.checkpoint.base.id import uuid6
 
@@ -239,7 +262,7 @@ class CheckpointerStore:
             from langgraph.checkpoint.postgres import PostgresSaver
 
             self._conn = psycopg.Connection.connect(self.location, row_factory=dict_row, **options)
-            schema = self._conn.execute("SELECT current_schema() AS s").fetchone()
+            schema = self._conn.execute(SCHEMA_QUERY).fetchone()
             self._need_schema(schema)
             self.saver = PostgresSaver(self._conn)
             self.saver.setup()
@@ -249,17 +272,13 @@ class CheckpointerStore:
             self._conn = await psycopg.AsyncConnection.connect(
                 self.location, row_factory=dict_row, **options
             )
-            schema = await (await self._conn.execute("SELECT current_schema() AS s")).fetchone()
+            schema = await (await self._conn.execute(SCHEMA_QUERY)).fetchone()
             self._need_schema(schema)
             self.saver = AsyncPostgresSaver(self._conn)
             await self.saver.setup()
 
     def _need_schema(self, row: Any) -> None:
-        if row is None or row["s"] is None:
-            raise BackendUnavailable(
-                f"store {self.spec.redacted!r}: no schema of the connection's search_path "
-                'exists; create it first: CREATE SCHEMA "…"'
-            )
+        require_schema(row, self.spec)
 
     async def close(self) -> None:
         conn, self._conn, self.saver = self._conn, None, None

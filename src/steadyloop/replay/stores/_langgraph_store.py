@@ -60,6 +60,7 @@ from steadyloop.replay._store import (
     scope_of,
 )
 from steadyloop.replay.stores._common import describe
+from steadyloop.replay.stores._langgraph import SCHEMA_QUERY, require_schema
 
 __all__ = ["CAPABILITIES", "LangGraphStore", "open_store", "parse_target"]
 
@@ -170,12 +171,7 @@ class LangGraphStore:
                 self._conn = psycopg.Connection.connect(
                     self.location, autocommit=True, prepare_threshold=0, row_factory=dict_row
                 )
-                row = self._conn.execute("SELECT current_schema() AS s").fetchone()
-                if row is None or row["s"] is None:
-                    raise BackendUnavailable(
-                        f"store {self.spec.redacted!r}: no schema of the connection's "
-                        'search_path exists; create it first: CREATE SCHEMA "…"'
-                    )
+                require_schema(self._conn.execute(SCHEMA_QUERY).fetchone(), self.spec)
                 self.store = PostgresStore(self._conn)
             self.store.setup()
         except BackendUnavailable:
