@@ -47,6 +47,8 @@ PACKAGES = {
     "trpc": "trpc-agent-py",
     "adk": "google-adk",
     "openai-agents": "openai-agents",
+    "langgraph": "langgraph-checkpoint",
+    "langgraph-store": "langgraph",
     "steadyloop": "steadyloop",
 }
 
@@ -68,7 +70,7 @@ def _with_schema(url: str, schema: str) -> str:
     return parts._replace(query=query).geturl()
 
 
-FRAMEWORKS = ("steadyloop", "trpc", "adk", "openai-agents")
+FRAMEWORKS = ("steadyloop", "trpc", "adk", "openai-agents", "langgraph", "langgraph-store")
 
 
 def stores(framework: str, space: str, servers: bool) -> list[str]:
@@ -89,6 +91,8 @@ def stores(framework: str, space: str, servers: bool) -> list[str]:
             "openai-agents+sqlite",
             "openai-agents+sqlalchemy+sqlite",
         ],
+        "langgraph": ["langgraph+memory", "langgraph+sqlite", "langgraph+async+sqlite"],
+        "langgraph-store": ["langgraph-store+memory", "langgraph-store+sqlite"],
     }[framework]
     server = {
         "steadyloop": [
@@ -104,6 +108,8 @@ def stores(framework: str, space: str, servers: bool) -> list[str]:
             f"openai-agents+mysql:{my}{'&' if '?' in my else '?'}tables=adapter",
             f"openai-agents+redis:{redis}{sep[REDIS]}key_prefix={space}:",
         ],
+        "langgraph": [f"langgraph+postgresql:{pg}", f"langgraph+async+postgresql:{pg}"],
+        "langgraph-store": [f"langgraph-store+postgresql:{pg}"],
     }[framework]
     return embedded + (server if servers else [])
 

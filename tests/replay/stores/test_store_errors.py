@@ -14,7 +14,14 @@ from backends import require_server
 from steadyloop.replay import bundled_cases
 
 SINGLE = str(bundled_cases() / "single_turn.jsonl")
-FRAMEWORKS = {"adk": "google.adk", "openai-agents": "agents", "trpc": "trpc_agent_sdk"}
+FRAMEWORKS = {
+    "adk": "google.adk",
+    "openai-agents": "agents",
+    "trpc": "trpc_agent_sdk",
+    "langgraph": "langgraph.checkpoint.postgres",
+    "langgraph+async": "langgraph.checkpoint.postgres.aio",
+    "langgraph-store": "langgraph.store.postgres",
+}
 
 
 def _error_lines(stderr: str) -> list[str]:

@@ -1,0 +1,208 @@
+"""Minimal reproductions of LangGraph checkpointer and store divergences.
+
+At langgraph 1.2.24, langgraph-checkpoint 4.3.2, langgraph-checkpoint-sqlite 3.1.2 and
+langgraph-checkpoint-postgres 3.2.0. Plain LangGraph code, no Steadyloop. Each test
+asserts what the framework really does at the pinned versions; the docstring says what
+a careful user would expect instead, and whether the divergence loses or leaks data.
+When one starts failing, LangGraph changed: update the divergence list in the replay
+docs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from framework_dbs import postgres_schema
+
+HUGE, NEG_ZERO = 1e300, -0.0
+
+
+@pytest.fixture
+async def pg_url() -> AsyncIterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema of this test's own."""
+    from backends import with_options
+
+    async with postgres_schema() as (url, schema):
+        yield with_options(url, options=f"-csearch_path={schema}")
+
+
+@contextmanager
+def pg_conn(url: str) -> Iterator[Any]:
+    import psycopg
+    from psycopg.rows import dict_row
+
+    conn = psycopg.Connection.connect(
+        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    )
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def _checkpoint(saver: Any, values: dict[str, Any]) -> tuple[Any, Any, Any]:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    checkpoint = empty_checkpoint()
+    versions = {k: saver.get_next_version(None, None) for k in values}
+    checkpoint["channel_values"] = dict(values)
+    checkpoint["channel_versions"] = versions
+    config = {"configurable": {"thread_id": "t1", "checkpoint_ns": ""}}
+    return config, checkpoint, versions
+
+
+def _round_trip(make: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """Put one checkpoint with `values` on a saver, read it back on a new one."""
+    saver = make()
+    config, checkpoint, versions = _checkpoint(saver, values)
+    saver.put(config, checkpoint, {"source": "input", "step": -1}, versions)
+    got = make().get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
+    assert got is not None
+    return dict(got.checkpoint["channel_values"])
+
+
+def test_sqlite_and_memory_savers_keep_floats_and_nul(tmp_path: Path) -> None:
+    """Baseline: InMemorySaver and SqliteSaver read back 1e300, -0.0 and a NUL string unchanged."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    memory = InMemorySaver()
+    conn = sqlite3.connect(tmp_path / "cp.db", check_same_thread=False)
+
+    def sqlite_saver() -> Any:
+        saver = SqliteSaver(conn)
+        saver.setup()
+        return saver
+
+    values = {"huge": HUGE, "neg_zero": NEG_ZERO, "nul": "a\x00b"}
+    for make in (lambda: memory, sqlite_saver):
+        got = _round_trip(make, values)
+        assert type(got["huge"]) is float and got["huge"] == HUGE
+        assert str(got["neg_zero"]) == "-0.0"
+        assert got["nul"] == "a\x00b"
+    conn.close()
+
+
+@pytest.mark.server
+def test_postgres_saver_turns_a_float_channel_into_an_integer_and_drops_the_sign_of_zero(
+    pg_url: str,
+) -> None:
+    """PostgresSaver keeps a primitive channel value inline in JSONB: 1e300 reads back as an int and -0.0 as 0.0 (LOSES: the type and sign a graph wrote); one expects the float it put."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with pg_conn(pg_url) as conn:
+
+        def make() -> Any:
+            saver = PostgresSaver(conn)
+            saver.setup()
+            return saver
+
+        got = _round_trip(make, {"huge": HUGE, "neg_zero": NEG_ZERO, "in_list": [NEG_ZERO]})
+    assert type(got["huge"]) is int and got["huge"] == 10**300
+    assert str(got["neg_zero"]) == "0.0"
+    # A non-primitive value goes to a msgpack blob, which keeps the sign.
+    assert str(got["in_list"][0]) == "-0.0"
+
+
+@pytest.mark.server
+def test_postgres_saver_refuses_a_string_channel_holding_nul(pg_url: str) -> None:
+    """PostgresSaver cannot checkpoint a state whose string channel holds NUL (JSONB refuses U+0000), while InMemorySaver and SqliteSaver keep it (REFUSES: the put raises, nothing is lost silently, but the graph step fails in production only)."""
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with pg_conn(pg_url) as conn:
+        saver = PostgresSaver(conn)
+        saver.setup()
+        config, checkpoint, versions = _checkpoint(saver, {"nul": "a\x00b"})
+        with pytest.raises(psycopg.errors.UntranslatableCharacter):
+            saver.put(config, checkpoint, {"source": "input", "step": -1}, versions)
+        assert saver.get_tuple(config) is None
+
+
+def _store_round_trip(store: Any, value: dict[str, Any]) -> dict[str, Any]:
+    store.put(("ns",), "k", value)
+    item = store.get(("ns",), "k")
+    assert item is not None
+    return dict(item.value)
+
+
+@pytest.mark.server
+def test_postgres_store_changes_float_values(pg_url: str, tmp_path: Path) -> None:
+    """PostgresStore keeps item values as JSONB: 1e300 reads back as an int and -0.0 as 0.0 (LOSES: the type and sign), where InMemoryStore and SqliteStore give back the floats."""
+    from langgraph.store.memory import InMemoryStore
+    from langgraph.store.postgres import PostgresStore
+    from langgraph.store.sqlite import SqliteStore
+
+    value = {"huge": HUGE, "neg_zero": NEG_ZERO}
+    sqlite_store = SqliteStore(sqlite3.connect(tmp_path / "s.db", isolation_level=None))
+    sqlite_store.setup()
+    for store in (InMemoryStore(), sqlite_store):
+        got = _store_round_trip(store, value)
+        assert type(got["huge"]) is float and str(got["neg_zero"]) == "-0.0"
+    with pg_conn(pg_url) as conn:
+        store = PostgresStore(conn)
+        store.setup()
+        got = _store_round_trip(store, value)
+    assert type(got["huge"]) is int and str(got["neg_zero"]) == "0.0"
+
+
+@pytest.mark.server
+def test_postgres_store_refuses_a_value_holding_nul(pg_url: str) -> None:
+    """PostgresStore refuses any value with NUL in a string, which InMemoryStore and SqliteStore keep (REFUSES: the put raises; nothing is lost silently)."""
+    import psycopg
+    from langgraph.store.postgres import PostgresStore
+
+    with pg_conn(pg_url) as conn:
+        store = PostgresStore(conn)
+        store.setup()
+        with pytest.raises(psycopg.errors.UntranslatableCharacter):
+            store.put(("ns",), "k", {"text": "before\x00after"})
+        assert store.get(("ns",), "k") is None
+
+
+@pytest.mark.server
+def test_postgres_store_search_pages_differ_from_the_in_memory_store(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """Without a query, InMemoryStore and SqliteStore search in the order items were put, PostgresStore newest first: the same `limit` gives other items (neither loses nor leaks: a different page, so code tested in memory reads other items in production)."""
+    from langgraph.store.memory import InMemoryStore
+    from langgraph.store.postgres import PostgresStore
+    from langgraph.store.sqlite import SqliteStore
+
+    def first_two(store: Any) -> list[str]:
+        for key in ("a", "b", "c"):
+            store.put(("ns",), key, {"v": key})
+        return [item.key for item in store.search(("ns",), limit=2)]
+
+    sqlite_store = SqliteStore(sqlite3.connect(tmp_path / "s.db", isolation_level=None))
+    sqlite_store.setup()
+    assert first_two(InMemoryStore()) == ["a", "b"]
+    assert first_two(sqlite_store) == ["a", "b"]
+    with pg_conn(pg_url) as conn:
+        store = PostgresStore(conn)
+        store.setup()
+        assert first_two(store) == ["c", "b"]
+
+
+def test_in_memory_store_keeps_the_callers_dict(tmp_path: Path) -> None:
+    """InMemoryStore stores the very dict it was given: changing it after `put` changes the stored item, which SqliteStore does not (LEAKS into the reference: a write that was never put is read back in tests and lost in production)."""
+    from langgraph.store.memory import InMemoryStore
+    from langgraph.store.sqlite import SqliteStore
+
+    sqlite_store = SqliteStore(sqlite3.connect(tmp_path / "s.db", isolation_level=None))
+    sqlite_store.setup()
+    seen = {}
+    for name, store in (("memory", InMemoryStore()), ("sqlite", sqlite_store)):
+        value = {"events": [{"text": "original"}]}
+        store.put(("ns",), "k", value)
+        value["events"][0]["text"] = "edited after put"
+        item = store.get(("ns",), "k")
+        assert item is not None
+        seen[name] = item.value["events"][0]["text"]
+    assert seen == {"memory": "edited after put", "sqlite": "original"}
