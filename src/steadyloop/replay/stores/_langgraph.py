@@ -52,7 +52,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from steadyloop._errors import BackendUnavailable, UnknownBackend
 from steadyloop.replay._store import (
@@ -68,7 +67,14 @@ from steadyloop.replay._store import (
 )
 from steadyloop.replay.stores._common import describe
 
-__all__ = ["CAPABILITIES", "CheckpointerStore", "open_store", "parse_target"]
+__all__ = [
+    "CAPABILITIES",
+    "SCHEMA_QUERY",
+    "CheckpointerStore",
+    "open_store",
+    "parse_target",
+    "require_schema",
+]
 
 CAPABILITIES: frozenset[Capability] = frozenset(
     {
@@ -116,17 +122,17 @@ def parse_target(spec: StoreSpec) -> tuple[str, str]:
             f"store {spec.redacted!r}: unknown LangGraph checkpointer {spec.backend!r}; "
             f"known: {', '.join('langgraph+' + k for k in _KINDS)}"
         )
-    rest = spec.target.removeprefix("async+")
+    location = spec.location
     if kind.endswith("postgresql"):
-        if not rest:
+        if location is None:
             raise UnknownBackend(
                 f"store {spec.redacted!r}: a PostgreSQL checkpointer needs a URL "
                 "(langgraph+postgresql://USER@HOST/DB)"
             )
-        return kind, "postgresql" + rest[rest.index(":") :]
-    if kind == "memory" or not rest:
+        return kind, location.build(scheme="postgresql")
+    if kind == "memory" or location is None:
         return kind, ""
-    path = unquote(urlsplit(rest).path)
+    path = location.path
     if not path or path == "/":
         raise UnknownBackend(f"store URL {spec.redacted!r} names no file")
     return kind, path

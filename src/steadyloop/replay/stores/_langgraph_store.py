@@ -46,7 +46,6 @@ import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from steadyloop._errors import BackendUnavailable, UnknownBackend
 from steadyloop.replay._store import (
@@ -100,16 +99,17 @@ def parse_target(spec: StoreSpec) -> tuple[str, str]:
             f"store {spec.redacted!r}: unknown LangGraph store {spec.backend!r}; "
             f"known: {', '.join('langgraph-store+' + k for k in _KINDS)}"
         )
+    location = spec.location
     if kind == "postgresql":
-        if not spec.target:
+        if location is None:
             raise UnknownBackend(
                 f"store {spec.redacted!r}: a PostgreSQL store needs a URL "
                 "(langgraph-store+postgresql://USER@HOST/DB)"
             )
-        return kind, "postgresql" + spec.target[spec.target.index(":") :]
-    if kind == "memory" or not spec.target:
+        return kind, location.build(scheme="postgresql")
+    if kind == "memory" or location is None:
         return kind, ""
-    path = unquote(urlsplit(spec.target).path)
+    path = location.path
     if not path or path == "/":
         raise UnknownBackend(f"store URL {spec.redacted!r} names no file")
     return kind, path
