@@ -319,6 +319,51 @@ def test_language_switch_keeps_the_anchor(browser: DevTools, base_url: str) -> N
         assert browser.evaluate("!!document.getElementById('idempotency-keys')")
 
 
+_LAST_SECTION_ID = (
+    "(() => { const h = [...document.querySelectorAll("
+    "'article h2[id], article h3[id], article h4[id]')]; return h.length ? h[h.length - 1].id : null })()"
+)
+
+
+# Every notebook pair, and a generated page of each kind. That every page pair carries the
+# same section ids is checked in the built HTML (test_docs_site.py); here, that the switch
+# really keeps the anchor, both ways (each page load costs seconds on a busy machine).
+SWITCH_PAGES = ("tutorials/notebooks/", "reference/cli/", "reference/api/journal/")
+
+
+def test_language_switch_keeps_the_anchor_on_notebook_pairs(
+    built_site: BuiltSite, browser: DevTools, base_url: str
+) -> None:
+    """On every notebook page and generated pages, both ways: the switch keeps the section."""
+    lost = []
+    pages = [
+        p
+        for p in site_pages(built_site.root)
+        if p.startswith(SWITCH_PAGES) and p != "tutorials/notebooks/"
+    ]
+    assert len(pages) >= 9, pages
+    for page in pages:
+        for start, other, lang in ((page, "zh/" + page, "zh"), ("zh/" + page, page, "en")):
+            if not (built_site.root / other / "index.html").is_file():
+                continue
+            browser.goto(base_url + start)
+            anchor = browser.evaluate(_LAST_SECTION_ID)
+            if not anchor:
+                continue
+            browser.evaluate(f"location.hash = {json.dumps('#' + anchor)}")
+            browser.evaluate(
+                f"document.querySelector('a.md-select__link[hreflang={lang}]').click()"
+            )
+            browser.loaded(SITE_PREFIX + other)
+            landed = browser.evaluate(
+                "decodeURIComponent(location.hash.slice(1))"
+                " + '|' + !!document.getElementById(decodeURIComponent(location.hash.slice(1)))"
+            )
+            if landed != f"{anchor}|true":
+                lost.append(f"/{start}#{anchor} -> /{other}: {landed}")
+    assert lost == [], "the switch lost the section:\n" + "\n".join(lost)
+
+
 # (language, query, the page that must come first)
 SEARCHES = [
     ("en", "idempotency key", "explanation/journal/"),

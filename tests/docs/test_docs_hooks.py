@@ -120,6 +120,45 @@ def test_notebook_headings_get_ids() -> None:
     assert 'href="#打开日志_2"' in out and 'id=""' not in out
 
 
+def test_notebook_headings_take_the_english_ids(tmp_path: Path) -> None:
+    """A notebook's n-th heading takes the id of the English notebook's n-th heading."""
+    from mkdocs.exceptions import PluginError
+
+    hook = load_hook("notebooks")
+    english = tmp_path / "x.ipynb"
+    cells = [
+        {"cell_type": "markdown", "source": ["# Five minutes\n", "```sh\n# not a heading\n```\n"]},
+        {"cell_type": "markdown", "source": "## Decide, with `steadyloop runs resolve`\n"},
+        {"cell_type": "markdown", "source": "## State `RESUME_STATE_UNKNOWN` and *more*"},
+        {"cell_type": "markdown", "source": "## Resume"},
+    ]
+    english.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    texts = [t for _, t in hook.markdown_headings(english)]
+    assert texts == [
+        "Five minutes",
+        "Decide, with steadyloop runs resolve",
+        "State RESUME_STATE_UNKNOWN and more",
+        "Resume",
+    ]
+    ids = hook.shared_ids(texts)
+    assert ids[1:] == [
+        "decide-with-steadyloop-runs-resolve",
+        "state-resume_state_unknown-and-more",
+        "resume",
+    ]
+    zh = (
+        '<h1 id="五分钟">五分钟<a class="anchor-link" href="#五分钟">¶</a></h1>'
+        '<h2 id="">用 <code>steadyloop runs resolve</code> 做出裁定'
+        '<a class="anchor-link" href="#">¶</a></h2>'
+        '<h2 id="状态">状态</h2><h2 id="恢复">恢复</h2>'
+    )
+    out = hook.give_shared_ids(zh, ids, "zh/x.ipynb")
+    assert [a for _, a, _ in hook._headings(out)] == ids
+    assert 'href="#decide-with-steadyloop-runs-resolve"' in out
+    with pytest.raises(PluginError, match="3 headings, its English notebook 4"):
+        hook.give_shared_ids(zh.replace('<h2 id="状态">状态</h2>', ""), ids, "zh/x.ipynb")
+
+
 def test_notebooks_count_as_pages() -> None:
     """After startup, a notebook source is a documentation page, for every File made later."""
     from mkdocs.structure.files import File

@@ -132,6 +132,27 @@ def test_notebook_toc_links_point_at_headings(
         assert href != "#" and unquote(href[1:]) in ids, href
 
 
+@pytest.mark.parametrize(("lang", "notebook"), notebook_cases())
+def test_notebook_toc_keeps_inline_code(built_site: BuiltSite, lang: str, notebook: str) -> None:
+    """Each TOC entry of a notebook page reads as its heading, inline code included."""
+    html = parse_html(built_site.page(lang, page_url(notebook)))
+    headings = {
+        n.attrs["id"]: " ".join(n.text().replace("\u00b6", "").split())
+        for n in html.iter()
+        if n.tag in {"h2", "h3", "h4", "h5", "h6"} and n.attrs.get("id")
+    }
+    entries = [
+        (unquote(a.attrs["href"][1:]), " ".join(a.text().split()))
+        for a in html.find_all("a", "md-nav__link")
+        if a.attrs.get("href", "").startswith("#")
+    ]
+    assert entries, "the notebook page has no table of contents"
+    wrong = [
+        (title, headings.get(anchor)) for anchor, title in entries if title != headings.get(anchor)
+    ]
+    assert wrong == [], f"TOC entries that are not their heading's text: {wrong}"
+
+
 # The design page of each scenario, and the notebook it must lead to in one click.
 DESIGN_NOTEBOOKS = [
     ("explanation/crash-resume.md", "crash_resume.ipynb"),
@@ -181,6 +202,35 @@ def test_language_switch_lands_on_the_counterpart(built_site: BuiltSite, lang: s
         assert len(switches) == 1, f"{page}: no single switch to {other}"
         target, _ = resolve(built_site.root, page, switches[0].attrs["href"])
         assert target == built_site.page(other, rel), f"{lang}/{rel} switches to {target}"
+
+
+def section_ids(page: Path) -> list[str]:
+    """The ids of a page's section headings (h2 to h6) in its article, in order."""
+    article = parse_html(page).find_all("article")
+    assert article, f"{page}: no article"
+    return [
+        n.attrs["id"]
+        for n in article[0].iter()
+        if n.tag in {"h2", "h3", "h4", "h5", "h6"} and n.attrs.get("id")
+    ]
+
+
+def test_every_page_pair_shares_its_section_ids(built_site: BuiltSite) -> None:
+    """Each page and its other-language counterpart carry the same section ids, in order.
+
+    The language switch keeps the ``#anchor`` (site.js); it lands on the same section
+    only when both pages name their sections alike, notebooks included.
+    """
+    differ = []
+    for rel in all_pages(DEFAULT_LANGUAGE):
+        ids = {lang: section_ids(built_site.page(lang, rel)) for lang in LANGUAGES}
+        en, zh = ids[DEFAULT_LANGUAGE], ids[counterpart(DEFAULT_LANGUAGE)]
+        if en != zh:
+            only = [i for i in en if i not in zh][:3]
+            differ.append(f"{rel or '(home)'}: {len(en)} vs {len(zh)} ids; en only: {only}")
+    assert differ == [], "pages whose sections the language switch cannot find:\n" + "\n".join(
+        differ
+    )
 
 
 # -- links and anchors ----------------------------------------------------------------
