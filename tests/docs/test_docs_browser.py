@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 from browser_support import DevTools, find_chromium, serve
@@ -399,3 +400,51 @@ def test_search_puts_the_right_page_first(
     assert pages[0] == root + first, (
         f"{query!r}: first result {pages[0]}, expected {root + first}; all: {pages}"
     )
+
+
+# (query typed on a Chinese page, what every entry found must contain, the page one of the
+# first results must be on). The index keeps 幂等键 and 回放 whole; the query must be cut the
+# same way (hooks/search_per_language.py), and API entries, whose text is English, must be
+# in the Chinese index too.
+CHINESE_SEARCHES = [
+    ("幂等键", "幂等键", "explanation/journal/"),
+    ("回放", "回放", "explanation/replay-diff/"),
+    ("TERMINAL", "terminal", "reference/api/audit/"),
+]
+_TAG = re.compile(r"<[^>]+>")
+
+
+@pytest.mark.parametrize("search", CHINESE_SEARCHES, ids=[q for q, _, _ in CHINESE_SEARCHES])
+def test_chinese_search_returns_only_matching_entries(
+    built_site: BuiltSite, browser: DevTools, base_url: str, search: tuple[str, str, str]
+) -> None:
+    """A Chinese query lists only entries holding it, highlights only it, lacks no term."""
+    query, term, page = search
+    index = json.loads((built_site.root / "zh" / "search" / "search_index.json").read_text("utf-8"))
+    texts = {
+        d["location"]: _TAG.sub("", d["title"] + " " + d["text"]).replace("\u200b", "").lower()
+        for d in index["docs"]
+    }
+    home = f"{base_url}zh/"
+    browser.goto(home)
+    links = browser.search(query)
+    assert all(link.startswith(home) for link in links), f"{query!r}: another language: {links}"
+    # A result links "page/?h=<highlighted terms>#section"; a page's own entry heads its
+    # group even when only its sections matched, and then highlights nothing ("?h=").
+    found, matched = [], []
+    for link in links:
+        parts = urlsplit(link.removeprefix(home))
+        location = parts.path + (f"#{unquote(parts.fragment)}" if parts.fragment else "")
+        found.append(location)
+        if parse_qs(parts.query).get("h"):
+            matched.append(location)
+    without = [loc for loc in matched if term not in texts.get(loc, "")]
+    assert without == [], f"{query!r} lists entries without {term!r}: {without}"
+    assert any(loc.startswith(page) for loc in found[:5]), f"{query!r}: {page} not in {found[:5]}"
+    shown = browser.evaluate(
+        "({marks: [...document.querySelectorAll('.md-search-result mark')].map(m => m.textContent),"
+        " missing: [...document.querySelectorAll('.md-search-result del')].map(m => m.textContent)})"
+    )
+    wrong = [m for m in shown["marks"] if not m.lower().replace("\u200b", "").startswith(term)]
+    assert wrong == [], f"{query!r} highlights other words: {sorted(set(wrong))[:10]}"
+    assert shown["missing"] == [], f"{query!r}: results lack terms {sorted(set(shown['missing']))}"

@@ -492,3 +492,28 @@ def test_notebook_pages_lose_their_cdn_scripts() -> None:
         "<script>var local = 1;</script>"
     )
     assert hook.strip_remote_scripts(html) == "<p>keep</p><script>var local = 1;</script>"
+
+
+def test_search_worker_is_patched_once_or_the_build_fails(tmp_path: Path) -> None:
+    """The worker's Han segmentation is replaced exactly once; a worker without it fails."""
+    from mkdocs.exceptions import PluginError
+
+    hook = load_hook("search_per_language")
+    workers = tmp_path / "assets" / "javascripts" / "workers"
+    workers.mkdir(parents=True)
+    line = 'e=e.replace(new RegExp("\\\\p{sc=Han}+","gu"),s=>[...fe(s,this.index.invertedIndex)].join("* "))'
+    (workers / "search.1.min.js").write_text(f"a;{line};b", encoding="utf-8")
+    hook.patch_worker(tmp_path)
+    hook.patch_worker(tmp_path)  # again: nothing changes
+    code = (workers / "search.1.min.js").read_text(encoding="utf-8")
+    assert code.count("steadyloopSegment(e)") == 1 and "invertedIndex" not in code
+    (workers / "search.1.min.js").write_text("a;b", encoding="utf-8")
+    with pytest.raises(PluginError, match="0 query-segmenting lines"):
+        hook.patch_worker(tmp_path)
+
+
+def test_index_terms_are_the_han_words_of_the_entries() -> None:
+    """The terms shipped with an index are the Han runs of its tokens, markup left out."""
+    hook = load_hook("search_per_language")
+    entries = [{"title": "幂等键", "text": "<p>回放\u200b比对 API对象 <code>x</code></p>"}]
+    assert hook.index_terms(entries, r"[\s\u200b]+") == ["回放", "对象", "幂等键", "比对"]

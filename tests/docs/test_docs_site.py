@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from pathlib import Path, PurePosixPath
@@ -343,31 +344,43 @@ def tokenise(text: str, separator: re.Pattern[str]) -> set[str]:
     return {t.lower() for t in separator.split(_TAGS.sub(" ", text)) if t}
 
 
-def segment_query(query: str, terms: set[str]) -> set[str]:
-    """Split a Chinese query into index terms, as Material's search worker does.
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
-    A port of the worker's segmenter: it matches prefixes of the query against the
-    terms of the index (jieba's words, cut at build time); when nothing matches, the
-    whole query is one term. Each resulting term is then searched as a prefix.
+
+def segment_query(query: str, terms: set[str]) -> set[str]:
+    """Split a Chinese query into index terms, as the site's search worker does.
+
+    A port of the segmenter ``hooks/search_per_language.py`` puts into Material's worker:
+    each run of Han characters is cut from the left into the longest pieces some term
+    of the index starts with; characters no term starts with stay together as one
+    piece. Each resulting piece is then searched as a prefix.
     """
-    n = [0] * len(query)
-    for s in range(len(query)):
-        for o in range(s + 1, len(query)):
-            if query[s:o] in terms:
-                n[s] = o - s
+    ordered = sorted(terms)
+
+    def begins(text: str) -> bool:
+        at = bisect.bisect_left(ordered, text)
+        return at < len(ordered) and ordered[at].startswith(text)
+
     found: set[str] = set()
-    stack = [0]
-    while stack:
-        o = stack.pop()
-        for u in range(1, n[o]):
-            if n[o + u] > n[o] - u:
-                found.add(query[o : o + u])
-                stack.append(o + u)
-        a = o + n[o]
-        if a < len(query) and n[a] and a < len(query) - 1:
-            stack.append(a)
-        found.add(query[o:a])
-    return {query} if "" in found else found
+    for run in _HAN_RUN.findall(query):
+        rest, i = "", 0
+        while i < len(run):
+            n = len(run) - i
+            while n > 0 and not begins(run[i : i + n]):
+                n -= 1
+            if n == 0:
+                rest += run[i]
+                i += 1
+                continue
+            if rest:
+                found.add(rest)
+                rest = ""
+            found.add(run[i : i + n])
+            i += n
+        if rest:
+            found.add(rest)
+    found.update(t for t in _HAN_RUN.sub(" ", query).split() if t)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -400,6 +413,40 @@ def test_each_language_has_its_own_search_index(built_site: BuiltSite, lang: str
     )
 
 
+def test_chinese_index_keeps_the_entries_written_in_english(built_site: BuiltSite) -> None:
+    """API objects and CLI entries, whose text is English in both languages, are in both indexes."""
+    indexes = {
+        lang: json.loads(
+            (
+                (built_site.root / lang if lang != DEFAULT_LANGUAGE else built_site.root)
+                / "search"
+                / "search_index.json"
+            ).read_text(encoding="utf-8")
+        )
+        for lang in LANGUAGES
+    }
+    locations = {lang: {d["location"] for d in index["docs"]} for lang, index in indexes.items()}
+    english = {
+        loc
+        for loc in locations[DEFAULT_LANGUAGE]
+        if loc.startswith(("reference/api/", "reference/cli/"))
+    }
+    assert len(english) > 100
+    lacking = sorted(english - locations["zh"])
+    assert lacking == [], f"{len(lacking)} of {len(english)} entries missing in zh: {lacking[:5]}"
+
+
+def test_chinese_index_ships_its_terms(search_index: dict[str, object]) -> None:
+    """The zh index carries the Han words it was cut into, glossary terms whole, for the query side."""
+    config = search_index["config"]
+    assert isinstance(config, dict)
+    terms = set(config["terms"])
+    assert {"幂等键", "回放", "回放比对", "日志"} <= terms
+    assert all(re.fullmatch(r"[\u3400-\u9fff\uf900-\ufaff]+", t) for t in terms)
+    assert segment_query("幂等键", terms) == {"幂等键"}
+    assert segment_query("回放", terms) == {"回放"}
+
+
 @pytest.mark.parametrize(("source", "word"), CHINESE_QUERIES)
 def test_chinese_query_finds_its_page(
     search_index: dict[str, object], source: str, word: str
@@ -418,7 +465,7 @@ def test_chinese_query_finds_its_page(
         tokens.setdefault(page, set()).update(
             tokenise(d["title"], separator) | tokenise(d["text"], separator)
         )
-    terms = segment_query(word, set().union(*tokens.values()))
+    terms = segment_query(word, set(config["terms"]))
     hits = {
         page
         for page, words in tokens.items()
