@@ -34,6 +34,16 @@ HEIGHT = 900
 DIAGRAM_SECONDS = 15
 
 
+_OPEN_SHADOW_ROOTS = r"""
+(() => {
+  const attach = Element.prototype.attachShadow;
+  Element.prototype.attachShadow = function (init) {
+    return attach.call(this, Object.assign({}, init, {mode: "open"}));
+  };
+})();
+"""
+
+
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
     binary = find_chromium()
@@ -49,6 +59,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
         tools.open_tab()
         for domain in ("Page", "Runtime", "Network"):
             tools.call(f"{domain}.enable")
+        # Material draws each diagram into a closed shadow root; open it, so the text
+        # inside can be measured (nothing else about the page changes).
+        tools.call("Page.addScriptToEvaluateOnNewDocument", {"source": _OPEN_SHADOW_ROOTS})
         yield tools
     finally:
         tools.close()
@@ -130,6 +143,35 @@ _SIDEWAYS = r"""
   return {scroll_width: doc.scrollWidth, width, culprits: out.map(o => o.what)};
 })()
 """
+
+# The smallest text a reader sees in each diagram (Mermaid, in its shadow root) and each
+# chart (an inline SVG figure): the font size times the factor the drawing is scaled by.
+_DRAWING_TEXT = r"""
+(() => {
+  const drawings = [];
+  document.querySelectorAll("div.mermaid").forEach(h => {
+    const svg = h.shadowRoot && h.shadowRoot.querySelector("svg");
+    if (svg) drawings.push(["diagram", svg]);
+  });
+  document.querySelectorAll(".md-typeset figure svg[viewBox]").forEach(s => drawings.push(["chart", s]));
+  const out = [];
+  drawings.forEach(([kind, svg], n) => {
+    const box = svg.viewBox && svg.viewBox.baseVal;
+    const width = svg.getBoundingClientRect().width;
+    if (!box || !box.width || !width) return;
+    const scale = width / box.width;
+    let smallest = Infinity;
+    svg.querySelectorAll("text, tspan, foreignObject span, foreignObject div, foreignObject p").forEach(t => {
+      if (!(t.textContent || "").trim()) return;
+      const size = parseFloat(getComputedStyle(t).fontSize);
+      if (size) smallest = Math.min(smallest, size * scale);
+    });
+    if (smallest < Infinity) out.push({kind, n, px: Math.round(smallest * 10) / 10});
+  });
+  return out;
+})()
+"""
+MIN_TEXT_PX = 10
 
 # Sphinx roles (:class:`X`) print literally under mkdocstrings' Google style (trap 14).
 # Rendered, the role's backticks become code: ":class:Journal" in the text.
@@ -220,6 +262,14 @@ def look_at_page(browser: DevTools, base: str, page: str, report: Report) -> Non
             browser.evaluate(
                 "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
             )
+        if width < 600:
+            for drawing in browser.evaluate(_DRAWING_TEXT):
+                if drawing["px"] < MIN_TEXT_PX:
+                    report.add(
+                        f"small-text-{width}",
+                        page,
+                        f"{drawing['kind']} {drawing['n'] + 1}: text at {drawing['px']} px",
+                    )
         sideways = browser.evaluate(_SIDEWAYS)
         if sideways:
             report.add(
@@ -285,6 +335,12 @@ def test_no_page_scrolls_sideways(report: Report, width: int) -> None:
     assert kind not in report.problems, f"pages that scroll sideways at {width} px:\n" + report.of(
         kind
     )
+
+
+def test_drawings_keep_readable_text_on_a_phone(report: Report) -> None:
+    """At 390 px, diagram and chart text stays at 10 px or more (the drawing scrolls instead)."""
+    kind = f"small-text-{WIDTHS[1]}"
+    assert kind not in report.problems, f"text below {MIN_TEXT_PX} px:\n" + report.of(kind)
 
 
 def test_notebook_pages_show_clean_outputs(report: Report) -> None:
