@@ -421,6 +421,20 @@ def test_language_switch_keeps_the_anchor_on_notebook_pairs(
     assert lost == [], "the switch lost the section:\n" + "\n".join(lost)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_divergence_table_fits_a_laptop(browser: DevTools, base_url: str, lang: str) -> None:
+    """At 1366 px the framework_stores divergence table shows every column without scrolling."""
+    page = ("" if lang == "en" else "zh/") + "tutorials/notebooks/framework_stores/"
+    browser.viewport(WIDTHS[0], HEIGHT)
+    browser.goto(base_url + page)
+    size = browser.evaluate(
+        "(() => { const t = document.querySelector('table.steadyloop-divergences');"
+        " return t ? [t.scrollWidth, t.clientWidth] : null })()"
+    )
+    assert size, "no divergence table"
+    assert size[0] <= size[1] + 1, f"the table is {size[0]} px wide in a {size[1]} px box"
+
+
 # (language, query, the page that must come first)
 SEARCHES = [
     ("en", "idempotency key", "explanation/journal/"),

@@ -154,6 +154,21 @@ def test_notebook_toc_keeps_inline_code(built_site: BuiltSite, lang: str, notebo
     assert wrong == [], f"TOC entries that are not their heading's text: {wrong}"
 
 
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_divergence_table_shows_whole_values(built_site: BuiltSite, lang: str) -> None:
+    """framework_stores' divergence table: few columns, whole values, no empty code chips."""
+    html = parse_html(built_site.page(lang, "tutorials/notebooks/framework_stores"))
+    tables = [t for t in html.find_all("table") if "steadyloop-divergences" in t.classes()]
+    assert len(tables) == 1, "no divergence table"
+    header = [th.text().strip() for th in tables[0].find_all("th")]
+    assert header[0] == "store" and len(header) <= 5, header
+    cells = tables[0].find_all("td")
+    assert cells, "the divergence table has no rows"
+    codes = [c.text() for c in tables[0].find_all("code")]
+    assert all(c.strip() for c in codes), "an empty code chip in the divergence table"
+    assert not any(c.endswith("…") for c in codes), "a value cut short in the divergence table"
+
+
 # The design page of each scenario, and the notebook it must lead to in one click.
 DESIGN_NOTEBOOKS = [
     ("explanation/crash-resume.md", "crash_resume.ipynb"),
