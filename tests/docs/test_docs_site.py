@@ -158,7 +158,7 @@ def test_notebook_toc_keeps_inline_code(built_site: BuiltSite, lang: str, notebo
 def test_divergence_table_shows_whole_values(built_site: BuiltSite, lang: str) -> None:
     """framework_stores' divergence table: few columns, whole values, no empty code chips."""
     html = parse_html(built_site.page(lang, "tutorials/notebooks/framework_stores"))
-    tables = [t for t in html.find_all("table") if "steadyloop-divergences" in t.classes()]
+    tables = [t for t in html.find_all("table") if "steadyloop-divergences" in t.classes]
     assert len(tables) == 1, "no divergence table"
     header = [th.text().strip() for th in tables[0].find_all("th")]
     assert header[0] == "store" and len(header) <= 5, header
