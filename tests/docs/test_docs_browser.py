@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 from browser_support import DevTools, find_chromium, serve
@@ -31,6 +32,16 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 WIDTHS = (1366, 390)
 HEIGHT = 900
 DIAGRAM_SECONDS = 15
+
+
+_OPEN_SHADOW_ROOTS = r"""
+(() => {
+  const attach = Element.prototype.attachShadow;
+  Element.prototype.attachShadow = function (init) {
+    return attach.call(this, Object.assign({}, init, {mode: "open"}));
+  };
+})();
+"""
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +59,9 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
         tools.open_tab()
         for domain in ("Page", "Runtime", "Network"):
             tools.call(f"{domain}.enable")
+        # Material draws each diagram into a closed shadow root; open it, so the text
+        # inside can be measured (nothing else about the page changes).
+        tools.call("Page.addScriptToEvaluateOnNewDocument", {"source": _OPEN_SHADOW_ROOTS})
         yield tools
     finally:
         tools.close()
@@ -129,6 +143,35 @@ _SIDEWAYS = r"""
   return {scroll_width: doc.scrollWidth, width, culprits: out.map(o => o.what)};
 })()
 """
+
+# The smallest text a reader sees in each diagram (Mermaid, in its shadow root) and each
+# chart (an inline SVG figure): the font size times the factor the drawing is scaled by.
+_DRAWING_TEXT = r"""
+(() => {
+  const drawings = [];
+  document.querySelectorAll("div.mermaid").forEach(h => {
+    const svg = h.shadowRoot && h.shadowRoot.querySelector("svg");
+    if (svg) drawings.push(["diagram", svg]);
+  });
+  document.querySelectorAll(".md-typeset figure svg[viewBox]").forEach(s => drawings.push(["chart", s]));
+  const out = [];
+  drawings.forEach(([kind, svg], n) => {
+    const box = svg.viewBox && svg.viewBox.baseVal;
+    const width = svg.getBoundingClientRect().width;
+    if (!box || !box.width || !width) return;
+    const scale = width / box.width;
+    let smallest = Infinity;
+    svg.querySelectorAll("text, tspan, foreignObject span, foreignObject div, foreignObject p").forEach(t => {
+      if (!(t.textContent || "").trim()) return;
+      const size = parseFloat(getComputedStyle(t).fontSize);
+      if (size) smallest = Math.min(smallest, size * scale);
+    });
+    if (smallest < Infinity) out.push({kind, n, px: Math.round(smallest * 10) / 10});
+  });
+  return out;
+})()
+"""
+MIN_TEXT_PX = 10
 
 # Sphinx roles (:class:`X`) print literally under mkdocstrings' Google style (trap 14).
 # Rendered, the role's backticks become code: ":class:Journal" in the text.
@@ -219,6 +262,14 @@ def look_at_page(browser: DevTools, base: str, page: str, report: Report) -> Non
             browser.evaluate(
                 "new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
             )
+        if width < 600:
+            for drawing in browser.evaluate(_DRAWING_TEXT):
+                if drawing["px"] < MIN_TEXT_PX:
+                    report.add(
+                        f"small-text-{width}",
+                        page,
+                        f"{drawing['kind']} {drawing['n'] + 1}: text at {drawing['px']} px",
+                    )
         sideways = browser.evaluate(_SIDEWAYS)
         if sideways:
             report.add(
@@ -286,6 +337,12 @@ def test_no_page_scrolls_sideways(report: Report, width: int) -> None:
     )
 
 
+def test_drawings_keep_readable_text_on_a_phone(report: Report) -> None:
+    """At 390 px, diagram and chart text stays at 10 px or more (the drawing scrolls instead)."""
+    kind = f"small-text-{WIDTHS[1]}"
+    assert kind not in report.problems, f"text below {MIN_TEXT_PX} px:\n" + report.of(kind)
+
+
 def test_notebook_pages_show_clean_outputs(report: Report) -> None:
     """A notebook page shows the outputs of its run, with no traceback and nothing on stderr."""
     assert "notebook" not in report.problems, "notebook pages:\n" + report.of("notebook")
@@ -317,6 +374,68 @@ def test_language_switch_keeps_the_anchor(browser: DevTools, base_url: str) -> N
         assert browser.evaluate("location.hash") == "#idempotency-keys"
         assert browser.evaluate("document.documentElement.lang") == lang
         assert browser.evaluate("!!document.getElementById('idempotency-keys')")
+
+
+_LAST_SECTION_ID = (
+    "(() => { const h = [...document.querySelectorAll("
+    "'article h2[id], article h3[id], article h4[id]')]; return h.length ? h[h.length - 1].id : null })()"
+)
+
+
+# Every notebook pair, and a generated page of each kind. That every page pair carries the
+# same section ids is checked in the built HTML (test_docs_site.py); here, that the switch
+# really keeps the anchor, both ways (each page load costs seconds on a busy machine).
+SWITCH_PAGES = ("tutorials/notebooks/", "reference/cli/", "reference/api/journal/")
+
+
+def test_language_switch_keeps_the_anchor_on_notebook_pairs(
+    built_site: BuiltSite, browser: DevTools, base_url: str
+) -> None:
+    """On every notebook page and generated pages, both ways: the switch keeps the section."""
+    lost = []
+    pages = [
+        p
+        for p in site_pages(built_site.root)
+        if p.startswith(SWITCH_PAGES) and p != "tutorials/notebooks/"
+    ]
+    assert len(pages) >= 9, pages
+    for page in pages:
+        for start, other, lang in ((page, "zh/" + page, "zh"), ("zh/" + page, page, "en")):
+            if not (built_site.root / other / "index.html").is_file():
+                continue
+            browser.goto(base_url + start)
+            anchor = browser.evaluate(_LAST_SECTION_ID)
+            if not anchor:
+                continue
+            browser.evaluate(f"location.hash = {json.dumps('#' + anchor)}")
+            browser.evaluate(
+                f"document.querySelector('a.md-select__link[hreflang={lang}]').click()"
+            )
+            browser.loaded(SITE_PREFIX + other)
+            landed = browser.evaluate(
+                "decodeURIComponent(location.hash.slice(1))"
+                " + '|' + !!document.getElementById(decodeURIComponent(location.hash.slice(1)))"
+            )
+            if landed != f"{anchor}|true":
+                lost.append(f"/{start}#{anchor} -> /{other}: {landed}")
+    assert lost == [], "the switch lost the section:\n" + "\n".join(lost)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_divergence_table_fits_a_laptop(browser: DevTools, base_url: str, lang: str) -> None:
+    """At 1366 px the framework_stores divergence table shows every column without scrolling."""
+    page = ("" if lang == "en" else "zh/") + "tutorials/notebooks/framework_stores/"
+    browser.viewport(WIDTHS[0], HEIGHT)
+    browser.goto(base_url + page)
+    # Where the last column (the store's value) ends, against the table's visible box.
+    edges = browser.evaluate(
+        "(() => { const t = document.querySelector('table.steadyloop-divergences');"
+        " if (!t) return null; const th = [...t.querySelectorAll('th')].pop();"
+        " return [th.getBoundingClientRect().right, t.getBoundingClientRect().right] })()"
+    )
+    assert edges, "no divergence table"
+    # A few pixels of slack: the cells' borders.
+    assert edges[0] <= edges[1] + 4, f"the last column ends at {edges[0]} px, the box at {edges[1]}"
 
 
 # (language, query, the page that must come first)
@@ -354,3 +473,51 @@ def test_search_puts_the_right_page_first(
     assert pages[0] == root + first, (
         f"{query!r}: first result {pages[0]}, expected {root + first}; all: {pages}"
     )
+
+
+# (query typed on a Chinese page, what every entry found must contain, the page one of the
+# first results must be on). The index keeps 幂等键 and 回放 whole; the query must be cut the
+# same way (hooks/search_per_language.py), and API entries, whose text is English, must be
+# in the Chinese index too.
+CHINESE_SEARCHES = [
+    ("幂等键", "幂等键", "explanation/journal/"),
+    ("回放", "回放", "explanation/replay-diff/"),
+    ("TERMINAL", "terminal", "reference/api/audit/"),
+]
+_TAG = re.compile(r"<[^>]+>")
+
+
+@pytest.mark.parametrize("search", CHINESE_SEARCHES, ids=[q for q, _, _ in CHINESE_SEARCHES])
+def test_chinese_search_returns_only_matching_entries(
+    built_site: BuiltSite, browser: DevTools, base_url: str, search: tuple[str, str, str]
+) -> None:
+    """A Chinese query lists only entries holding it, highlights only it, lacks no term."""
+    query, term, page = search
+    index = json.loads((built_site.root / "zh" / "search" / "search_index.json").read_text("utf-8"))
+    texts = {
+        d["location"]: _TAG.sub("", d["title"] + " " + d["text"]).replace("\u200b", "").lower()
+        for d in index["docs"]
+    }
+    home = f"{base_url}zh/"
+    browser.goto(home)
+    links = browser.search(query)
+    assert all(link.startswith(home) for link in links), f"{query!r}: another language: {links}"
+    # A result links "page/?h=<highlighted terms>#section"; a page's own entry heads its
+    # group even when only its sections matched, and then highlights nothing ("?h=").
+    found, matched = [], []
+    for link in links:
+        parts = urlsplit(link.removeprefix(home))
+        location = parts.path + (f"#{unquote(parts.fragment)}" if parts.fragment else "")
+        found.append(location)
+        if parse_qs(parts.query).get("h"):
+            matched.append(location)
+    without = [loc for loc in matched if term not in texts.get(loc, "")]
+    assert without == [], f"{query!r} lists entries without {term!r}: {without}"
+    assert any(loc.startswith(page) for loc in found[:5]), f"{query!r}: {page} not in {found[:5]}"
+    shown = browser.evaluate(
+        "({marks: [...document.querySelectorAll('.md-search-result mark')].map(m => m.textContent),"
+        " missing: [...document.querySelectorAll('.md-search-result del')].map(m => m.textContent)})"
+    )
+    wrong = [m for m in shown["marks"] if not m.lower().replace("\u200b", "").startswith(term)]
+    assert wrong == [], f"{query!r} highlights other words: {sorted(set(wrong))[:10]}"
+    assert shown["missing"] == [], f"{query!r}: results lack terms {sorted(set(shown['missing']))}"

@@ -120,6 +120,45 @@ def test_notebook_headings_get_ids() -> None:
     assert 'href="#打开日志_2"' in out and 'id=""' not in out
 
 
+def test_notebook_headings_take_the_english_ids(tmp_path: Path) -> None:
+    """A notebook's n-th heading takes the id of the English notebook's n-th heading."""
+    from mkdocs.exceptions import PluginError
+
+    hook = load_hook("notebooks")
+    english = tmp_path / "x.ipynb"
+    cells = [
+        {"cell_type": "markdown", "source": ["# Five minutes\n", "```sh\n# not a heading\n```\n"]},
+        {"cell_type": "markdown", "source": "## Decide, with `steadyloop runs resolve`\n"},
+        {"cell_type": "markdown", "source": "## State `RESUME_STATE_UNKNOWN` and *more*"},
+        {"cell_type": "markdown", "source": "## Resume"},
+    ]
+    english.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    texts = [t for _, t in hook.markdown_headings(english)]
+    assert texts == [
+        "Five minutes",
+        "Decide, with steadyloop runs resolve",
+        "State RESUME_STATE_UNKNOWN and more",
+        "Resume",
+    ]
+    ids = hook.shared_ids(texts)
+    assert ids[1:] == [
+        "decide-with-steadyloop-runs-resolve",
+        "state-resume_state_unknown-and-more",
+        "resume",
+    ]
+    zh = (
+        '<h1 id="五分钟">五分钟<a class="anchor-link" href="#五分钟">¶</a></h1>'
+        '<h2 id="">用 <code>steadyloop runs resolve</code> 做出裁定'
+        '<a class="anchor-link" href="#">¶</a></h2>'
+        '<h2 id="状态">状态</h2><h2 id="恢复">恢复</h2>'
+    )
+    out = hook.give_shared_ids(zh, ids, "zh/x.ipynb")
+    assert [a for _, a, _ in hook._headings(out)] == ids
+    assert 'href="#decide-with-steadyloop-runs-resolve"' in out
+    with pytest.raises(PluginError, match="3 headings, its English notebook 4"):
+        hook.give_shared_ids(zh.replace('<h2 id="状态">状态</h2>', ""), ids, "zh/x.ipynb")
+
+
 def test_notebooks_count_as_pages() -> None:
     """After startup, a notebook source is a documentation page, for every File made later."""
     from mkdocs.structure.files import File
@@ -453,3 +492,28 @@ def test_notebook_pages_lose_their_cdn_scripts() -> None:
         "<script>var local = 1;</script>"
     )
     assert hook.strip_remote_scripts(html) == "<p>keep</p><script>var local = 1;</script>"
+
+
+def test_search_worker_is_patched_once_or_the_build_fails(tmp_path: Path) -> None:
+    """The worker's Han segmentation is replaced exactly once; a worker without it fails."""
+    from mkdocs.exceptions import PluginError
+
+    hook = load_hook("search_per_language")
+    workers = tmp_path / "assets" / "javascripts" / "workers"
+    workers.mkdir(parents=True)
+    line = 'e=e.replace(new RegExp("\\\\p{sc=Han}+","gu"),s=>[...fe(s,this.index.invertedIndex)].join("* "))'
+    (workers / "search.1.min.js").write_text(f"a;{line};b", encoding="utf-8")
+    hook.patch_worker(tmp_path)
+    hook.patch_worker(tmp_path)  # again: nothing changes
+    code = (workers / "search.1.min.js").read_text(encoding="utf-8")
+    assert code.count("steadyloopSegment(e)") == 1 and "invertedIndex" not in code
+    (workers / "search.1.min.js").write_text("a;b", encoding="utf-8")
+    with pytest.raises(PluginError, match="0 query-segmenting lines"):
+        hook.patch_worker(tmp_path)
+
+
+def test_index_terms_are_the_han_words_of_the_entries() -> None:
+    """The terms shipped with an index are the Han runs of its tokens, markup left out."""
+    hook = load_hook("search_per_language")
+    entries = [{"title": "幂等键", "text": "<p>回放\u200b比对 API对象 <code>x</code></p>"}]
+    assert hook.index_terms(entries, r"[\s\u200b]+") == ["回放", "对象", "幂等键", "比对"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from pathlib import Path, PurePosixPath
@@ -132,6 +133,42 @@ def test_notebook_toc_links_point_at_headings(
         assert href != "#" and unquote(href[1:]) in ids, href
 
 
+@pytest.mark.parametrize(("lang", "notebook"), notebook_cases())
+def test_notebook_toc_keeps_inline_code(built_site: BuiltSite, lang: str, notebook: str) -> None:
+    """Each TOC entry of a notebook page reads as its heading, inline code included."""
+    html = parse_html(built_site.page(lang, page_url(notebook)))
+    headings = {
+        n.attrs["id"]: " ".join(n.text().replace("\u00b6", "").split())
+        for n in html.iter()
+        if n.tag in {"h2", "h3", "h4", "h5", "h6"} and n.attrs.get("id")
+    }
+    entries = [
+        (unquote(a.attrs["href"][1:]), " ".join(a.text().split()))
+        for a in html.find_all("a", "md-nav__link")
+        if a.attrs.get("href", "").startswith("#")
+    ]
+    assert entries, "the notebook page has no table of contents"
+    wrong = [
+        (title, headings.get(anchor)) for anchor, title in entries if title != headings.get(anchor)
+    ]
+    assert wrong == [], f"TOC entries that are not their heading's text: {wrong}"
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_divergence_table_shows_whole_values(built_site: BuiltSite, lang: str) -> None:
+    """framework_stores' divergence table: few columns, whole values, no empty code chips."""
+    html = parse_html(built_site.page(lang, "tutorials/notebooks/framework_stores"))
+    tables = [t for t in html.find_all("table") if "steadyloop-divergences" in t.classes]
+    assert len(tables) == 1, "no divergence table"
+    header = [th.text().strip() for th in tables[0].find_all("th")]
+    assert header[0] == "store" and len(header) <= 5, header
+    cells = tables[0].find_all("td")
+    assert cells, "the divergence table has no rows"
+    codes = [c.text() for c in tables[0].find_all("code")]
+    assert all(c.strip() for c in codes), "an empty code chip in the divergence table"
+    assert not any(c.endswith("…") for c in codes), "a value cut short in the divergence table"
+
+
 # The design page of each scenario, and the notebook it must lead to in one click.
 DESIGN_NOTEBOOKS = [
     ("explanation/crash-resume.md", "crash_resume.ipynb"),
@@ -181,6 +218,35 @@ def test_language_switch_lands_on_the_counterpart(built_site: BuiltSite, lang: s
         assert len(switches) == 1, f"{page}: no single switch to {other}"
         target, _ = resolve(built_site.root, page, switches[0].attrs["href"])
         assert target == built_site.page(other, rel), f"{lang}/{rel} switches to {target}"
+
+
+def section_ids(page: Path) -> list[str]:
+    """The ids of a page's section headings (h2 to h6) in its article, in order."""
+    article = parse_html(page).find_all("article")
+    assert article, f"{page}: no article"
+    return [
+        n.attrs["id"]
+        for n in article[0].iter()
+        if n.tag in {"h2", "h3", "h4", "h5", "h6"} and n.attrs.get("id")
+    ]
+
+
+def test_every_page_pair_shares_its_section_ids(built_site: BuiltSite) -> None:
+    """Each page and its other-language counterpart carry the same section ids, in order.
+
+    The language switch keeps the ``#anchor`` (site.js); it lands on the same section
+    only when both pages name their sections alike, notebooks included.
+    """
+    differ = []
+    for rel in all_pages(DEFAULT_LANGUAGE):
+        ids = {lang: section_ids(built_site.page(lang, rel)) for lang in LANGUAGES}
+        en, zh = ids[DEFAULT_LANGUAGE], ids[counterpart(DEFAULT_LANGUAGE)]
+        if en != zh:
+            only = [i for i in en if i not in zh][:3]
+            differ.append(f"{rel or '(home)'}: {len(en)} vs {len(zh)} ids; en only: {only}")
+    assert differ == [], "pages whose sections the language switch cannot find:\n" + "\n".join(
+        differ
+    )
 
 
 # -- links and anchors ----------------------------------------------------------------
@@ -293,31 +359,43 @@ def tokenise(text: str, separator: re.Pattern[str]) -> set[str]:
     return {t.lower() for t in separator.split(_TAGS.sub(" ", text)) if t}
 
 
-def segment_query(query: str, terms: set[str]) -> set[str]:
-    """Split a Chinese query into index terms, as Material's search worker does.
+_HAN_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
-    A port of the worker's segmenter: it matches prefixes of the query against the
-    terms of the index (jieba's words, cut at build time); when nothing matches, the
-    whole query is one term. Each resulting term is then searched as a prefix.
+
+def segment_query(query: str, terms: set[str]) -> set[str]:
+    """Split a Chinese query into index terms, as the site's search worker does.
+
+    A port of the segmenter ``hooks/search_per_language.py`` puts into Material's worker:
+    each run of Han characters is cut from the left into the longest pieces some term
+    of the index starts with; characters no term starts with stay together as one
+    piece. Each resulting piece is then searched as a prefix.
     """
-    n = [0] * len(query)
-    for s in range(len(query)):
-        for o in range(s + 1, len(query)):
-            if query[s:o] in terms:
-                n[s] = o - s
+    ordered = sorted(terms)
+
+    def begins(text: str) -> bool:
+        at = bisect.bisect_left(ordered, text)
+        return at < len(ordered) and ordered[at].startswith(text)
+
     found: set[str] = set()
-    stack = [0]
-    while stack:
-        o = stack.pop()
-        for u in range(1, n[o]):
-            if n[o + u] > n[o] - u:
-                found.add(query[o : o + u])
-                stack.append(o + u)
-        a = o + n[o]
-        if a < len(query) and n[a] and a < len(query) - 1:
-            stack.append(a)
-        found.add(query[o:a])
-    return {query} if "" in found else found
+    for run in _HAN_RUN.findall(query):
+        rest, i = "", 0
+        while i < len(run):
+            n = len(run) - i
+            while n > 0 and not begins(run[i : i + n]):
+                n -= 1
+            if n == 0:
+                rest += run[i]
+                i += 1
+                continue
+            if rest:
+                found.add(rest)
+                rest = ""
+            found.add(run[i : i + n])
+            i += n
+        if rest:
+            found.add(rest)
+    found.update(t for t in _HAN_RUN.sub(" ", query).split() if t)
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -350,6 +428,40 @@ def test_each_language_has_its_own_search_index(built_site: BuiltSite, lang: str
     )
 
 
+def test_chinese_index_keeps_the_entries_written_in_english(built_site: BuiltSite) -> None:
+    """API objects and CLI entries, whose text is English in both languages, are in both indexes."""
+    indexes = {
+        lang: json.loads(
+            (
+                (built_site.root / lang if lang != DEFAULT_LANGUAGE else built_site.root)
+                / "search"
+                / "search_index.json"
+            ).read_text(encoding="utf-8")
+        )
+        for lang in LANGUAGES
+    }
+    locations = {lang: {d["location"] for d in index["docs"]} for lang, index in indexes.items()}
+    english = {
+        loc
+        for loc in locations[DEFAULT_LANGUAGE]
+        if loc.startswith(("reference/api/", "reference/cli/"))
+    }
+    assert len(english) > 100
+    lacking = sorted(english - locations["zh"])
+    assert lacking == [], f"{len(lacking)} of {len(english)} entries missing in zh: {lacking[:5]}"
+
+
+def test_chinese_index_ships_its_terms(search_index: dict[str, object]) -> None:
+    """The zh index carries the Han words it was cut into, glossary terms whole, for the query side."""
+    config = search_index["config"]
+    assert isinstance(config, dict)
+    terms = set(config["terms"])
+    assert {"幂等键", "回放", "回放比对", "日志"} <= terms
+    assert all(re.fullmatch(r"[\u3400-\u9fff\uf900-\ufaff]+", t) for t in terms)
+    assert segment_query("幂等键", terms) == {"幂等键"}
+    assert segment_query("回放", terms) == {"回放"}
+
+
 @pytest.mark.parametrize(("source", "word"), CHINESE_QUERIES)
 def test_chinese_query_finds_its_page(
     search_index: dict[str, object], source: str, word: str
@@ -368,7 +480,7 @@ def test_chinese_query_finds_its_page(
         tokens.setdefault(page, set()).update(
             tokenise(d["title"], separator) | tokenise(d["text"], separator)
         )
-    terms = segment_query(word, set().union(*tokens.values()))
+    terms = segment_query(word, set(config["terms"]))
     hits = {
         page
         for page, words in tokens.items()

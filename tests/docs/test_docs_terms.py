@@ -26,6 +26,7 @@ RETIRED = {
     "前言": "前置说明 (preamble)",
     "并列许可": "同分豁免 (tie allowance)",
     "先睹为快": "a plain heading",
+    "定点投放": "plain words: 在指定时刻 (aimed, of a SIGKILL)",
 }
 
 
