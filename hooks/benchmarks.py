@@ -222,6 +222,21 @@ LABELS: dict[str, dict[str, str]] = {
         "soak_lives": "most lives of one run",
         "soak_failures": "failures",
         "soak_none": "none",
+        "cpu_chart": (
+            "Instructions per agent-loop step, in thousands (callgrind; N = {n} and 3N steps)"
+        ),
+        "cpu_memory": "Steadyloop, memory journal",
+        "cpu_sqlite": "Steadyloop, SQLite FULL",
+        "cpu_langgraph": "LangGraph {version}, InMemorySaver",
+        "cpu_thousands": "thousand instructions",
+        "cpu_goal": "goal: a step on the memory journal (thousand instructions)",
+        "cpu_ratio": "LangGraph ÷ Steadyloop (memory journal)",
+        "cpu_calls": "Python function calls per step, memory journal (cProfile)",
+        "cpu_runs": "counts of each workload (the lowest is shown)",
+        "cpu_spread": "spread between counts, memory journal (instructions per step)",
+        "cpu_function": "function (CPython or library, self cost)",
+        "cpu_per_step": "instructions per step",
+        "cpu_top": "Where a step on the memory journal goes, by C function (self cost per step)",
     },
     "zh": {
         "file": "结果文件",
@@ -379,6 +394,19 @@ LABELS: dict[str, dict[str, str]] = {
         "soak_lives": "单次运行最多经历的进程数",
         "soak_failures": "失败",
         "soak_none": "无",
+        "cpu_chart": "智能体循环每一步执行的指令数，单位千条（callgrind；N = {n} 步与 3N 步）",
+        "cpu_memory": "Steadyloop，内存日志",
+        "cpu_sqlite": "Steadyloop，SQLite FULL",
+        "cpu_langgraph": "LangGraph {version}，InMemorySaver",
+        "cpu_thousands": "千条指令",
+        "cpu_goal": "目标：内存日志上的一步（千条指令）",
+        "cpu_ratio": "LangGraph ÷ Steadyloop（内存日志）",
+        "cpu_calls": "每步的 Python 函数调用次数，内存日志（cProfile）",
+        "cpu_runs": "每个负载计数的次数（取最低值）",
+        "cpu_spread": "内存日志上各次计数之差（每步指令数）",
+        "cpu_function": "函数（CPython 或库，自身开销）",
+        "cpu_per_step": "每步指令数",
+        "cpu_top": "内存日志上一步的指令花在哪里，按 C 函数（每步的自身开销）",
     },
 }
 
@@ -1176,8 +1204,54 @@ def render_repeats(data: Fields, lang: str) -> str:
     return f"{table(header, rows)}\n{note}\n"
 
 
+CPU_GOAL = 400_000
+"""Issue 24's goal: instructions per step on the memory journal."""
+
+
+def render_cpu(data: Fields, lang: str) -> str:
+    """``cpu.json``: instructions per step (callgrind), ours next to LangGraph's, and where."""
+    t = LABELS[lang]
+    memory: Fields = data["memory"]
+    sqlite: Fields = data["sqlite"]
+    langgraph: Fields = data["langgraph"]
+    peer = langgraph.optional("instructions_per_step")  # absent when LangGraph was missing
+    ours = memory.number("instructions_per_step")
+    rows = [
+        (t["cpu_memory"], ours),
+        (t["cpu_sqlite"], sqlite.number("instructions_per_step")),
+        (t["cpu_langgraph"].format(version=langgraph["version"]), peer),
+    ]
+    chart = bar_chart(
+        t["cpu_chart"].format(n=data["steps"]),
+        [r[0] for r in rows],
+        [Series(t["cpu_thousands"], [None if v is None else v / 1000 for _, v in rows])],
+        reference=(t["cpu_goal"], CPU_GOAL / 1000),
+    )
+    runs: Items = memory["runs_instructions_per_step"]
+    counts = [float(x) for x in runs]
+    table_rows = [
+        [t["steps"], fmt(data["steps"])],
+        [t["cpu_runs"], fmt(data["repeats"])],
+        [t["cpu_spread"], fmt(max(counts) - min(counts) if len(counts) > 1 else None)],
+        [t["cpu_goal"], fmt(CPU_GOAL / 1000)],
+        [t["cpu_ratio"], fmt(peer / ours if peer and ours else None)],
+        [t["cpu_calls"], fmt(data["python_calls"]["calls_per_step"])],
+    ]
+    top: Items = memory["top_functions"]
+    profile = [[f"`{f['function']}`", fmt(f.number("instructions_per_step"))] for f in top]
+    return (
+        chart
+        + "\n"
+        + table([t["metric"], t["value"]], table_rows)
+        + "\n\n"
+        + f"**{t['cpu_top']}**\n\n"
+        + table([t["cpu_function"], t["cpu_per_step"]], profile)
+    )
+
+
 RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "audit.json": render_audit,
+    "cpu.json": render_cpu,
     "docs.json": render_docs,
     "guard.json": render_guard,
     "journal.json": render_journal,

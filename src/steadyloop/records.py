@@ -439,10 +439,11 @@ def _payload_json(rec: Record) -> str:
                 text = None
     if text is None:
         text = _canonical(payload if type(payload) is dict else dict(payload), "/payload")
-    if text.count("[") + text.count("{") >= MAX_DEPTH:
+    if len(text) >= MAX_DEPTH and text.count("[") + text.count("{") >= MAX_DEPTH:
         # Depth counts from the record, as in ``canonical_json(rec.to_dict())``: the
         # payload itself is one level down (and a checked payload was not walked at all).
-        # Only a payload of this many brackets can be that deep.
+        # Only a payload of this many brackets (so of at least this many characters)
+        # can be that deep.
         check_canonical({"payload": payload})
     return text
 
@@ -552,37 +553,42 @@ _UUID4_SET = (0x4 << 76) | (0x2 << 62)
 
 
 class _RandomPool:
-    """``os.urandom`` drawn 4 KiB at a time and handed out 16 bytes at a time.
+    """Random UUID4 ids made 256 at a time from one ``os.urandom`` call, handed out one by one.
 
     One ``getrandom`` call per 256 ids instead of one per id. Each call releases the
     GIL, and taking it back waits for whichever thread holds it (a journal's SQLite
     thread, for one): with many runs in one process, that wait showed as the largest
-    single line of the event loop's profile. A forked child starts with an empty pool,
-    so parent and child never hand out the same bytes.
+    single line of the event loop's profile. The ids are made when the pool is filled,
+    so handing one out is a ``list.pop``, which is atomic: no lock is needed. Two
+    threads that find the pool empty at once both fill it, with different bytes. A
+    forked child starts with an empty pool, so parent and child never hand out the
+    same ids.
     """
 
     SIZE = 4096
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._bytes = b""
-        self._at = 0
+        self._ids: list[str] = []
 
-    def take(self) -> int:
-        """Return 128 fresh random bits."""
-        with self._lock:
-            at = self._at
-            if at >= len(self._bytes):
-                self._bytes = os.urandom(self.SIZE)
-                at = 0
-            self._at = at + 16
-            return int.from_bytes(self._bytes[at : at + 16], "big")
+    def _fill(self) -> None:
+        data = os.urandom(self.SIZE)
+        self._ids.extend(
+            "%032x" % ((int.from_bytes(data[at : at + 16], "big") & _UUID4_CLEAR) | _UUID4_SET)
+            for at in range(0, self.SIZE, 16)
+        )
+
+    def take(self) -> str:
+        """Return a fresh id."""
+        ids = self._ids
+        while True:
+            try:
+                return ids.pop()
+            except IndexError:
+                self._fill()
 
     def forget(self) -> None:
-        """Drop what is left (in a forked child: the parent hands out the same bytes)."""
-        self._lock = threading.Lock()
-        self._bytes = b""
-        self._at = 0
+        """Drop what is left (in a forked child: the parent hands out the same ids)."""
+        self._ids = []
 
 
 _POOL = _RandomPool()
@@ -594,7 +600,7 @@ class RandomIds:
 
     def new_id(self) -> str:
         """Return a fresh random id."""
-        return "%032x" % ((_POOL.take() & _UUID4_CLEAR) | _UUID4_SET)
+        return _POOL.take()
 
 
 class SequentialIds:
@@ -660,18 +666,22 @@ def _make_unchecked(factory: RecordFactory, kind: str, payload: dict[str, JSONVa
     return factory(kind, payload)
 
 
-_set_field = object.__setattr__
-
-
 def _trusted_record(kind: str, payload: Mapping[str, JSONValue], id: str, time: int) -> Record:
     """Build a [`Record`][steadyloop.records.Record] without running its checks.
 
     Only for values that are known to be valid, such as a record just decoded from its
     own canonical encoding, or one the journal will validate before writing it.
     """
-    rec = object.__new__(Record)
-    _set_field(rec, "kind", kind)
-    _set_field(rec, "payload", payload)
-    _set_field(rec, "id", id)
-    _set_field(rec, "time", time)
+    rec = _new_record(Record)
+    _set_kind(rec, kind)
+    _set_payload(rec, payload)
+    _set_id(rec, id)
+    _set_time(rec, time)
     return rec
+
+
+_new_record = object.__new__
+# The slots' own setters: what ``object.__setattr__`` ends up calling, without the lookup.
+_set_kind, _set_payload, _set_id, _set_time = (
+    Record.__dict__[name].__set__ for name in ("kind", "payload", "id", "time")
+)

@@ -197,3 +197,16 @@ def test_read_only_mappings_in_parts_are_copied_as_their_dicts() -> None:
     assert part.arguments == {"m": {"b": [1], "a": 2}}
     assert type(part.arguments["m"]) is dict
     assert list(part.arguments["m"]) == ["b", "a"]  # type: ignore[arg-type]
+
+
+def test_json_copy_of_a_flat_object_is_what_encoding_and_decoding_give() -> None:
+    """A flat object's JSON copy equals its decoded encoding, key order and types kept, as a new dict."""
+    from steadyloop.sessions._model import json_copy
+
+    value = {"b": 1, "a": "x", "c": -0.0, "d": True, "e": None, "f": 10**40, "g": 1e16}
+    copy = json_copy(value, "test value")
+    expected = decode(canonical_json(value))
+    assert copy == expected and copy is not value
+    assert list(copy) == list(value)
+    assert [type(v) for v in copy.values()] == [type(v) for v in value.values()]
+    assert str(copy["c"]) == "-0.0"

@@ -72,29 +72,30 @@ class MemoryJournal(Journal):
 
     async def _append(self, batch: PreparedBatch) -> AppendResult:
         store, ns = self._store, batch.namespace
-        async with self._lock:
-            key = batch.idempotency_key
-            if key is not None and (ns, key) in store.keys:
-                digest, earlier = store.keys[(ns, key)]
-                if digest != batch.digest:
-                    raise IdempotencyKeyReused(ns, key)
-                return AppendResult(namespace=ns, positions=earlier.positions, duplicate=True)
-            heads = {w.stream: len(store.streams.get((ns, w.stream), [])) for w in batch.writes}
-            for w in batch.writes:
-                if w.expected_next is not None and w.expected_next != heads[w.stream] + 1:
-                    raise ConflictError(ns, w.stream, w.expected_next, heads[w.stream] + 1)
-            positions: dict[str, tuple[int, int]] = {}
-            for w, texts in zip(batch.writes, batch.encoded, strict=True):
-                records = store.streams.setdefault((ns, w.stream), [])
-                first = len(records) + 1
-                # Keep the canonical texts: a caller mutating its payload afterwards
-                # changes nothing, and the records are decoded once, when first read.
-                records.extend(texts)
-                positions[w.stream] = (first, len(records))
-            result = AppendResult(namespace=ns, positions=positions)
-            if key is not None:
-                store.keys[(ns, key)] = (batch.digest, result)
-            return result
+        # No lock: nothing below awaits, so no other task of the event loop can
+        # run between the checks and the writes.
+        key = batch.idempotency_key
+        if key is not None and (ns, key) in store.keys:
+            digest, earlier = store.keys[(ns, key)]
+            if digest != batch.digest:
+                raise IdempotencyKeyReused(ns, key)
+            return AppendResult(namespace=ns, positions=earlier.positions, duplicate=True)
+        heads = {w.stream: len(store.streams.get((ns, w.stream), [])) for w in batch.writes}
+        for w in batch.writes:
+            if w.expected_next is not None and w.expected_next != heads[w.stream] + 1:
+                raise ConflictError(ns, w.stream, w.expected_next, heads[w.stream] + 1)
+        positions: dict[str, tuple[int, int]] = {}
+        for w, texts in zip(batch.writes, batch.encoded, strict=True):
+            records = store.streams.setdefault((ns, w.stream), [])
+            first = len(records) + 1
+            # Keep the canonical texts: a caller mutating its payload afterwards
+            # changes nothing, and the records are decoded once, when first read.
+            records.extend(texts)
+            positions[w.stream] = (first, len(records))
+        result = AppendResult(namespace=ns, positions=positions)
+        if key is not None:
+            store.keys[(ns, key)] = (batch.digest, result)
+        return result
 
     async def _read(
         self, namespace: str, stream: str, start: int, limit: int | None

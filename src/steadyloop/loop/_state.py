@@ -329,7 +329,6 @@ class RunState:
         `steadyloop._seal`) with the record at ``head``: ``covered`` (its kind and
         payload) when given, else the last record applied.
         """
-        model, tools = f"model:{self.steps + 1}", f"tool:{self.last_reply_step}:"
         state: dict[str, JSONValue] = {
             "started": self.started,
             "steps": self.steps,
@@ -340,9 +339,7 @@ class RunState:
             "pending_calls": self.pending_calls,  # type: ignore[dict-item]
             "call_base": self.call_base,
             "open_intent": self.open_intent,
-            "attempts": {
-                k: v for k, v in self.attempts.items() if k == model or k.startswith(tools)
-            },
+            "attempts": self._current_attempts(),  # type: ignore[dict-item]
             "end": None if self.end is None else [self.end[0].value, self.end[1], self.end[2]],
             "suspended": self.suspended,
             "stopped": self.stopped,
@@ -419,6 +416,11 @@ class RunState:
             raise ValueError(f"it is the state of run {state.started.get('run_id')!r}")
         return state
 
+    def _current_attempts(self) -> dict[str, int]:
+        """The attempt counts of the step under way: its model call and its tool calls."""
+        model, tools = f"model:{self.steps + 1}", f"tool:{self.last_reply_step}:"
+        return {k: v for k, v in self.attempts.items() if k == model or k.startswith(tools)}
+
     @staticmethod
     def action_key(intent: Mapping[str, Any]) -> str:
         """The action an intent is for: the same key across attempts."""
@@ -458,6 +460,9 @@ class RunState:
         self.last_reply_step = int(intent.get("step", self.steps))
         self.pending_calls = []
         self.call_base = 0
+        # Earlier actions are never attempted again: keep only the counts a snapshot
+        # keeps, so the counts (and each snapshot's scan of them) stay small in a long run.
+        self.attempts = self._current_attempts()
         if payload.get("status") == "error":
             self.end = (StopReason.ERROR, f"the model call failed: {payload.get('error')}", None)
             return

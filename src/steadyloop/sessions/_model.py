@@ -101,7 +101,16 @@ def json_copy(value: object, where: str) -> Any:
         raise SessionError(f"{where} is not a JSON value: {exc}") from None
     if value is None or isinstance(value, str | int | float):
         return value
+    if type(value) is dict and all(
+        type(k) is str and type(v) in _SCALARS for k, v in value.items()
+    ):
+        # Exact strings, numbers, booleans and nulls: encoding and decoding would give
+        # these same keys and values back, in the same order.
+        return dict(value)
     return decode("".join(_COPY_ENCODER(value, 0)))
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _make_copy_encoder() -> Any:
