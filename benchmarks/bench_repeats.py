@@ -190,7 +190,7 @@ def _pg_stores(base: str, schema: str, prefix: str) -> tuple[str, str, str]:
         base.replace("postgresql://", "postgresql+psycopg://", 1),
         options=f"-csearch_path={schema}",
     )
-    return lg, agents, with_options(base, prefix=prefix)
+    return lg, agents, with_options(lg, prefix=prefix)  # in the schema, dropped with it
 
 
 def main() -> None:

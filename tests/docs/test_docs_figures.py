@@ -213,3 +213,17 @@ def test_a_backend_that_did_not_run_says_why_and_the_others_are_drawn(tmp_path: 
     bars = 2 * len(data["backends"]["sqlite"]["after"])
     assert [chart.count("</rect>") for chart in text.split("<figure")[1:]] == [bars, bars]
     assert "postgresql, 1 worker" not in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_repeats_table_has_a_row_per_measured_shape(lang: str) -> None:
+    """Each shape measured in repeats.json is a row of the page's table, with a kill column per backend."""
+    path = hook.RESULTS / "repeats.json"
+    data = hook.load(path)
+    drawn = hook.render_known(path.name, data, lang)
+    lines = [line for line in drawn.splitlines() if line.startswith("| ")]
+    assert len(lines) == 1 + len(data["rows"])
+    for row in data["rows"]:
+        assert any(row["title"] in line for line in lines), row["shape"]
+    backends = {k.split("_")[1] for k in data["rows"][0] if k.startswith("aimed_")}
+    assert sum(b in lines[0] for b in backends) == len(backends)
