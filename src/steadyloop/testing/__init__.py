@@ -8,6 +8,10 @@
   and simulates power loss, for file-based backends.
 * [`crash_matrix`][steadyloop.testing.crash_matrix] — crash an agent run at every write
   boundary, resume, compare.
+* [`pydantic_crash_matrix`][steadyloop.testing.pydantic_crash_matrix] and
+  [`pydantic_aimed_kills`][steadyloop.testing.pydantic_aimed_kills] — kill a Pydantic AI
+  agent's process (alone or on DBOS) at every write, or right after an effect, and count
+  its effects.
 * [`EffectSink`][steadyloop.testing.EffectSink] and [`abandon`][steadyloop.testing.abandon]
   — the pieces of any crash kit: effects counted outside the store (fsynced, across
   processes), and the crash model (process death: nothing closed, nothing more
@@ -46,6 +50,12 @@ if TYPE_CHECKING:
         JournalConformance,
         JournalFactory,
     )
+    from steadyloop.testing._pydantic_crash import (
+        AimedKills,
+        PydanticProcess,
+        pydantic_aimed_kills,
+        pydantic_crash_matrix,
+    )
     from steadyloop.testing._langgraph_crash import (
         GraphProcess,
         ProcessCheckpointer,
@@ -56,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ADVERSARIAL_PAYLOADS",
     "AgentProcess",
+    "AimedKills",
     "CrashCase",
     "CrashMatrixReport",
     "CrashPoint",
@@ -70,6 +81,7 @@ __all__ = [
     "ProcessCheckpointer",
     "ProcessDeath",
     "ProcessJournal",
+    "PydanticProcess",
     "QueueConformance",
     "QueueFactory",
     "Repeat",
@@ -78,6 +90,8 @@ __all__ = [
     "agents_crash_matrix",
     "crash_matrix",
     "langgraph_crash_matrix",
+    "pydantic_aimed_kills",
+    "pydantic_crash_matrix",
 ]
 
 _LAZY = {
@@ -89,6 +103,10 @@ _LAZY = {
     "GraphProcess": "steadyloop.testing._langgraph_crash",
     "ProcessCheckpointer": "steadyloop.testing._langgraph_crash",
     "langgraph_crash_matrix": "steadyloop.testing._langgraph_crash",
+    "AimedKills": "steadyloop.testing._pydantic_crash",
+    "PydanticProcess": "steadyloop.testing._pydantic_crash",
+    "pydantic_aimed_kills": "steadyloop.testing._pydantic_crash",
+    "pydantic_crash_matrix": "steadyloop.testing._pydantic_crash",
     "QueueConformance": "steadyloop.testing._queue_conformance",
     "QueueFactory": "steadyloop.testing._queue_conformance",
 }
