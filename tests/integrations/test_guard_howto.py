@@ -28,8 +28,8 @@ def run(folder: Path, name: str) -> str:
 
 
 def test_both_languages_show_the_same_files() -> None:
-    """The English and Chinese guides show the same two example files, byte for byte."""
-    assert set(example_files("en")) == {"shop_graph.py", "shop_agent.py"}
+    """The English and Chinese guides show the same three example files, byte for byte."""
+    assert set(example_files("en")) == {"shop_graph.py", "shop_agent.py", "shop_pydantic.py"}
     assert example_files("zh") == example_files("en")
 
 
@@ -38,6 +38,7 @@ def test_both_languages_show_the_same_files() -> None:
     [
         ("shop_graph.py", "checkpoints.db", "charging o-17", "receipt for o-17"),
         ("shop_agent.py", "conversations.db", "refunding o-17", "Order o-17 is refunded."),
+        ("shop_pydantic.py", "history.json", "charging o-17", "Order o-17 is charged."),
     ],
 )
 def test_a_lost_store_does_not_repeat_the_effect(
@@ -98,6 +99,14 @@ EXAMPLES = {
         "refunds.jsonl",
         "refunding",
         "Order o-17 is refunded.",
+    ),
+    "pydantic-ai": (
+        "shop_pydantic.py",
+        "history.json",
+        "charge",
+        "charges.jsonl",
+        "charging",
+        "Order o-17 is charged.",
     ),
 }
 

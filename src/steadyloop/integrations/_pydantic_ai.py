@@ -102,7 +102,7 @@ class PydanticAIGuard(Guard):
 
     Examples:
         ```python
-        guard = PydanticAIGuard("sqlite:///effects.db")
+        guard = PydanticAIGuard("sqlite:effects.db")
 
         @guard.tool(ReplayPolicy.NEVER)
         def refund(ctx: RunContext[None], order: str, cents: int) -> str:

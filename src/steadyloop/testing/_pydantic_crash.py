@@ -438,6 +438,19 @@ def _finish(setup: _Setup, folder: Path) -> tuple[Any, int, int, str | None]:
     return None, decided, MAX_RESTARTS, error
 
 
+def _preload(mode: Mode) -> None:
+    """Import what every process's run imports, once here rather than in each forked child."""
+    import importlib
+
+    names = ["anyio._backends._asyncio", "genai_prices.data"]
+    if mode == "dbos":
+        names += ["dbos", "dbos._sys_db_sqlite", "pydantic_ai.durable_exec.dbos", "sqlalchemy.pool"]
+        names += ["sqlalchemy.dialects.sqlite.pysqlite"]
+    for name in names:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
 def _setup(
     build: Callable[[PydanticProcess], Agent[Any, Any]],
     prompt: str,
@@ -448,6 +461,7 @@ def _setup(
 ) -> _Setup:
     if mode not in ("alone", "dbos"):
         raise ValueError(f"mode must be 'alone' or 'dbos', not {mode!r}")
+    _preload(mode)
     return _Setup(
         build, prompt, mode, guarded, guard_url or (lambda d: f"sqlite:///{d / 'guard.db'}"), pause
     )
