@@ -33,12 +33,22 @@ def test_guarded_agent_never_charges_twice(mode: str, tmp_path: Path) -> None:
 def test_aimed_kills_after_a_charge(mode: str, tmp_path: Path) -> None:
     """Kills landing right after a charge: unguarded runs charge twice, guarded ones never do."""
     plain = pydantic_aimed_kills(
-        shop_agent, PROMPT, workdir=tmp_path / "plain", aim="charge/o-1", kills=5,
-        mode=mode, guarded=False,
+        shop_agent,
+        PROMPT,
+        workdir=tmp_path / "plain",
+        aim="charge/o-1",
+        kills=5,
+        mode=mode,
+        guarded=False,
     )
     guarded = pydantic_aimed_kills(
-        shop_agent, PROMPT, workdir=tmp_path / "guarded", aim="charge/o-1", kills=5,
-        mode=mode, guarded=True,
+        shop_agent,
+        PROMPT,
+        workdir=tmp_path / "guarded",
+        aim="charge/o-1",
+        kills=5,
+        mode=mode,
+        guarded=True,
     )
     print(plain, guarded)
     assert plain.kills == 5 and guarded.kills == 5

@@ -32,7 +32,9 @@ def charge_then_answer(cents: list[int]) -> Any:
     return respond
 
 
-def shop(guard: PydanticAIGuard, calls: list[int], respond: Any, **options: Any) -> Agent[None, Any]:
+def shop(
+    guard: PydanticAIGuard, calls: list[int], respond: Any, **options: Any
+) -> Agent[None, Any]:
     @guard.tool(ReplayPolicy.NEVER, **options)
     def charge(cents: int) -> str:
         calls.append(cents)
@@ -52,7 +54,9 @@ def guard(tmp_path: Path) -> Any:
         yield g
 
 
-async def test_rerun_from_saved_history_returns_the_recorded_charges(guard: PydanticAIGuard) -> None:
+async def test_rerun_from_saved_history_returns_the_recorded_charges(
+    guard: PydanticAIGuard,
+) -> None:
     """A run started again from the history saved after the response charges nobody again: both calls find their records."""
     calls: list[int] = []
     agent = shop(guard, calls, charge_then_answer([500, 500]))
@@ -71,7 +75,9 @@ async def test_model_asked_again_keys_calls_by_position(guard: PydanticAIGuard) 
     assert again.output == "done" and calls == [300, 700]
 
 
-async def test_changed_arguments_at_a_position_ask_instead_of_matching(guard: PydanticAIGuard) -> None:
+async def test_changed_arguments_at_a_position_ask_instead_of_matching(
+    guard: PydanticAIGuard,
+) -> None:
     """A charge asked again with another amount at the same position stops the run for a decision, never matched."""
     calls: list[int] = []
     await shop(guard, calls, charge_then_answer([300])).run("pay", conversation_id="c-3")
@@ -95,7 +101,11 @@ async def test_not_happened_error_runs_again_under_a_new_intent(guard: PydanticA
         calls.append(cents)
         return f"charged:{cents}"
 
-    agent = Agent(FunctionModel(charge_then_answer([200])), tools=[charge], output_type=[str, DeferredToolRequests])
+    agent = Agent(
+        FunctionModel(charge_then_answer([200])),
+        tools=[charge],
+        output_type=[str, DeferredToolRequests],
+    )
     with pytest.raises(Refused):
         await agent.run("pay", conversation_id="c-4")
     result = await agent.run("pay", conversation_id="c-4")
@@ -114,7 +124,11 @@ async def test_raised_charge_is_asked_about_and_decided(guard: PydanticAIGuard) 
         calls.append(cents)
         return f"charged:{cents}"
 
-    agent = Agent(FunctionModel(charge_then_answer([900])), tools=[charge], output_type=[str, DeferredToolRequests])
+    agent = Agent(
+        FunctionModel(charge_then_answer([900])),
+        tools=[charge],
+        output_type=[str, DeferredToolRequests],
+    )
     with pytest.raises(TimeoutError):
         await agent.run("pay", conversation_id="c-5")
     stopped = await agent.run("pay", conversation_id="c-5")
@@ -164,7 +178,9 @@ def test_second_live_process_is_busy_then_unknown_once_it_dies(tmp_path: Path) -
     url = f"sqlite:///{tmp_path / 'guard.db'}"
     started = tmp_path / "started"
     respond = charge_then_answer([500])
-    history: list[ModelMessage] = [ModelResponse(parts=[ToolCallPart("charge", {"cents": 500}, tool_call_id="k")])]
+    history: list[ModelMessage] = [
+        ModelResponse(parts=[ToolCallPart("charge", {"cents": 500}, tool_call_id="k")])
+    ]
     pid = os.fork()
     if pid == 0:  # the first process: charges slowly
         try:
@@ -176,7 +192,9 @@ def test_second_live_process_is_busy_then_unknown_once_it_dies(tmp_path: Path) -
                     time.sleep(60)
                     return "charged"
 
-                agent = Agent(FunctionModel(respond), tools=[charge], output_type=[str, DeferredToolRequests])
+                agent = Agent(
+                    FunctionModel(respond), tools=[charge], output_type=[str, DeferredToolRequests]
+                )
                 asyncio.run(agent.run(message_history=history, conversation_id="c-7"))
         finally:
             os._exit(0)

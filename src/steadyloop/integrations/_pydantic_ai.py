@@ -165,11 +165,13 @@ class PydanticAIGuard(Guard):
                         policy,
                         ctx,
                         lambda: FunctionSchema.call(self, args_dict, ctx),
-                        not_happened_on,
-                        wait,
+                        not_happened_on=not_happened_on,
+                        wait=wait,
                     )
 
-            guarded = _Guarded(**{f.name: getattr(schema, f.name) for f in dataclasses.fields(schema)})
+            guarded = _Guarded(
+                **{f.name: getattr(schema, f.name) for f in dataclasses.fields(schema)}
+            )
             return Tool(fn, name=name, function_schema=guarded, **options)
 
         return decorate
@@ -190,6 +192,7 @@ class PydanticAIGuard(Guard):
         policy: ReplayPolicy,
         ctx: RunContext[Any],
         call: Callable[[], Any],
+        *,
         not_happened_on: Raised,
         wait: float | None,
     ) -> Any:
@@ -219,7 +222,9 @@ class PydanticAIGuard(Guard):
             return None
         key = tuple(metadata["key"])
         found = await self._bridge.run_async(
-            self.ledger.find(key, call.tool_name, ReplayPolicy.NEVER, _arguments(call.tool_name, call))
+            self.ledger.find(
+                key, call.tool_name, ReplayPolicy.NEVER, _arguments(call.tool_name, call)
+            )
         )
         return found if isinstance(found, Unknown) else None
 

@@ -50,16 +50,16 @@ if TYPE_CHECKING:
         JournalConformance,
         JournalFactory,
     )
+    from steadyloop.testing._langgraph_crash import (
+        GraphProcess,
+        ProcessCheckpointer,
+        langgraph_crash_matrix,
+    )
     from steadyloop.testing._pydantic_crash import (
         AimedKills,
         PydanticProcess,
         pydantic_aimed_kills,
         pydantic_crash_matrix,
-    )
-    from steadyloop.testing._langgraph_crash import (
-        GraphProcess,
-        ProcessCheckpointer,
-        langgraph_crash_matrix,
     )
     from steadyloop.testing._queue_conformance import QueueConformance, QueueFactory
 

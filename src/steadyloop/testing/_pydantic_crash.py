@@ -323,9 +323,7 @@ async def _dbos(agent: Agent[Any, Any], setup: _Setup, p: PydanticProcess, folde
     workflow: Any = p._workflow  # type: ignore[attr-defined]
     for n in range(MAX_DECISIONS):
         with SetWorkflowID(f"kit-run-{n}"):
-            output, history = await workflow(
-                setup.prompt if n == 0 else None, history, deferred
-            )
+            output, history = await workflow(setup.prompt if n == 0 else None, history, deferred)
         if not isinstance(output, DeferredToolRequests):
             DBOS.logger.debug("kit run finished")
             return history, decided
@@ -356,7 +354,6 @@ def _live(setup: _Setup, folder: Path, death: _Killing) -> dict[str, Any]:
                 config={
                     "name": "steadyloop-kit",
                     "system_database_url": f"sqlite:///{folder / 'dbos.sqlite'}",
-                    "run_admin_server": False,
                 }
             )
             agent = setup.build(p)
@@ -426,7 +423,7 @@ def _life(
 
 
 def _finish(setup: _Setup, folder: Path) -> tuple[Any, int, int, str | None]:
-    """Start processes after a crash until one finishes the run: (state, decided, restarts, error)."""
+    """Start processes after a crash until one finishes: (state, decided, restarts, error)."""
     decided = 0
     error = None
     for restarts in range(1, MAX_RESTARTS + 1):
@@ -454,6 +451,7 @@ def _preload(mode: Mode) -> None:
 def _setup(
     build: Callable[[PydanticProcess], Agent[Any, Any]],
     prompt: str,
+    *,
     mode: Mode,
     guarded: bool,
     guard_url: Callable[[Path], str] | None,
@@ -496,7 +494,7 @@ def pydantic_crash_matrix(
     Raises:
         RuntimeError: The uninterrupted run did not finish.
     """
-    setup = _setup(build, prompt, mode, guarded, guard_url)
+    setup = _setup(build, prompt, mode=mode, guarded=guarded, guard_url=guard_url)
     ref = workdir / "reference"
     ref.mkdir(parents=True)
     _, report = _life(setup, ref, None, "before", "life")
@@ -511,13 +509,26 @@ def pydantic_crash_matrix(
             folder = workdir / f"{k:03d}-{side}"
             folder.mkdir()
             killed, first = _life(setup, folder, k, side, "crash")
-            if not killed:
-                state, decided, restarts, error = first.get("state"), 0, 0, (
-                    f"the run ended before write {k}: {first.get('error')}"
-                )
+            error: str | None
+            if not killed:  # nothing was tested at this point: say so
+                state, decided, restarts = first.get("state"), 0, 0
+                error = f"the run ended before write {k}: {first.get('error')}"
             else:
                 state, decided, restarts, error = _finish(setup, folder)
-            points.append(_point(k, side, label, folder, expected, reference, state, decided, restarts, error))
+            points.append(
+                _point(
+                    k,
+                    side,
+                    label,
+                    folder,
+                    expected=expected,
+                    reference=reference,
+                    state=state,
+                    decided=decided,
+                    restarts=restarts,
+                    error=error,
+                )
+            )
     return FrameworkCrashReport(
         framework="pydantic-ai",
         mode=mode,
@@ -533,6 +544,7 @@ def _point(
     side: Side,
     label: str,
     folder: Path,
+    *,
     expected: Counter[str],
     reference: Any,
     state: Any,
@@ -624,7 +636,7 @@ def pydantic_aimed_kills(
         seed: Seeds the kill moments.
         max_runs: Give up after this many runs (``3 * kills`` by default).
     """
-    setup = _setup(build, prompt, mode, guarded, guard_url, pause)
+    setup = _setup(build, prompt, mode=mode, guarded=guarded, guard_url=guard_url, pause=pause)
     ref = workdir / "reference"
     ref.mkdir(parents=True)
     _, report = _life(setup, ref, None, "before", "life")
@@ -667,4 +679,3 @@ def pydantic_aimed_kills(
     return AimedKills(
         mode, guarded, aim, landed, runs, repeated_runs, repeats, lossy, unfinished, decisions
     )
-
