@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "integrations"))
 from pa_agents import PROMPT, shop_agent
 
 RESULTS = Path(__file__).parent / "results" / "effects_pydantic.json"
-SHAPES = [("alone", False), ("alone", True), ("dbos", False), ("dbos", True)]
+SHAPES = [("dbos", False), ("dbos", True), ("alone", False), ("alone", True)]
 
 
 def main() -> None:
@@ -77,14 +77,15 @@ def main() -> None:
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
-    out = {
-        "measured": measured.entry(),
-        "shape": "one response: lookup (SAFE) + charge o-1, charge o-2 (NEVER); notify; answer",
-        "aim": "charge/o-1",
-        "aimed_window_s": 0.03,
-        "rows": rows,
-    }
-    RESULTS.write_text(json.dumps(out, indent=2) + "\n")
+        out = {  # written after each shape: a run cut short keeps what it measured
+            "measured": measured.entry(),
+            "shape": "one response: lookup (SAFE) + charge o-1, charge o-2 (NEVER); notify; answer",
+            "aim": "charge/o-1",
+            "aimed_window_s": 0.03,
+            "dbos_effects": "unguarded: in DBOS steps; guarded: recorded by the guard, no step",
+            "rows": rows,
+        }
+        RESULTS.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {RESULTS}")
 
 

@@ -16,8 +16,10 @@ Two ways of running the agent:
 * ``"dbos"``: the agent has ``DBOSDurability`` and runs inside a DBOS workflow on an
   embedded SQLite system database in the crash point's folder; a process after a
   crash starts the workflow again by its id, and DBOS re-executes it (model responses
-  replay from their recorded steps, tools run again). The kit's effects run in DBOS
-  steps, as DBOS advises for side effects; DBOS records a step after it returns.
+  replay from their recorded steps, tools run again). Unguarded, the kit's effects run
+  in DBOS steps, as DBOS advises for side effects (DBOS records a step after it
+  returns); guarded, they do not: the guard records them, and a step its replay
+  skips would shift DBOS's step numbers.
 
 Write boundaries: every effect written to the sink, every append of the guard's
 journal, every history save (alone) and every write statement on DBOS's system
@@ -83,6 +85,8 @@ CONVERSATION = "conversation-1"
 """The conversation id the kit's alone runs pass (so a run started again keys alike)."""
 MAX_DECISIONS = 20
 MAX_RESTARTS = 5
+LIFE_TIMEOUT = 120.0
+"""Seconds one process may take before the kit kills it and reports it hung."""
 _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
@@ -322,8 +326,18 @@ async def _dbos(agent: Agent[Any, Any], setup: _Setup, p: PydanticProcess, folde
     deferred: DeferredToolResults | None = None
     workflow: Any = p._workflow  # type: ignore[attr-defined]
     for n in range(MAX_DECISIONS):
-        with SetWorkflowID(f"kit-run-{n}"):
-            output, history = await workflow(setup.prompt if n == 0 else None, history, deferred)
+        wid = f"kit-run-{n}"
+        status = await DBOS.get_workflow_status_async(wid)
+        if status is not None and status.status == "PENDING":
+            # DBOS.launch() recovers it (in a thread of its own): wait for that
+            # execution instead of starting a second one beside it.
+            handle = await DBOS.retrieve_workflow_async(wid)
+            output, history = await handle.get_result()
+        else:
+            with SetWorkflowID(wid):
+                output, history = await workflow(
+                    setup.prompt if n == 0 else None, history, deferred
+                )
         if not isinstance(output, DeferredToolRequests):
             DBOS.logger.debug("kit run finished")
             return history, decided
@@ -371,7 +385,11 @@ def _live(setup: _Setup, folder: Path, death: _Killing) -> dict[str, Any]:
                 )
                 return result.output, result.all_messages()
 
-            p._step = effect_step
+            if guard is None:
+                # A guarded effect is no step: the guard records it, and a step that
+                # the guard's replay skips would shift DBOS's step numbers
+                # (DBOSUnexpectedStepError on recovery).
+                p._step = effect_step
             p._workflow = run  # type: ignore[attr-defined]
             DBOS.launch()
             armed[0] = True
@@ -413,7 +431,16 @@ def _life(
 ) -> tuple[bool, dict[str, Any]]:
     """Run one process's life to its end or its death: (killed, its report)."""
     pid = _fork(setup, folder, crash_at, side, name)
-    _, status = os.waitpid(pid, 0)
+    deadline = time.monotonic() + LIFE_TIMEOUT
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:  # a hung process: killed, and said so below
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+            return False, {"error": f"the process hung for {LIFE_TIMEOUT:g} s and was killed"}
+        time.sleep(0.005)
     killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
     path = folder / f"{name}.json"
     report = json.loads(path.read_text()) if path.exists() else {}
