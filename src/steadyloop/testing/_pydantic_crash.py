@@ -331,7 +331,7 @@ async def _dbos(agent: Agent[Any, Any], setup: _Setup, p: PydanticProcess, folde
         if status is not None and status.status == "PENDING":
             # DBOS.launch() recovers it (in a thread of its own): wait for that
             # execution instead of starting a second one beside it.
-            handle = await DBOS.retrieve_workflow_async(wid)
+            handle: Any = await DBOS.retrieve_workflow_async(wid)
             output, history = await handle.get_result()
         else:
             with SetWorkflowID(wid):
