@@ -25,7 +25,17 @@ def test_guarded_agent_never_charges_twice(mode: str, tmp_path: Path) -> None:
     """With the guard, no charge repeats and none is lost at any write boundary, and every run finishes."""
     report = pydantic_crash_matrix(shop_agent, PROMPT, workdir=tmp_path, mode=mode, guarded=True)
     print(report.summary())
-    report.assert_guarded()
+    # DBOS's count of writes varies by one or two between runs (its own bookkeeping), so
+    # a crash aimed at the reference run's last writes may find a run that ended before:
+    # untested, and said so; everything reached must be clean.
+    untested = [p for p in report.points if (p.error or "").startswith("the run ended before")]
+    bad = [
+        p
+        for p in report.points
+        if p.repeated_never or p.lost or not p.final_equal or (p.error and p not in untested)
+    ]
+    assert not bad, [p.to_json() for p in bad]
+    assert len(untested) <= 4, [p.to_json() for p in untested]
     assert report.summary()["interrupts"] > 0  # some kills left a charge unknown: it was asked
 
 
