@@ -624,8 +624,8 @@ PACKAGES: dict[str, Package] = {
         ],
     ),
     "integrations": Package(
-        intro_en="Guards that put intent before effect into the tools of agents built on other runtimes, without changing the runtime: [`LangGraphGuard`][steadyloop.integrations.langgraph.LangGraphGuard] for LangGraph (extra `langgraph`) and [`AgentsGuard`][steadyloop.integrations.openai_agents.AgentsGuard] for the OpenAI Agents SDK (extra `openai-agents`). See [Guard the tools of an existing agent](../../how-to/guard-existing-agents.md).",
-        intro_zh="给基于其他运行时构建的智能体的工具加上“先写意图，再做副作用”的防护，而不改动运行时本身：LangGraph 用 [`LangGraphGuard`][steadyloop.integrations.langgraph.LangGraphGuard]（extra `langgraph`），OpenAI Agents SDK 用 [`AgentsGuard`][steadyloop.integrations.openai_agents.AgentsGuard]（extra `openai-agents`）。见[为现有智能体的工具加上防护](../../how-to/guard-existing-agents.md)。",
+        intro_en="Guards that put intent before effect into the tools of agents built on other runtimes, without changing the runtime: [`LangGraphGuard`][steadyloop.integrations.langgraph.LangGraphGuard] for LangGraph (extra `langgraph`), [`AgentsGuard`][steadyloop.integrations.openai_agents.AgentsGuard] for the OpenAI Agents SDK (extra `openai-agents`) and [`PydanticAIGuard`][steadyloop.integrations.pydantic_ai.PydanticAIGuard] for Pydantic AI (extra `pydantic-ai`). See [Guard the tools of an existing agent](../../how-to/guard-existing-agents.md).",
+        intro_zh="给基于其他运行时构建的智能体的工具加上“先写意图，再做副作用”的防护，而不改动运行时本身：LangGraph 用 [`LangGraphGuard`][steadyloop.integrations.langgraph.LangGraphGuard]（extra `langgraph`），OpenAI Agents SDK 用 [`AgentsGuard`][steadyloop.integrations.openai_agents.AgentsGuard]（extra `openai-agents`），Pydantic AI 用 [`PydanticAIGuard`][steadyloop.integrations.pydantic_ai.PydanticAIGuard]（extra `pydantic-ai`）。见[为现有智能体的工具加上防护](../../how-to/guard-existing-agents.md)。",
         groups=[
             Group(
                 "guards",
@@ -633,7 +633,13 @@ PACKAGES: dict[str, Package] = {
                 "防护",
                 "",
                 "",
-                ["langgraph.LangGraphGuard", "openai_agents.AgentsGuard", "Guard"],
+                [
+                    "langgraph.LangGraphGuard",
+                    "openai_agents.AgentsGuard",
+                    "pydantic_ai.PydanticAIGuard",
+                    "pydantic_ai.call_position",
+                    "Guard",
+                ],
             ),
             Group(
                 "records",
@@ -703,6 +709,10 @@ PACKAGES: dict[str, Package] = {
                 [
                     "agents_crash_matrix",
                     "AgentProcess",
+                    "pydantic_crash_matrix",
+                    "pydantic_aimed_kills",
+                    "PydanticProcess",
+                    "AimedKills",
                     "langgraph_crash_matrix",
                     "GraphProcess",
                     "KitProcess",

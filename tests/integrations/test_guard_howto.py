@@ -29,7 +29,8 @@ def run(folder: Path, name: str) -> str:
 
 def test_both_languages_show_the_same_files() -> None:
     """The English and Chinese guides show the same example files, byte for byte."""
-    assert set(example_files("en")) == {"shop_graph.py", "shop_tools.py", "shop_agent.py"}
+    names = {"shop_graph.py", "shop_tools.py", "shop_agent.py", "shop_pydantic.py"}
+    assert set(example_files("en")) == names
     assert example_files("zh") == example_files("en")
 
 
@@ -39,6 +40,7 @@ def test_both_languages_show_the_same_files() -> None:
         ("shop_graph.py", "checkpoints.db", "charging o-17", "receipt for o-17"),
         ("shop_tools.py", "checkpoints.db", "charging o-18", "Both orders are charged."),
         ("shop_agent.py", "conversations.db", "refunding o-17", "Order o-17 is refunded."),
+        ("shop_pydantic.py", "history.json", "charging o-17", "Order o-17 is charged."),
     ],
 )
 def test_a_lost_store_does_not_repeat_the_effect(
@@ -109,6 +111,15 @@ EXAMPLES = {
         "refunds.jsonl",
         "refunding",
         "Order o-17 is refunded.",
+        1,
+    ),
+    "pydantic-ai": (
+        "shop_pydantic.py",
+        "history.json",
+        "charge",
+        "charges.jsonl",
+        "charging",
+        "Order o-17 is charged.",
         1,
     ),
 }

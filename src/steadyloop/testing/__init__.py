@@ -10,6 +10,10 @@
   where a crash happens, how, and the network faults of a TCP proxy.
 * [`crash_matrix`][steadyloop.testing.crash_matrix] — crash an agent run at every write
   boundary, resume, compare.
+* [`pydantic_crash_matrix`][steadyloop.testing.pydantic_crash_matrix] and
+  [`pydantic_aimed_kills`][steadyloop.testing.pydantic_aimed_kills] — kill a Pydantic AI
+  agent's process (alone or on DBOS) at every write, or right after an effect, and count
+  its effects.
 * [`EffectSink`][steadyloop.testing.EffectSink] and [`abandon`][steadyloop.testing.abandon]
   — the pieces of any crash kit: effects counted outside the store (fsynced, across
   processes), and the crash model (process death: nothing closed, nothing more
@@ -53,11 +57,18 @@ if TYPE_CHECKING:
         ProcessCheckpointer,
         langgraph_crash_matrix,
     )
+    from steadyloop.testing._pydantic_crash import (
+        AimedKills,
+        PydanticProcess,
+        pydantic_aimed_kills,
+        pydantic_crash_matrix,
+    )
     from steadyloop.testing._queue_conformance import QueueConformance, QueueFactory
 
 __all__ = [
     "ADVERSARIAL_PAYLOADS",
     "AgentProcess",
+    "AimedKills",
     "CrashCase",
     "CrashMatrixReport",
     "CrashPoint",
@@ -72,6 +83,7 @@ __all__ = [
     "ProcessCheckpointer",
     "ProcessDeath",
     "ProcessJournal",
+    "PydanticProcess",
     "QueueConformance",
     "QueueFactory",
     "Repeat",
@@ -80,6 +92,8 @@ __all__ = [
     "agents_crash_matrix",
     "crash_matrix",
     "langgraph_crash_matrix",
+    "pydantic_aimed_kills",
+    "pydantic_crash_matrix",
 ]
 
 _LAZY = {
@@ -91,6 +105,10 @@ _LAZY = {
     "GraphProcess": "steadyloop.testing._langgraph_crash",
     "ProcessCheckpointer": "steadyloop.testing._langgraph_crash",
     "langgraph_crash_matrix": "steadyloop.testing._langgraph_crash",
+    "AimedKills": "steadyloop.testing._pydantic_crash",
+    "PydanticProcess": "steadyloop.testing._pydantic_crash",
+    "pydantic_aimed_kills": "steadyloop.testing._pydantic_crash",
+    "pydantic_crash_matrix": "steadyloop.testing._pydantic_crash",
     "QueueConformance": "steadyloop.testing._queue_conformance",
     "QueueFactory": "steadyloop.testing._queue_conformance",
 }
