@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from steadyloop.effects import current_intent
-from steadyloop.faults import Fault, FaultPlan, FaultyJournal, SimulatedCrash
+from steadyloop.faults import Fault, FaultPlan, FaultyJournal, How, SimulatedCrash
 from steadyloop.integrations import Guard
 from steadyloop.journal import Journal
 from steadyloop.testing._effects import EffectSink, Repeat
@@ -52,14 +52,18 @@ class ProcessDeath(FaultPlan):
     Args:
         crash_at: The 1-based write boundary to die at; None never dies.
         side: ``"before"`` the write reaches its store, or ``"after"`` it is durable.
+        how: How it dies: ``"crash"`` (a simulated death, for a process the kit
+            simulates in its own) or ``"sigkill"`` (a real process kills itself).
 
     Attributes:
         boundaries: The labels of the write boundaries passed so far, in order.
         dead: Whether the process has died.
     """
 
-    def __init__(self, crash_at: int | None = None, side: Side = "before") -> None:
-        super().__init__(*(() if crash_at is None else (Fault(at=crash_at, side=side),)))
+    def __init__(
+        self, crash_at: int | None = None, side: Side = "before", how: How = "crash"
+    ) -> None:
+        super().__init__(*(() if crash_at is None else (Fault(at=crash_at, side=side, how=how),)))
         self.crash_at = crash_at
         self.side = side
 

@@ -40,7 +40,6 @@ import json
 import os
 import random
 import signal
-import sys
 import time
 import traceback
 from collections import Counter
@@ -50,6 +49,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from steadyloop.effects import Happened, NotHappened, ReplayPolicy, current_intent
+from steadyloop.faults import Fired
 from steadyloop.testing._death import (
     CrashPoint,
     FrameworkCrashReport,
@@ -91,29 +91,15 @@ _WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
 
 
 class _Killing(ProcessDeath):
-    """A process death by the kernel: at the planned boundary the process SIGKILLs itself."""
+    """A process death by the kernel: at the planned boundary the process SIGKILLs itself.
+
+    The fault layer's ``sigkill``; ``after_commit`` holds an ``after`` fault that a DBOS
+    write statement hit, fired once its connection went back to the pool.
+    """
 
     def __init__(self, crash_at: int | None = None, side: Side = "before") -> None:
-        super().__init__(crash_at, side)
-        self.after_commit: str | None = None
-
-    @staticmethod
-    def die() -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    def _enter(self, label: str) -> bool:
-        with self._lock:
-            self.boundaries.append(label)
-            hit = self.crash_at is not None and len(self.boundaries) == self.crash_at
-            if hit and self.side == "before":
-                self.die()
-            return hit
-
-    def _leave(self, hit: bool, label: str) -> None:
-        if hit:
-            self.die()
+        super().__init__(crash_at, side, how="sigkill")
+        self.after_commit: Fired | None = None
 
     def effect(self, sink: EffectSink, tool: str, policy: str, action: str, **details: Any) -> None:
         """An effect is a write boundary of its own (to the sink)."""
@@ -307,12 +293,13 @@ def _install_dbos_boundaries(death: _Killing, db: str, armed: list[bool]) -> Non
             table = next((w for w in words[1:] if w.upper() not in ("INTO", "OR", "FROM")), "?")
             name = table.strip('"').split(".")[-1].split("(")[0]
             label = f"dbos.{words[0].lower()}.{name}"
-            if death._enter(label):
-                death.after_commit = label
+            hit = death._enter(label)  # a fault before the write kills here
+            if hit is not None:
+                death.after_commit = hit
 
     def checkin(dbapi_conn: Any, record: Any) -> None:
         if death.after_commit is not None:
-            death.die()
+            death._leave(death.after_commit, death.after_commit.label)
 
     event.listen(Engine, "before_cursor_execute", before)
     event.listen(Pool, "checkin", checkin)
