@@ -141,9 +141,15 @@ LABELS: dict[str, dict[str, str]] = {
         "repeats_points": "crash points: charge repeats without the guard → with it",
         "repeats_aimed": "{n} aimed kills on {backend}: repeats without → with (lost with)",
         "repeats_cell": (
-            "{without} at {points_without} of {points} points → {with_} at {points_with}"
+            "{without} at {points_without} of {points} points → {with_} at {points_with} of "
+            "{points_guarded}"
         ),
         "repeats_kill_cell": "{without} → {with_} ({lost})",
+        "pydantic_points": "crash points with a charge repeat: without the guard → with it",
+        "pydantic_points_cell": "{without} of {points} → {with_} of {points_guarded}",
+        "pydantic_kills": "{n} aimed kills: repeats without → with (lost with)",
+        "pydantic_mode_alone": "Pydantic AI alone",
+        "pydantic_mode_dbos": "Pydantic AI on DBOS",
         "repeats_versions": (
             "Measured with {versions}; each kill landed within {ms} ms after a charge."
         ),
@@ -318,9 +324,15 @@ LABELS: dict[str, dict[str, str]] = {
         "repeats_points": "崩溃点：重复扣款次数，无防护 → 有防护",
         "repeats_aimed": "{backend} 上 {n} 次定点杀进程：重复次数，无防护 → 有防护（有防护时丢失）",
         "repeats_cell": (
-            "{without}（{points} 个点中的 {points_without} 个）→ {with_}（{points_with} 个点）"
+            "{without}（{points} 个点中的 {points_without} 个）→ "
+            "{with_}（{points_guarded} 个点中的 {points_with} 个）"
         ),
         "repeats_kill_cell": "{without} → {with_}（{lost}）",
+        "pydantic_points": "出现重复扣款的崩溃点：无防护 → 有防护",
+        "pydantic_points_cell": "{points} 个中的 {without} 个 → {points_guarded} 个中的 {with_} 个",
+        "pydantic_kills": "{n} 次定点杀进程：重复次数，无防护 → 有防护（有防护时丢失）",
+        "pydantic_mode_alone": "单独使用 Pydantic AI",
+        "pydantic_mode_dbos": "Pydantic AI 运行在 DBOS 上",
         "repeats_versions": (
             "测量所用版本：{versions}；每次 SIGKILL 都落在一次扣款之后 {ms} ms 以内。"
         ),
@@ -1186,6 +1198,7 @@ def render_repeats(data: Fields, lang: str) -> str:
                 points=fmt(off["points"]),
                 with_=fmt(on["never_repeats"]),
                 points_with=fmt(on["points_with_never_repeats"]),
+                points_guarded=fmt(on["points"]),
             ),
         ]
         for backend in backends:
@@ -1199,7 +1212,7 @@ def render_repeats(data: Fields, lang: str) -> str:
             )
         rows.append(cells)
     versions = ", ".join(f"{k} {v}" for k, v in sorted(data["versions"].items()))
-    ms = fmt(float(data["aimed_window_s"]) * 1000)
+    ms = fmt(round(float(data["aimed_window_s"]) * 1000))
     note = t["repeats_versions"].format(versions=versions, ms=ms)
     return f"{table(header, rows)}\n{note}\n"
 
@@ -1249,10 +1262,41 @@ def render_cpu(data: Fields, lang: str) -> str:
     )
 
 
+def render_effects_pydantic(data: Fields, lang: str) -> str:
+    """``effects_pydantic.json``: Pydantic AI alone and on DBOS, without and with the guard."""
+    t = LABELS[lang]
+    modes: dict[str, dict[bool, Any]] = {}
+    for row in data["rows"]:
+        modes.setdefault(str(row["mode"]), {})[bool(row["guarded"])] = row
+    kills = min(int(row["aimed"]["kills"]) for row in data["rows"])
+    rows = []
+    for mode, pair in modes.items():
+        off, on = pair[False], pair[True]
+        rows.append(
+            [
+                t[f"pydantic_mode_{mode}"],
+                t["pydantic_points_cell"].format(
+                    without=fmt(off["points_with_never_repeats"]),
+                    points=fmt(off["crash_points"]),
+                    with_=fmt(on["points_with_never_repeats"]),
+                    points_guarded=fmt(on["crash_points"]),
+                ),
+                t["repeats_kill_cell"].format(
+                    without=fmt(off["aimed"]["never_repeats"]),
+                    with_=fmt(on["aimed"]["never_repeats"]),
+                    lost=fmt(on["aimed"]["runs_with_losses"]),
+                ),
+            ]
+        )
+    header = [t["repeats_shape"], t["pydantic_points"], t["pydantic_kills"].format(n=f"≥ {kills}")]
+    return table(header, rows) + "\n" + f"`{data['shape']}`\n"
+
+
 RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "audit.json": render_audit,
     "cpu.json": render_cpu,
     "docs.json": render_docs,
+    "effects_pydantic.json": render_effects_pydantic,
     "guard.json": render_guard,
     "journal.json": render_journal,
     "backends.json": render_backends,
