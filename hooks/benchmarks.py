@@ -1178,6 +1178,30 @@ def render_soak(data: Fields, lang: str) -> str:
     return f"{intro} {verdict}\n\n{chart}\n" + table([t["metric"], *(f"`{c}`" for c in cols)], rows)
 
 
+SHAPE_TITLES_ZH = {
+    "shop-sync": "三个节点，durability sync",
+    "shop-async": "三个节点，durability async",
+    "toolnode-2": "ToolNode，2 笔并行扣款 + 一次查询",
+    "toolnode-3": "ToolNode，3 笔并行扣款 + 一次查询",
+    "send": "每个工具调用一个 Send，3 笔扣款 + 一次查询",
+    "gather": "一个节点里 asyncio.gather 两笔扣款",
+    "retry": "RetryPolicy，一笔扣款被拒绝一次",
+    "subgraph": "父图在三个步上运行的子图",
+    "agents-together": "一次回复里两个工具调用",
+    "agents-handoff": "一次回复里两个调用，在交接之后",
+}
+"""The Chinese title of each shape ``bench_repeats.py`` measures (its result holds English)."""
+
+
+def _shape_title(row: Any, lang: str, file: str) -> str:
+    if lang != "zh":
+        return str(row["title"])
+    title = SHAPE_TITLES_ZH.get(str(row["shape"]))
+    if title is None:
+        raise FigureError(file, f"rows[shape={row['shape']}]", "has no Chinese title")
+    return title
+
+
 def render_repeats(data: Fields, lang: str) -> str:
     """``repeats.json``: per shape, `NEVER` repeats without and with the guard."""
     t = LABELS[lang]
@@ -1191,7 +1215,7 @@ def render_repeats(data: Fields, lang: str) -> str:
     for r in rows_in:
         off, on = r["crash_points_without_guard"], r["crash_points_with_guard"]
         cells = [
-            f"{r['framework']}: {r['title']}",
+            f"{r['framework']}: {_shape_title(r, lang, 'repeats.json')}",
             t["repeats_cell"].format(
                 without=fmt(off["never_repeats"]),
                 points_without=fmt(off["points_with_never_repeats"]),
