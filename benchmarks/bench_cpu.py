@@ -76,27 +76,11 @@ async def _steadyloop_run(kind: str, steps: int, directory: str) -> None:
 
 
 def _langgraph_run(steps: int) -> None:
-    from typing import TypedDict
-
     from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import END, START, StateGraph
 
-    class State(TypedDict):
-        i: int
-        last: str
+    from bench_loop import langgraph_peer
 
-    def model(state: State) -> dict[str, Any]:
-        return {"last": f"call noop {state['i']}"}
-
-    def tool(state: State) -> dict[str, Any]:
-        return {"i": state["i"] + 1, "last": str(state["i"])}
-
-    graph = StateGraph(State)
-    graph.add_node("model", model)
-    graph.add_node("tool", tool)
-    graph.add_edge(START, "model")
-    graph.add_conditional_edges("model", lambda s: "tool" if s["i"] < steps else END)
-    graph.add_edge("tool", "model")
+    graph = langgraph_peer(steps)
     app = graph.compile(checkpointer=InMemorySaver())
     config: Any = {"configurable": {"thread_id": "t"}, "recursion_limit": 4 * steps + 10}
     out = app.invoke({"i": 0, "last": ""}, config, durability="sync")

@@ -392,16 +392,17 @@ async def resume_ms(directory: Path, steps: int, repeats: int = 3) -> tuple[floa
     return statistics.median(api), statistics.median(cli)
 
 
-def langgraph_per_unit(directory: Path, steps: int) -> float | None:
-    """Seconds per checkpoint of a LangGraph ``SqliteSaver`` run, ``durability="sync"``."""
-    try:
-        import sqlite3
+def langgraph_peer(steps: int) -> Any:
+    """LangGraph's peer of the bench step: a model node and a tool node, ``steps`` times.
 
-        from langgraph.checkpoint.sqlite import SqliteSaver
-        from langgraph.graph import END, START, StateGraph
-    except ImportError:
-        return None
+    Returns the uncompiled graph; its input is ``{"i": 0, "last": ""}``.
+
+    Raises:
+        ImportError: LangGraph is not installed.
+    """
     from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
 
     class State(TypedDict):
         i: int
@@ -419,6 +420,19 @@ def langgraph_per_unit(directory: Path, steps: int) -> float | None:
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", lambda s: "tool" if s["i"] < steps else END)
     graph.add_edge("tool", "model")
+    return graph
+
+
+def langgraph_per_unit(directory: Path, steps: int) -> float | None:
+    """Seconds per checkpoint of a LangGraph ``SqliteSaver`` run, ``durability="sync"``."""
+    try:
+        import sqlite3
+
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        graph = langgraph_peer(steps)
+    except ImportError:
+        return None
     conn = sqlite3.connect(directory / "langgraph.db", check_same_thread=False)
     try:
         app = graph.compile(checkpointer=SqliteSaver(conn))

@@ -42,7 +42,7 @@ import _measured
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "integrations"))
 from lg_graphs import SHAPES, sqlite_saver
 from oa_agents import next_calls_together, shop_agent, sqlite_session, triage_agent
-from sigkill_helpers import zygote
+from sigkill_helpers import _alive, zygote
 
 from steadyloop.testing import EffectSink, agents_crash_matrix, langgraph_crash_matrix
 
@@ -99,14 +99,6 @@ def _charges(sink: EffectSink, thread: str) -> Counter[str]:
         for e in sink.effects()
         if str(e.get("action", "")).startswith(prefix) and e.get("policy") == "never"
     )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def aimed_kills(

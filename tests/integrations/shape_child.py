@@ -32,8 +32,10 @@ from sigkill_helpers import serve
 from steadyloop.integrations import current_intent
 from steadyloop.integrations.langgraph import LangGraphGuard
 from steadyloop.integrations.openai_agents import AgentsGuard
-from steadyloop.loop import Happened, NotHappened, ReplayPolicy
+from steadyloop.loop import ReplayPolicy
 from steadyloop.testing import EffectSink
+from steadyloop.testing._agents_crash import _truth as agents_truth
+from steadyloop.testing._langgraph_crash import _truth as langgraph_truth
 
 AGENTS = {
     "agents-together": lambda p: shop_agent(p, next_calls_together),
@@ -71,21 +73,6 @@ class RealProcess:
         return value
 
 
-def _recorded(sink: EffectSink, intent_id: str) -> dict[str, Any] | None:
-    return next((e for e in sink.effects() if e.get("intent_id") == intent_id), None)
-
-
-def _answer(value: Any, sink: EffectSink) -> Any:
-    """A LangGraph guard's question, answered from the sink by the intent it names."""
-    if value.get("steadyloop") == "effect_already_decided":
-        return None
-    found = _recorded(sink, value["intent_id"])
-    if found is None:
-        return {value["intent_id"]: {"happened": False, "note": "not in the sink"}}
-    decision = {"happened": True, "value": found["value"], "note": "found in the sink"}
-    return {value["intent_id"]: decision}
-
-
 def _saver(store: str) -> Any:
     if store.startswith("sqlite:"):
         return SqliteSaver(sqlite3.connect(store[len("sqlite:") :], check_same_thread=False))
@@ -109,7 +96,7 @@ def langgraph(shape: str, store: str, guard: Any, p: RealProcess) -> int:
         pending = [i for t in state.tasks for i in t.interrupts]
         if not pending:
             return 0 if not state.next else 3
-        command = Command(resume={i.id: _answer(i.value, p.sink) for i in pending})
+        command = Command(resume={i.id: langgraph_truth(i.value, p.sink) for i in pending})
     return 4
 
 
@@ -137,9 +124,7 @@ async def agents(shape: str, store: str, guard: AgentsGuard | None, p: RealProce
         for item in result.interruptions:
             unknown = await guard.unknown(item)
             assert unknown is not None, item
-            found = _recorded(p.sink, unknown.intent_id)
-            outcome = NotHappened() if found is None else Happened(value=found["value"])
-            await guard.decide(state, item, outcome)
+            await guard.decide(state, item, agents_truth(unknown.intent_id, p.sink))
         result = await guard.run(agent, state, session=session, run_config=QUIET)
     return 4
 
