@@ -22,30 +22,32 @@ write+fsync floor measured in the same run:
 * ``guard_us_per_effect``: (guarded − unguarded) time per graph run, per effect, and
   that as a multiple of one write+fsync.
 
+**Before and after** (``--before REV``): the guard's time per effect at an earlier
+commit and today, on a tmpfs (``--tmpfs``, default ``/dev/shm``), where an fsync costs
+almost nothing and the guard's own work is what is left. Children on each commit's
+``src`` alternate for ``--rounds`` rounds (``_guard_graph.py``); ``before_after`` holds
+the medians.
+
 Writes ``benchmarks/results/guard.json`` and prints both.
-Run: ``uv run python benchmarks/bench_guard.py [--runs N]``.
+Run: ``uv run python benchmarks/bench_guard.py [--runs N] [--before REV]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
-import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
-from typing import Any, TypedDict
-
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
+from typing import Any
 
 import _measured
+from _guard_graph import EFFECTS_PER_RUN, timed_runs
 from bench_loop import CountingJournal, floor
-from steadyloop.integrations.langgraph import LangGraphGuard
-from steadyloop.loop import ReplayPolicy
 
 # The crash matrices run the very graph and agent the tests check.
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "integrations"))
@@ -53,71 +55,24 @@ from lg_graphs import shop, sqlite_saver
 from oa_agents import shop_agent, sqlite_session
 
 RESULTS = Path(__file__).parent / "results" / "guard.json"
-EFFECTS_PER_RUN = 3
-
-
-class Order(TypedDict, total=False):
-    """The graph's state."""
-
-    order: str
-    price: str
-    receipt: str
-    done: str
-
-
-def build(guard: LangGraphGuard | None) -> StateGraph[Order]:
-    def guarded(policy: ReplayPolicy) -> Any:
-        return (lambda fn: fn) if guard is None else guard.effect(policy)
-
-    @guarded(ReplayPolicy.SAFE)
-    def lookup(order: str) -> str:
-        return f"price/{order}"
-
-    @guarded(ReplayPolicy.NEVER)
-    def charge(order: str, price: str) -> str:
-        return f"receipt/{order}"
-
-    @guarded(ReplayPolicy.SAFE)
-    def notify(order: str) -> str:
-        return f"notified/{order}"
-
-    builder: StateGraph[Order] = StateGraph(Order)
-    builder.add_node("lookup", lambda s: {"price": lookup(s["order"])})
-    builder.add_node("charge", lambda s: {"receipt": charge(s["order"], s["price"])})
-    builder.add_node("done", lambda s: {"done": notify(s["order"])})
-    builder.add_edge(START, "lookup")
-    builder.add_edge("lookup", "charge")
-    builder.add_edge("charge", "done")
-    builder.add_edge("done", END)
-    return builder
+CHILD = Path(__file__).parent / "_guard_graph.py"
 
 
 def runs(folder: Path, n: int, durability: str, guarded: bool) -> tuple[list[float], float, float]:
     """Seconds per graph run over ``n`` threads, and guard appends and reads per effect."""
     counters: list[CountingJournal] = []
+    start = [0, 0]
 
     def wrap(journal: Any) -> Any:
         counters.append(CountingJournal(journal))
         return counters[-1]
 
-    guard = LangGraphGuard(f"sqlite:///{folder / 'guard.db'}", wrap=wrap) if guarded else None
-    saver = SqliteSaver(sqlite3.connect(folder / "checkpoints.db", check_same_thread=False))
-    graph = build(guard).compile(checkpointer=saver)
-    samples = []
-    try:
-        graph.invoke({"order": "warm-up"}, {"configurable": {"thread_id": "warm-up"}})
-        start = sum(c.appends for c in counters)
-        read = sum(c.reads for c in counters)
-        for i in range(n):
-            config: Any = {"configurable": {"thread_id": f"t{i}"}}
-            t = time.perf_counter()
-            graph.invoke({"order": f"o{i}"}, config, durability=durability)  # type: ignore[arg-type]
-            samples.append(time.perf_counter() - t)
-        appends = (sum(c.appends for c in counters) - start) / (n * EFFECTS_PER_RUN)
-        reads = (sum(c.reads for c in counters) - read) / (n * EFFECTS_PER_RUN)
-    finally:
-        if guard is not None:
-            guard.close()
+    def warmed_up() -> None:
+        start[:] = [sum(c.appends for c in counters), sum(c.reads for c in counters)]
+
+    samples = timed_runs(folder, n, durability, guarded, wrap=wrap, warmed_up=warmed_up)
+    appends = (sum(c.appends for c in counters) - start[0]) / (n * EFFECTS_PER_RUN)
+    reads = (sum(c.reads for c in counters) - start[1]) / (n * EFFECTS_PER_RUN)
     return samples, appends, reads
 
 
@@ -192,12 +147,78 @@ def matrices(folder: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return matrix, guard_points
 
 
+def before_after(before: str, folder: Path, runs: int, rounds: int) -> dict[str, Any]:
+    """Time per guarded effect at commit ``before`` and now, in alternating child processes.
+
+    Each round starts one child on ``before``'s ``src`` (extracted with ``git archive``)
+    and one on today's, each timing the graph without and with the guard in ``folder``;
+    the per-effect figure of each mode is the median over the rounds.
+    """
+    root = Path(__file__).parents[1]
+    commit = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", before],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    old = folder / "before-src"
+    old.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(root), "archive", commit, "src"], check=True, capture_output=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    sources = {"before": old / "src", "after": root / "src"}
+    per_effect: dict[str, dict[str, list[float]]] = {k: {"sync": [], "async": []} for k in sources}
+    for r in range(rounds):
+        for label, src in sources.items():
+            work = folder / f"{label}-{r}"
+            work.mkdir()
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(CHILD.parent)])}
+            out = subprocess.run(
+                [sys.executable, str(CHILD), str(work), str(runs)],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+            ).stdout
+            timed = json.loads(out.splitlines()[-1])
+            if Path(timed.pop("steadyloop")) != src / "steadyloop":
+                raise RuntimeError(f"the {label} child did not import steadyloop from {src}")
+            for mode, samples in timed.items():
+                extra = statistics.median(samples["guarded"]) - statistics.median(
+                    samples["unguarded"]
+                )
+                per_effect[label][mode].append(extra / EFFECTS_PER_RUN * 1e6)
+    return {
+        "before_commit": commit,
+        "folder": str(folder.parent),
+        "rounds": rounds,
+        "runs_per_round": runs,
+        **{
+            mode: {
+                label: {
+                    "guard_us_per_effect": statistics.median(per_effect[label][mode]),
+                    "rounds_us": [round(x, 1) for x in per_effect[label][mode]],
+                }
+                for label in sources
+            }
+            for mode in ("sync", "async")
+        },
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument(
         "--dir", help="measure in this folder (a tmpfs such as /dev/shm: fsync nearly free)"
     )
+    parser.add_argument(
+        "--before",
+        help="also time the guard at this commit next to today's, on --tmpfs (before_after)",
+    )
+    parser.add_argument("--tmpfs", default="/dev/shm", help="where --before measures")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds of --before")
     args = parser.parse_args()
     measured = _measured.start()
     data: dict[str, Any] = {
@@ -245,6 +266,16 @@ def main() -> None:
             f"{row['appends_per_guarded_effect']:.2f} appends/effect, "
             f"{row['reads_per_guarded_effect']:.2f} reads/effect"
         )
+    if args.before:
+        with tempfile.TemporaryDirectory(dir=args.tmpfs) as tmp:
+            data["before_after"] = before_after(args.before, Path(tmp), args.runs, args.rounds)
+        for mode in ("sync", "async"):
+            pair = data["before_after"][mode]
+            print(
+                f"{mode:5}  on {args.tmpfs}: guard {pair['before']['guard_us_per_effect']:6.0f} "
+                f"us/effect at {data['before_after']['before_commit']}, "
+                f"{pair['after']['guard_us_per_effect']:6.0f} now"
+            )
     data["measured"] = measured.entry()
     RESULTS.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     print(f"wrote {RESULTS}", file=sys.stderr)

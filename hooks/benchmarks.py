@@ -147,7 +147,11 @@ LABELS: dict[str, dict[str, str]] = {
         "repeats_kill_cell": "{without} → {with_} ({lost})",
         "pydantic_points": "crash points with a charge repeat: without the guard → with it",
         "pydantic_points_cell": "{without} of {points} → {with_} of {points_guarded}",
-        "pydantic_kills": "{n} aimed kills: repeats without → with (lost with)",
+        "pydantic_kills": "{n} aimed kills on SQLite: repeats without → with (lost with)",
+        "pydantic_kills_pg": (
+            "{n} aimed kills, the guard's journal on PostgreSQL: repeats with the guard (lost)"
+        ),
+        "pydantic_pg_cell": "{with_} ({lost})",
         "pydantic_mode_alone": "Pydantic AI alone",
         "pydantic_mode_dbos": "Pydantic AI on DBOS",
         "repeats_versions": (
@@ -330,7 +334,11 @@ LABELS: dict[str, dict[str, str]] = {
         "repeats_kill_cell": "{without} → {with_}（{lost}）",
         "pydantic_points": "出现重复扣款的崩溃点：无防护 → 有防护",
         "pydantic_points_cell": "{points} 个中的 {without} 个 → {points_guarded} 个中的 {with_} 个",
-        "pydantic_kills": "{n} 次定点杀进程：重复次数，无防护 → 有防护（有防护时丢失）",
+        "pydantic_kills": "SQLite 上 {n} 次定点杀进程：重复次数，无防护 → 有防护（有防护时丢失）",
+        "pydantic_kills_pg": (
+            "防护日志在 PostgreSQL 上时 {n} 次定点杀进程：有防护时的重复次数（丢失）"
+        ),
+        "pydantic_pg_cell": "{with_}（{lost}）",
         "pydantic_mode_alone": "单独使用 Pydantic AI",
         "pydantic_mode_dbos": "Pydantic AI 运行在 DBOS 上",
         "repeats_versions": (
@@ -1287,12 +1295,17 @@ def render_cpu(data: Fields, lang: str) -> str:
 
 
 def render_effects_pydantic(data: Fields, lang: str) -> str:
-    """``effects_pydantic.json``: Pydantic AI alone and on DBOS, without and with the guard."""
+    """``effects_pydantic.json``: Pydantic AI alone and on DBOS, without and with the guard.
+
+    The PostgreSQL column holds the guarded runs only: unguarded, Pydantic AI keeps
+    nothing on a server (the history is the caller's file, DBOS runs on SQLite).
+    """
     t = LABELS[lang]
     modes: dict[str, dict[bool, Any]] = {}
     for row in data["rows"]:
         modes.setdefault(str(row["mode"]), {})[bool(row["guarded"])] = row
     kills = min(int(row["aimed"]["kills"]) for row in data["rows"])
+    pg_kills = min(int(pair[True]["aimed_postgresql"]["kills"]) for pair in modes.values())
     rows = []
     for mode, pair in modes.items():
         off, on = pair[False], pair[True]
@@ -1310,9 +1323,18 @@ def render_effects_pydantic(data: Fields, lang: str) -> str:
                     with_=fmt(on["aimed"]["never_repeats"]),
                     lost=fmt(on["aimed"]["runs_with_losses"]),
                 ),
+                t["pydantic_pg_cell"].format(
+                    with_=fmt(on["aimed_postgresql"]["never_repeats"]),
+                    lost=fmt(on["aimed_postgresql"]["runs_with_losses"]),
+                ),
             ]
         )
-    header = [t["repeats_shape"], t["pydantic_points"], t["pydantic_kills"].format(n=f"≥ {kills}")]
+    header = [
+        t["repeats_shape"],
+        t["pydantic_points"],
+        t["pydantic_kills"].format(n=f"≥ {kills}"),
+        t["pydantic_kills_pg"].format(n=f"≥ {pg_kills}"),
+    ]
     return table(header, rows) + "\n" + f"`{data['shape']}`\n"
 
 

@@ -182,3 +182,38 @@ def test_an_answer_naming_no_intent_is_refused(tmp_path: Any) -> None:
         result = graph.invoke(Command(resume=answer), config)
     assert result["receipts"] == ["charged c", "charged d"]
     assert calls == []
+
+
+def _model_in_node(p: GraphProcess, cents: int) -> StateGraph[Orders]:
+    """One node that asks a model for an amount (``cents``: this life's answer), then charges it."""
+
+    @p.guarded(ReplayPolicy.NEVER)
+    def charge(order: str, cents: int) -> str:
+        return p.effect("charge", "never", f"charge/{order}")
+
+    builder: StateGraph[Orders] = StateGraph(Orders)
+    builder.add_node("order", lambda s: {"receipts": [charge("o-1", cents)]})
+    builder.add_edge(START, "order")
+    builder.add_edge("order", END)
+    return builder
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 18): outside a ToolNode call, a call's identity is its arguments, so "
+    "a model answering otherwise in the same node after a crash makes a new effect; the "
+    "how-to says to call the model in a node of its own or to use ToolRuntime",
+)
+def test_a_model_in_the_node_answering_otherwise_after_a_crash_is_asked_about(
+    tmp_path: Any,
+) -> None:
+    """A charge re-executed with the amount a model in its node answered anew is asked about, never run twice."""
+    lives = iter(range(1000))
+    report = langgraph_crash_matrix(
+        lambda p: _model_in_node(p, 100 + next(lives)),
+        sqlite_saver,
+        {"receipts": []},
+        workdir=tmp_path,
+        durability="sync",
+    )
+    _check(report, 1)

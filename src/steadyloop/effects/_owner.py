@@ -65,15 +65,24 @@ class Owner:
 
     @classmethod
     def me(cls, token: str) -> Owner:
-        """This process, with a driver token."""
+        """This process, with a driver token.
+
+        The process's identity is read once per process (a forked child reads its own):
+        every intent names its owner, and reading ``/proc`` for each cost more than the
+        rest of building the record.
+        """
         pid = os.getpid()
-        return cls(
-            host=socket.gethostname(),
-            boot=_read_text("/proc/sys/kernel/random/boot_id"),
-            pid=pid,
-            pid_start=_pid_start(pid),
-            token=token,
-        )
+        known = _ME.get(pid)
+        if known is None:
+            _ME.clear()
+            known = _ME[pid] = cls(
+                host=socket.gethostname(),
+                boot=_read_text("/proc/sys/kernel/random/boot_id"),
+                pid=pid,
+                pid_start=_pid_start(pid),
+                token="",
+            )
+        return cls(known.host, known.boot, pid, known.pid_start, token)
 
     def to_json(self) -> dict[str, JSONValue]:
         """Return the owner as a JSON object."""
@@ -149,3 +158,7 @@ class Owner:
         if self.pid == os.getpid():
             return "dead"  # this process, but that owner is gone (it crashed or was dropped)
         return "alive" if self.process_alive() else "dead"
+
+
+_ME: dict[int, Owner] = {}
+"""This process's identity, by pid (see [Owner.me][steadyloop.effects.Owner.me])."""
