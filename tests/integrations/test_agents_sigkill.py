@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sigkill_helpers import check_each_order_charged_once, kill_until
 
-from backends import require_server, server_store
+from backends import CONNECT_TIMEOUT, require_server, server_store
 
 CHILD = Path(__file__).with_name("oa_sigkill_child.py")
 SHAPES = pytest.mark.parametrize("handoff", [False, True], ids=["one-agent", "handoff"])
@@ -95,7 +95,7 @@ async def test_sigkills_on_postgres_never_charge_twice(
                 CHILD, command, sink, target=target, seed=25, max_delay=0.35, aim=aim
             )
     finally:
-        with psycopg.connect(base, autocommit=True) as conn:
+        with psycopg.connect(base, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
             for suffix in ("messages", "sessions"):
                 conn.execute(
                     sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(f"{table}_{suffix}"))

@@ -15,7 +15,7 @@ from loop_helpers import APP, counting_agent
 from test_copy_resume import Crash, CrashAt
 from typer.testing import CliRunner
 
-from backends import ALL_BACKENDS, server_store, store_url
+from backends import ALL_BACKENDS, CONNECT_TIMEOUT, server_store, store_url
 from steadyloop import _names
 from steadyloop.cli import app
 from steadyloop.cli._journal import diagnose, parse_cutoff
@@ -232,7 +232,9 @@ async def raw_bytes(backend: str, url: str, prefix: str, path: Path) -> bytes:
             conn.close()  # type: ignore[attr-defined]
     import redis.asyncio
 
-    client = redis.asyncio.Redis.from_url(url.split("?", maxsplit=1)[0])
+    client = redis.asyncio.Redis.from_url(
+        url.split("?", maxsplit=1)[0], socket_connect_timeout=CONNECT_TIMEOUT
+    )
     try:
         out = b""
         async for key in client.scan_iter(match=prefix + "*"):
