@@ -40,6 +40,7 @@ def test_sigkills_on_sqlite_never_charge_twice(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.chaos
 @pytest.mark.timeout(900)  # an aimed kill lands once per order: 30 orders to drive
 @SHAPES
 def test_aimed_sigkills_on_sqlite_never_charge_twice(handoff: bool, tmp_path: Path) -> None:
@@ -61,6 +62,7 @@ def test_aimed_sigkills_on_sqlite_never_charge_twice(handoff: bool, tmp_path: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.chaos
 @pytest.mark.server
 @pytest.mark.timeout(900)
 @SHAPES

@@ -33,6 +33,7 @@ def test_sigkills_on_sqlite_never_charge_twice(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.chaos
 @pytest.mark.server
 async def test_sigkills_on_postgres_never_charge_twice(tmp_path: Path) -> None:
     """Twenty real SIGKILLs of a graph on PostgresSaver, guarded in PostgreSQL, charge every order once."""

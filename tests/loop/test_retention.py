@@ -167,6 +167,7 @@ def test_prune_cli_bad_cutoff_and_dry_run(tmp_path: Path) -> None:
     assert '"old-1"' in shown.output
 
 
+@pytest.mark.chaos(smoke=["sqlite"])
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "jsonl", "redis"])
 async def test_sigkill_during_prune_then_rerun(backend: str, tmp_path: Path) -> None:
     """A prune killed after its first deletion is finished by a rerun; kept streams are untouched."""
