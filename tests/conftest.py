@@ -23,6 +23,25 @@ async def journal_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
         yield url
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep a chaos test's smoke cases in the default run.
+
+    ``@pytest.mark.chaos(smoke=["sqlite"])`` puts a parametrised test's full volume under
+    the ``chaos`` marker (``uv run pytest -m chaos``) except the cases named in ``smoke``:
+    a case's id or one of its parameters' values (a fixture's too). Runs before ``-m``
+    selects, so the default ``-m "not chaos"`` keeps those cases.
+    """
+    for item in items:
+        mark = item.get_closest_marker("chaos")
+        callspec = getattr(item, "callspec", None)
+        if mark is None or callspec is None or not mark.kwargs.get("smoke"):
+            continue
+        names = {callspec.id, *(str(value) for value in callspec.params.values())}
+        if names & set(mark.kwargs["smoke"]):
+            item.own_markers[:] = [m for m in item.own_markers if m.name != "chaos"]
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Say once per missing server how many tests it skipped, instead of once per test."""
     counts: dict[str, tuple[int, str]] = {}

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import quote, urlsplit
 
-from backends import _mysql_connect, require_server, unique_prefix
+from backends import CONNECT_TIMEOUT, _mysql_connect, require_server, unique_prefix
 
 
 def _token() -> str:
@@ -29,12 +29,16 @@ async def postgres_schema() -> AsyncIterator[tuple[str, str]]:
 
     url = await require_server("postgres")
     schema = _token()
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(
+        url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+    ) as conn:
         await conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     try:
         yield url, schema
     finally:
-        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(
+            url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+        ) as conn:
             await conn.execute(
                 sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
             )

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from backends import require_server, with_options
+from backends import CONNECT_TIMEOUT, require_server, with_options
 
 SQL_BACKENDS = [
     "sqlite",
@@ -44,13 +44,13 @@ async def sql_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
     if backend == "postgres":
         import psycopg
 
-        with psycopg.connect(base, autocommit=True) as conn:
+        with psycopg.connect(base, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
             conn.execute(f'CREATE SCHEMA "{name}"')
         try:
             url = parts._replace(scheme="postgresql+psycopg").geturl()
             yield with_options(url, options=f"-csearch_path={name}")
         finally:
-            with psycopg.connect(base, autocommit=True) as conn:
+            with psycopg.connect(base, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
                 conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
         return
     import pymysql
@@ -61,6 +61,7 @@ async def sql_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
             port=parts.port or 3306,
             user=parts.username or "root",
             password=parts.password or "",
+            connect_timeout=CONNECT_TIMEOUT,
         )
         try:
             with conn.cursor() as cur:
@@ -87,7 +88,7 @@ async def redis_app() -> AsyncIterator[tuple[str, str]]:
     try:
         yield url, app
     finally:
-        client = redis.asyncio.Redis.from_url(url)
+        client = redis.asyncio.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT)
         try:
             keys = [k async for k in client.scan_iter(match=f"*{app}*", count=1000)]
             if keys:

@@ -96,6 +96,7 @@ def working(tmp: Path, n: int, born: float) -> bool:
     return time.monotonic() - born > 0.5 and log.exists() and log.stat().st_size > 0
 
 
+@pytest.mark.chaos
 async def test_fifty_tasks_four_workers_random_sigkills(tmp_path: Path) -> None:
     """Under random SIGKILLs every task ends exactly once with the crash-free outcome, counters never go back, each resumed first turn carries the preamble once, and stored prompts and goals are unchanged."""
     url = f"sqlite:///{tmp_path}/chaos.db"
@@ -267,6 +268,7 @@ def orphans(marker: str, workers: set[int]) -> list[str]:
     return out
 
 
+@pytest.mark.chaos(smoke=["sqlite"])
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.server)])
 async def test_kills_stops_and_connection_drops(tmp_path: Path, backend: str) -> None:
     """Under SIGKILLs, SIGSTOP/SIGCONT and (PostgreSQL) repeated pg_terminate_backend: every task ends once with its crash-free outcome, no worker dies of a drop, no verify command is orphaned or overlaps another, only touched workers lose leases, and a stopped worker's late results are refused."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import server_store
+from backends import CONNECT_TIMEOUT, server_store
 from steadyloop.audit import TaskSpec, TaskStatus, open_queue
 
 pytestmark = pytest.mark.server
@@ -67,7 +67,9 @@ async def test_a_locked_row_is_skipped_not_waited_for() -> None:
             await queue.submit(TaskSpec(prompt="p", task_id="first", priority=9))
             await queue.submit(TaskSpec(prompt="p", task_id="second"))
             conninfo = url.split("?", 1)[0]
-            async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+            async with await psycopg.AsyncConnection.connect(
+                conninfo, connect_timeout=CONNECT_TIMEOUT
+            ) as conn:
                 await conn.execute(
                     f"SELECT 1 FROM {prefix}audit_tasks WHERE task_id = 'first' FOR UPDATE"
                 )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import server_store, with_options
+from backends import CONNECT_TIMEOUT, server_store, with_options
 from steadyloop import CorruptionError, StoreNotFound
 from steadyloop.audit import TaskSpec, TaskStatus, open_queue
 from steadyloop.testing import QueueConformance, QueueFactory
@@ -102,7 +102,9 @@ async def test_a_version_1_postgres_queue_is_migrated_in_place() -> None:
 
     async with server_store("postgres") as (url, prefix):
         base = url.split("?", 1)[0]
-        async with await psycopg.AsyncConnection.connect(base, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(
+            base, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+        ) as conn:
             for statement in _V1_SQLITE:
                 sql = statement.replace("steadyloop_", prefix).replace(
                     "INTEGER PRIMARY KEY AUTOINCREMENT", "BIGSERIAL PRIMARY KEY"

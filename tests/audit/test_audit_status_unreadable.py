@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from backends import server_store
+from backends import CONNECT_TIMEOUT, server_store
 from steadyloop.audit import QueuedTask, TaskSpec, UnreadableTask, open_queue
 from steadyloop.cli import _common, app
 
@@ -59,7 +59,9 @@ async def _store(backend: str, tmp_path: Path) -> AsyncIterator[tuple[str, Calla
         conninfo = url.split("?", 1)[0]
 
         def rewrite_pg(task_id: str, status: str | None = None) -> None:
-            with psycopg.connect(conninfo, autocommit=True) as conn:
+            with psycopg.connect(
+                conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+            ) as conn:
                 row = conn.execute(
                     f"SELECT spec FROM {prefix}audit_tasks WHERE task_id = %s", (task_id,)
                 ).fetchone()

@@ -90,7 +90,7 @@ def attempt(
         import psycopg
         from langgraph.checkpoint.postgres import PostgresSaver
 
-        conn = psycopg.connect(store, autocommit=True, prepare_threshold=0)
+        conn = psycopg.connect(store, autocommit=True, prepare_threshold=0, connect_timeout=30)
         saver = PostgresSaver(conn)
         saver.setup()
     with LangGraphGuard(guard) as g:

@@ -79,7 +79,9 @@ def _saver(store: str) -> Any:
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
 
-    saver = PostgresSaver(psycopg.connect(store, autocommit=True, prepare_threshold=0))
+    saver = PostgresSaver(
+        psycopg.connect(store, autocommit=True, prepare_threshold=0, connect_timeout=30)
+    )
     saver.setup()
     return saver
 

@@ -29,6 +29,7 @@ def test_guarded_agent_never_repeats(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.chaos(smoke=["one"])
 @pytest.mark.parametrize("respond", [next_call, next_calls_together], ids=["one", "together"])
 def test_guarded_agent_never_repeats_when_the_restart_crashes_too(
     respond: Any, tmp_path: Path

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sigkill_helpers import check_each_order_charged_once, kill_until
 
-from backends import require_server, server_store
+from backends import CONNECT_TIMEOUT, require_server, server_store
 
 CHILD = Path(__file__).with_name("oa_sigkill_child.py")
 SHAPES = pytest.mark.parametrize("handoff", [False, True], ids=["one-agent", "handoff"])
@@ -40,6 +40,7 @@ def test_sigkills_on_sqlite_never_charge_twice(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.chaos
 @pytest.mark.timeout(900)  # an aimed kill lands once per order: 30 orders to drive
 @SHAPES
 def test_aimed_sigkills_on_sqlite_never_charge_twice(handoff: bool, tmp_path: Path) -> None:
@@ -61,6 +62,7 @@ def test_aimed_sigkills_on_sqlite_never_charge_twice(handoff: bool, tmp_path: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.chaos
 @pytest.mark.server
 @pytest.mark.timeout(900)
 @SHAPES
@@ -95,7 +97,7 @@ async def test_sigkills_on_postgres_never_charge_twice(
                 CHILD, command, sink, target=target, seed=25, max_delay=0.35, aim=aim
             )
     finally:
-        with psycopg.connect(base, autocommit=True) as conn:
+        with psycopg.connect(base, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
             for suffix in ("messages", "sessions"):
                 conn.execute(
                     sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(f"{table}_{suffix}"))

@@ -32,6 +32,7 @@ def test_guarded_graph_never_repeats(durability: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.chaos(smoke=["sync"])
 @pytest.mark.parametrize("durability", ["sync", "async"])
 def test_guarded_graph_never_repeats_when_the_restart_crashes_too(
     durability: str, tmp_path: Path

@@ -33,6 +33,7 @@ def _check(report: Any, never: int) -> None:
     assert sum(1 for a in report.effects if a.startswith("charge/")) == never
 
 
+@pytest.mark.chaos(smoke=["shop-sync", "toolnode-2"])
 @pytest.mark.parametrize("name", list(SHAPES))
 def test_every_shape_guarded_at_every_crash_point(name: str, tmp_path: Any) -> None:
     """Each shape, guarded, ends with each NEVER charge done once and the uninterrupted state at every crash point."""
@@ -47,6 +48,7 @@ def test_every_shape_guarded_at_every_crash_point(name: str, tmp_path: Any) -> N
     _check(report, shape.charges)
 
 
+@pytest.mark.chaos(smoke=["toolnode-2"])
 @pytest.mark.parametrize("name", ["toolnode-2", "gather", "retry"])
 def test_unguarded_shapes_repeat_at_some_crash_point(name: str, tmp_path: Any) -> None:
     """Without the guard the kit sees a repeated charge at some crash point of these shapes."""

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from sigkill_helpers import check_each_order_charged_once, kill_until
 
-from backends import require_server, server_store, with_options
+from backends import CONNECT_TIMEOUT, require_server, server_store, with_options
 
 CHILD = Path(__file__).with_name("lg_sigkill_child.py")
 
@@ -33,6 +33,7 @@ def test_sigkills_on_sqlite_never_charge_twice(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.chaos
 @pytest.mark.server
 async def test_sigkills_on_postgres_never_charge_twice(tmp_path: Path) -> None:
     """Twenty real SIGKILLs of a graph on PostgresSaver, guarded in PostgreSQL, charge every order once."""
@@ -41,7 +42,7 @@ async def test_sigkills_on_postgres_never_charge_twice(tmp_path: Path) -> None:
 
     base = await require_server("postgres")
     schema = f"lg_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(base, autocommit=True) as conn:
+    with psycopg.connect(base, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     store = with_options(base, options=f"-csearch_path={schema}")
     sink = tmp_path / "effects.log"
@@ -62,7 +63,7 @@ async def test_sigkills_on_postgres_never_charge_twice(tmp_path: Path) -> None:
                 CHILD, command, sink, target=20, seed=15, max_delay=0.35
             )
     finally:
-        with psycopg.connect(base, autocommit=True) as conn:
+        with psycopg.connect(base, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
             conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
     print(f"{kills} kills over {orders} orders; effects: {sum(counts.values())}")
     assert kills >= 20

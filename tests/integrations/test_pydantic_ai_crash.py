@@ -8,7 +8,9 @@ from pa_agents import PROMPT, shop_agent
 from steadyloop.testing import pydantic_aimed_kills, pydantic_crash_matrix
 
 # DBOS starts and recovers a workflow in every process: minutes per matrix.
-MODES = pytest.mark.parametrize("mode", ["alone", pytest.param("dbos", marks=pytest.mark.slow)])
+MODES = pytest.mark.parametrize(
+    "mode", ["alone", pytest.param("dbos", marks=[pytest.mark.slow, pytest.mark.chaos])]
+)
 
 
 @MODES

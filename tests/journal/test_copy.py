@@ -161,6 +161,7 @@ KILLS = [
 ]
 
 
+@pytest.mark.chaos(smoke=["sqlite-postgres-after-3"])
 @pytest.mark.parametrize(
     ("src", "dst", "kill_after"), KILLS, ids=[f"{a}-{b}-after-{k}" for a, b, k in KILLS]
 )

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from backends import remove_prefix, require_server, server_store, unique_prefix, with_options
+from backends import (
+    CONNECT_TIMEOUT,
+    remove_prefix,
+    require_server,
+    server_store,
+    unique_prefix,
+    with_options,
+)
 from steadyloop import StoreNotFound
 from steadyloop.journal import StreamWrite, open_journal
 from steadyloop.records import RecordFactory
@@ -46,7 +53,9 @@ async def _holds_anything(backend: str, base: str, prefix: str) -> bool:
     if backend == "postgres":
         import psycopg
 
-        async with await psycopg.AsyncConnection.connect(base) as conn:
+        async with await psycopg.AsyncConnection.connect(
+            base, connect_timeout=CONNECT_TIMEOUT
+        ) as conn:
             cur = await conn.execute(
                 "SELECT count(*) FROM pg_tables WHERE starts_with(tablename, %s)", (prefix,)
             )
@@ -55,7 +64,7 @@ async def _holds_anything(backend: str, base: str, prefix: str) -> bool:
     if backend == "redis":
         import redis.asyncio
 
-        client = redis.asyncio.Redis.from_url(base)
+        client = redis.asyncio.Redis.from_url(base, socket_connect_timeout=CONNECT_TIMEOUT)
         try:
             return bool([k async for k in client.scan_iter(match=f"{prefix}*")])
         finally:

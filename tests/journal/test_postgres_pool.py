@@ -17,7 +17,7 @@ import pytest
 from psycopg_pool import AsyncConnectionPool
 
 import backends
-from backends import server_store, terminate_postgres
+from backends import CONNECT_TIMEOUT, server_store, terminate_postgres
 from steadyloop.journal import StreamWrite, _postgres, open_journal
 from steadyloop.journal._postgres import PostgresJournal
 from steadyloop.records import Record
@@ -57,7 +57,7 @@ async def test_a_connection_the_server_ended_while_idle_is_refused_by_the_check(
     application = f"sl-{uuid.uuid4().hex[:10]}"
     base = await backends.require_server("postgres")
     conn = await psycopg.AsyncConnection.connect(
-        base, autocommit=True, application_name=application
+        base, autocommit=True, application_name=application, connect_timeout=CONNECT_TIMEOUT
     )
     try:
         await _postgres._check_idle_connection(conn)  # alive: passes
@@ -133,7 +133,9 @@ async def test_a_write_cancelled_as_its_pipeline_opens_leaves_no_transaction_ope
             # and keep that transaction open (with whatever it locked) after it returns.
             assert await journal.head(NS, "s") == 1
             base = await backends.require_server("postgres")
-            async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
+            async with await psycopg.AsyncConnection.connect(
+                base, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+            ) as admin:
                 cur = await admin.execute(
                     "SELECT count(*) FROM pg_stat_activity "
                     "WHERE application_name = %s AND state <> 'idle'",

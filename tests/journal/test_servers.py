@@ -18,7 +18,7 @@ import pytest
 import redis.asyncio as aioredis
 
 import backends
-from backends import SERVER_BACKENDS, require_server, server_store, with_options
+from backends import CONNECT_TIMEOUT, SERVER_BACKENDS, require_server, server_store, with_options
 from steadyloop import BackendUnavailable, CorruptionError, InvalidBatch
 from steadyloop.journal import StreamWrite, open_journal
 from steadyloop.journal._mysql import MySQLJournal
@@ -78,7 +78,9 @@ async def _kill(backend: str, connection_id: int) -> None:
     """Cut one server connection from a second connection."""
     base = backends.server_url(backend)
     if backend == "postgres":
-        async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
+        async with await psycopg.AsyncConnection.connect(
+            base, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+        ) as admin:
             await admin.execute("SELECT pg_terminate_backend(%s)", (connection_id,))
     else:
         admin: Any = await backends._mysql_connect(base)
@@ -186,7 +188,9 @@ async def test_redis_connection_cut_before_script_runs_writes_nothing() -> None:
     make = _maker()
     name = f"victim-{uuid.uuid4().hex[:8]}"
     async with server_store("redis", client_name=name) as (url, _):
-        admin = aioredis.Redis.from_url(backends.server_url("redis"))
+        admin = aioredis.Redis.from_url(
+            backends.server_url("redis"), socket_connect_timeout=CONNECT_TIMEOUT
+        )
         journal = await open_journal(url)
         try:
             await journal.append(NS, StreamWrite("a", [make("before")]))
@@ -223,7 +227,9 @@ async def test_redis_connection_cut_while_script_runs_is_all_or_nothing() -> Non
     name = f"victim-{uuid.uuid4().hex[:8]}"
     streams = 2_000
     async with server_store("redis", client_name=name) as (url, _):
-        admin = aioredis.Redis.from_url(backends.server_url("redis"))
+        admin = aioredis.Redis.from_url(
+            backends.server_url("redis"), socket_connect_timeout=CONNECT_TIMEOUT
+        )
         journal = await open_journal(url)
         outcomes: list[str] = []
         try:
@@ -374,7 +380,9 @@ async def test_writers_on_other_streams_are_not_blocked(backend: str) -> None:
 async def _set_version(backend: str, prefix: str, version: int) -> None:
     base = backends.server_url(backend)
     if backend == "postgres":
-        async with await psycopg.AsyncConnection.connect(base, autocommit=True) as conn:
+        async with await psycopg.AsyncConnection.connect(
+            base, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+        ) as conn:
             await conn.execute(f"UPDATE {prefix}schema SET version = {version}")
     elif backend == "mysql":
         conn: Any = await backends._mysql_connect(base)
@@ -384,7 +392,7 @@ async def _set_version(backend: str, prefix: str, version: int) -> None:
         finally:
             conn.close()
     else:
-        client = aioredis.Redis.from_url(base)
+        client = aioredis.Redis.from_url(base, socket_connect_timeout=CONNECT_TIMEOUT)
         await client.set(f"{prefix}schema", str(version))
         await client.aclose()
 
@@ -430,7 +438,9 @@ async def test_redis_names_with_separators_map_to_distinct_keys() -> None:
             for ns, _ in pairs:
                 await journal.delete_namespace(ns)
             assert await journal.namespaces() == []
-        client = aioredis.Redis.from_url(backends.server_url("redis"))
+        client = aioredis.Redis.from_url(
+            backends.server_url("redis"), socket_connect_timeout=CONNECT_TIMEOUT
+        )
         try:
             left = sorted([k.decode() async for k in client.scan_iter(match=f"{prefix}*")])
         finally:
@@ -445,7 +455,9 @@ async def test_redis_damaged_keys_are_named_in_corruption_errors() -> None:
     async with server_store("redis") as (url, prefix):
         async with await open_journal(url) as journal:
             await journal.append("ns", StreamWrite("ok", [_maker()("x")]))
-            client = aioredis.Redis.from_url(backends.server_url("redis"))
+            client = aioredis.Redis.from_url(
+                backends.server_url("redis"), socket_connect_timeout=CONNECT_TIMEOUT
+            )
             try:
                 await client.set(f"{prefix}R:ns:s", "garbage")
                 await client.rpush(f"{prefix}R:ns:t", "{not json")

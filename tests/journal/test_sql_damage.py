@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 import backends
-from backends import server_store
+from backends import CONNECT_TIMEOUT, server_store
 from steadyloop import BackendUnavailable, CorruptionError
 from steadyloop.journal import StreamWrite, open_journal
 from steadyloop.records import RecordFactory, SequentialIds, StepClock
@@ -51,7 +51,9 @@ async def _execute(backend: str, url: str, statement: str, params: tuple[Any, ..
         conn.close()
     elif backend == "postgres":
         base = backends.server_url("postgres")
-        async with await psycopg.AsyncConnection.connect(base, autocommit=True) as pg:
+        async with await psycopg.AsyncConnection.connect(
+            base, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+        ) as pg:
             await pg.execute(statement.replace("?", "%s"), params)
     else:
         my: Any = await backends._mysql_connect(backends.server_url("mysql"))

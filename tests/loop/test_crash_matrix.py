@@ -75,6 +75,7 @@ async def test_crash_matrix_reports_a_nondeterministic_agent(tmp_path: object) -
         report.assert_ok()
 
 
+@pytest.mark.chaos
 async def test_crash_matrix_exhaustive_second_crashes_on_sqlite(tmp_path: object) -> None:
     """A resumed log survives a second crash at any of the resume's appends."""
     url = f"sqlite:///{tmp_path}/second.db"

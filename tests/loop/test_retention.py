@@ -15,7 +15,7 @@ from loop_helpers import APP, counting_agent
 from test_copy_resume import Crash, CrashAt
 from typer.testing import CliRunner
 
-from backends import ALL_BACKENDS, server_store, store_url
+from backends import ALL_BACKENDS, CONNECT_TIMEOUT, server_store, store_url
 from steadyloop import _names
 from steadyloop.cli import app
 from steadyloop.cli._journal import diagnose, parse_cutoff
@@ -167,6 +167,7 @@ def test_prune_cli_bad_cutoff_and_dry_run(tmp_path: Path) -> None:
     assert '"old-1"' in shown.output
 
 
+@pytest.mark.chaos(smoke=["sqlite"])
 @pytest.mark.parametrize("backend", ["sqlite", "postgres", "jsonl", "redis"])
 async def test_sigkill_during_prune_then_rerun(backend: str, tmp_path: Path) -> None:
     """A prune killed after its first deletion is finished by a rerun; kept streams are untouched."""
@@ -232,7 +233,9 @@ async def raw_bytes(backend: str, url: str, prefix: str, path: Path) -> bytes:
             conn.close()  # type: ignore[attr-defined]
     import redis.asyncio
 
-    client = redis.asyncio.Redis.from_url(url.split("?", maxsplit=1)[0])
+    client = redis.asyncio.Redis.from_url(
+        url.split("?", maxsplit=1)[0], socket_connect_timeout=CONNECT_TIMEOUT
+    )
     try:
         out = b""
         async for key in client.scan_iter(match=prefix + "*"):

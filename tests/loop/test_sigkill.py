@@ -52,6 +52,7 @@ async def observe(url: str, sink: Path) -> tuple[int, bool, str | None]:
 
 
 @pytest.mark.slow
+@pytest.mark.chaos(smoke=["sqlite"])
 async def test_sigkill_at_random_moments_loses_nothing_and_repeats_nothing(
     backend: str, journal_url: str, tmp_path: Path
 ) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from loop_helpers import APP
 
-from backends import server_store
+from backends import CONNECT_TIMEOUT, server_store
 from steadyloop.journal import Journal, open_journal
 from steadyloop.loop import (
     RUN_SNAPSHOT,
@@ -119,7 +119,9 @@ async def store(backend: str, tmp_path: Path) -> AsyncIterator[tuple[str, Raw]]:
         from steadyloop.journal._redis import encode_name
 
         async with server_store("redis") as (url, prefix):
-            client = redis.Redis.from_url(url.split("?", 1)[0], decode_responses=True)
+            client = redis.Redis.from_url(
+                url.split("?", 1)[0], decode_responses=True, socket_connect_timeout=CONNECT_TIMEOUT
+            )
 
             def key(stream: str) -> str:
                 return f"{prefix}R:{encode_name(APP)}:{encode_name(stream)}"
@@ -141,7 +143,7 @@ async def store(backend: str, tmp_path: Path) -> AsyncIterator[tuple[str, Raw]]:
         base = url.split("?", 1)[0]
 
         def postgres_sql(statement: str, params: tuple[Any, ...]) -> list[Any]:
-            with psycopg.connect(base, autocommit=True) as conn:
+            with psycopg.connect(base, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
                 cur = conn.execute(statement.format(p=prefix).replace("?", "%s"), params)
                 return cur.fetchall() if cur.description else []
 

@@ -57,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -107,6 +108,7 @@ DEFAULT_APP = "audit"
 """The journal namespace of tasks' trails and runs (and the queue's app), unless another
 is named. Tasks of a queue written before apps existed (schema version 2) belong to it."""
 
+_log = logging.getLogger(__name__)
 RECONNECT = RetryPolicy(attempts=1000, base_delay=0.05, max_delay=2.0)
 """Pauses between attempts after a lost connection or a busy store (doubling, jittered)."""
 
@@ -1424,8 +1426,11 @@ class TaskQueue:
                         heard(True)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as exc:
                 failures += 1
+                _log.info(
+                    "listening for %s lost (%s: %s); listening again", kind, type(exc).__name__, exc
+                )
             heard(False)
             await asyncio.sleep(RECONNECT.delay(min(failures, 8) or 1))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import sys
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 import typer.main
@@ -112,8 +112,23 @@ app = typer.Typer(
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    ctx: typer.Context,
+    verbose: Annotated[
+        int,
+        typer.Option(
+            "--verbose",
+            "-v",
+            count=True,
+            help="Log more: -v adds retries, reconnects and fallbacks (INFO), -vv DEBUG.",
+        ),
+    ] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Log errors only.")] = False,
+) -> None:
     """Keep LLM-agent runs trustworthy: inspect journals, run and resume agents."""
+    from steadyloop._logging import cli_logging
+
+    ctx.call_on_close(cli_logging(verbose, quiet))
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ share.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -25,6 +26,8 @@ __all__ = [
     "retry_transaction",
     "run_async",
 ]
+
+_log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 D = TypeVar("D", bound=Dialect)
@@ -155,6 +158,14 @@ async def retry_transaction(
                 raise
             if deadline is not None and loop.time() + pause > deadline:
                 raise
+            _log.info(
+                "attempt %d of %d failed (%s: %s); retrying in %.3f s",
+                number,
+                policy.attempts,
+                type(exc).__name__,
+                exc,
+                pause,
+            )
         await asyncio.sleep(pause)
     raise AssertionError("unreachable")  # pragma: no cover
 

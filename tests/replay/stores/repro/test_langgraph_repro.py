@@ -38,7 +38,7 @@ def pg_conn(url: str) -> Iterator[Any]:
     from psycopg.rows import dict_row
 
     conn = psycopg.Connection.connect(
-        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        url, autocommit=True, prepare_threshold=0, row_factory=dict_row, connect_timeout=30
     )
     try:
         yield conn

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from backends import server_url
+from backends import CONNECT_TIMEOUT, server_url
 from trpc_stores import SQL_BACKENDS, event, redis_app, sql_url, texts, time_zone
 
 pytest.importorskip("trpc_agent_sdk", reason="the trpc extra is not installed")
@@ -299,7 +299,7 @@ async def test_redis_append_with_scoped_state_loses_the_event(
     with pytest.raises(error) as failure:
         await service.append_event(session, event("lost", delta=last))
     assert isinstance(failure.value, TypeError | AttributeError | DataError)
-    client = Redis.from_url(server_url("redis"))
+    client = Redis.from_url(server_url("redis"), socket_connect_timeout=CONNECT_TIMEOUT)
     try:
         stored = await client.get(f"session:{app}:u:s")
     finally:
