@@ -247,6 +247,34 @@ LABELS: dict[str, dict[str, str]] = {
         "cpu_function": "function (CPython or library, self cost)",
         "cpu_per_step": "instructions per step",
         "cpu_top": "Where a step on the memory journal goes, by C function (self cost per step)",
+        "durable_chart": (
+            "One run alone: what storage adds to an effect, in microseconds (median of {r} rounds)"
+        ),
+        "durable_floor": "write+fsync floor",
+        "durable_journal": "journal",
+        "durable_per_effect": "per effect (µs)",
+        "durable_part": "durable part (µs)",
+        "durable_x_floor": "durable part × floor",
+        "durable_x_rounds": "× floor, median of rounds",
+        "durable_statements": "statements per append",
+        "durable_commits": "commits per append",
+        "durable_syncs": "fsync calls per append (strace)",
+        "durable_split": "of the durable part: the sync / the rest (µs)",
+        "durable_cc_chart": "Runs at once in one process: effects/s ÷ the memory journal's",
+        "durable_goal": "goal",
+        "durable_runs": "runs",
+        "durable_cc_memory": "memory (effects/s)",
+        "durable_cc_cell": "{rate} ({ratio})",
+        "durable_cc_commits": "SQLite commits / statements per append",
+        "durable_load": "load average",
+        "durable_kind_memory": "memory",
+        "durable_kind_sqlite": "SQLite FULL",
+        "durable_kind_sqlite_before": "SQLite FULL, plan per append (before)",
+        "durable_kind_sqlite_off": "SQLite OFF (not durable)",
+        "durable_kind_jsonl": "JSONL",
+        "durable_kind_jsonl_before": "JSONL, records encoded twice (before)",
+        "durable_kind_jsonl_unsynced": "JSONL without fsync (not durable)",
+        "durable_kind_postgresql": "PostgreSQL (server)",
     },
     "zh": {
         "file": "结果文件",
@@ -427,6 +455,32 @@ LABELS: dict[str, dict[str, str]] = {
         "cpu_function": "函数（CPython 或库，自身开销）",
         "cpu_per_step": "每步指令数",
         "cpu_top": "内存日志上一步的指令花在哪里，按 C 函数（每步的自身开销）",
+        "durable_chart": "单个运行：存储给每个副作用增加的耗时，单位微秒（{r} 轮的中位数）",
+        "durable_floor": "write+fsync 下限",
+        "durable_journal": "日志",
+        "durable_per_effect": "每个副作用（µs）",
+        "durable_part": "持久化部分（µs）",
+        "durable_x_floor": "持久化部分 × 下限",
+        "durable_x_rounds": "× 下限，各轮比值的中位数",
+        "durable_statements": "每次追加的语句数",
+        "durable_commits": "每次追加的提交数",
+        "durable_syncs": "每次追加的 fsync 调用数（strace）",
+        "durable_split": "持久化部分中：同步 / 其余（µs）",
+        "durable_cc_chart": "同一进程中的并发运行：每秒副作用数 ÷ 内存日志的每秒副作用数",
+        "durable_goal": "目标",
+        "durable_runs": "运行数",
+        "durable_cc_memory": "内存（副作用/秒）",
+        "durable_cc_cell": "{rate}（{ratio}）",
+        "durable_cc_commits": "SQLite 每次追加的提交数 / 语句数",
+        "durable_load": "负载均值",
+        "durable_kind_memory": "内存",
+        "durable_kind_sqlite": "SQLite FULL",
+        "durable_kind_sqlite_before": "SQLite FULL，每次追加各跑一遍计划（改动前）",
+        "durable_kind_sqlite_off": "SQLite OFF（不持久）",
+        "durable_kind_jsonl": "JSONL",
+        "durable_kind_jsonl_before": "JSONL，记录编码两遍（改动前）",
+        "durable_kind_jsonl_unsynced": "JSONL，不做 fsync（不持久）",
+        "durable_kind_postgresql": "PostgreSQL（服务器）",
     },
 }
 
@@ -1294,6 +1348,102 @@ def render_cpu(data: Fields, lang: str) -> str:
     )
 
 
+DURABLE_GOALS = {"sqlite": 2.0, "jsonl": 1.25}
+"""Issue 24's goals: the durable part of an effect, as a multiple of the floor."""
+DURABLE_CONCURRENT_GOAL = 0.70
+"""Issue 24's goal: 32 runs on SQLite FULL against the same runs on the memory journal."""
+
+
+def render_durable(data: Fields, lang: str) -> str:
+    """``durable.json``: the durable part of an effect against the floor, and runs at once."""
+    t = LABELS[lang]
+    one: Fields = data["single"]
+    rows: Fields = one["rows"]
+    floor = one["floor"].number("median_us")
+    durable = [k for k in rows if k != "memory"]
+    chart = bar_chart(
+        t["durable_chart"].format(r=data["repeats"]),
+        [t[f"durable_kind_{k}"] for k in durable],
+        [Series(t["durable_part"], [rows[k].number("durable_part_us") for k in durable])],
+        reference=(t["durable_floor"], floor) if floor else None,
+    )
+    split: Fields = one["split"]
+    body = []
+    for k in rows:
+        r = rows[k]
+        syncs = r.optional("syncs_per_append")
+        parts = (
+            f"{fmt(split[k].number('sync_us'))} / {fmt(split[k].number('rest_us'))}"
+            if k in split
+            else "–"
+        )
+        body.append(
+            [
+                t[f"durable_kind_{k}"],
+                fmt(r.number("per_effect_us")),
+                fmt(r.number("durable_part_us")) if k != "memory" else "–",
+                fmt(r.number("durable_x_floor")) if k != "memory" else "–",
+                fmt(r.number("durable_x_floor_median_of_rounds")) if k != "memory" else "–",
+                parts,
+                fmt(r.number("statements_per_append")) if k.startswith("sqlite") else "–",
+                fmt(r.number("commits_per_append")) if k.startswith("sqlite") else "–",
+                fmt(syncs) if syncs is not None else "–",
+            ]
+        )
+    header = [
+        t["durable_journal"],
+        t["durable_per_effect"],
+        t["durable_part"],
+        t["durable_x_floor"],
+        t["durable_x_rounds"],
+        t["durable_split"],
+        t["durable_statements"],
+        t["durable_commits"],
+        t["durable_syncs"],
+    ]
+    curve: Items = data["concurrent"]["curve"]
+    kinds = [k for k in ("sqlite", "jsonl", "sqlite_before", "jsonl_before") if k in curve[0]]
+    cc_chart = bar_chart(
+        t["durable_cc_chart"],
+        [
+            t["concurrent_row_one" if p["runs"] == 1 else "concurrent_row"].format(n=p["runs"])
+            for p in curve
+        ],
+        [  # three colours: the table below has JSONL as before too
+            Series(t[f"durable_kind_{k}"], [p[k].number("ratio_to_memory") for p in curve])
+            for k in kinds[:3]
+        ],
+        reference=(t["durable_goal"], DURABLE_CONCURRENT_GOAL),
+    )
+    cc_body = []
+    for p in curve:
+        sqlite: Fields = p["sqlite"]
+        cc_body.append(
+            [
+                fmt(p["runs"]),
+                fmt(p["memory"].number("effects_per_s")),
+                *(
+                    t["durable_cc_cell"].format(
+                        rate=fmt(p[k].number("effects_per_s")),
+                        ratio=fmt(p[k].number("ratio_to_memory"), 2),
+                    )
+                    for k in kinds
+                ),
+                f"{fmt(sqlite.number('commits_per_append'))} / "
+                f"{fmt(sqlite.number('statements_per_append'))}",
+                fmt(p["load_average"][0]),
+            ]
+        )
+    cc_header = [
+        t["durable_runs"],
+        t["durable_cc_memory"],
+        *(t[f"durable_kind_{k}"] for k in kinds),
+        t["durable_cc_commits"],
+        t["durable_load"],
+    ]
+    return chart + "\n" + table(header, body) + "\n" + cc_chart + "\n" + table(cc_header, cc_body)
+
+
 def render_effects_pydantic(data: Fields, lang: str) -> str:
     """``effects_pydantic.json``: Pydantic AI alone and on DBOS, without and with the guard.
 
@@ -1342,6 +1492,7 @@ RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "audit.json": render_audit,
     "cpu.json": render_cpu,
     "docs.json": render_docs,
+    "durable.json": render_durable,
     "effects_pydantic.json": render_effects_pydantic,
     "guard.json": render_guard,
     "journal.json": render_journal,

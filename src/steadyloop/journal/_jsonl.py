@@ -58,7 +58,15 @@ from steadyloop._errors import (
 )
 from steadyloop.journal._files import FileLock, Files
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch, StoredKey
-from steadyloop.records import Record, StoredRecord, _trusted_record, canonical_json, decode
+from steadyloop.records import (
+    MAX_DEPTH,
+    Record,
+    StoredRecord,
+    _encode_str,
+    _trusted_record,
+    canonical_json,
+    decode,
+)
 
 __all__ = ["JSONLJournal", "namespace_filename"]
 
@@ -135,6 +143,32 @@ def _with_check(texts: list[str]) -> bytes:
     head, sep, rest = texts[-1].partition(",")
     last = f'{head}{sep}"check":"{check}",{rest}' if sep else texts[-1]
     return "".join(t + "\n" for t in [*texts[:-1], last]).encode("utf-8")
+
+
+_SPLICE_BRACKETS = MAX_DEPTH - 8
+"""A record text with fewer brackets than this cannot make its line too deep."""
+
+
+def _member_text(obj: dict[str, Any], text: str) -> str:
+    """``canonical_json`` of a member line holding the record whose canonical text is ``text``.
+
+    The record's text is canonical JSON already, and canonical JSON sorts keys: the line
+    is its fields before ``record``, the text, and its fields after, the same bytes as
+    encoding the line with the record decoded into it, without decoding and encoding the
+    record again. Only a record of many brackets could nest too deep once inside its
+    line; it is encoded the long way, which refuses it.
+    """
+    if text.count("[") + text.count("{") >= _SPLICE_BRACKETS:
+        return canonical_json({**obj, "record": decode(text)})
+    parts = ['{"batch":', str(obj["batch"])]
+    if "digest" in obj:
+        parts += [',"digest":', _encode_str(obj["digest"])]
+    parts += [',"index":', str(obj["index"])]
+    if "key" in obj:
+        parts += [',"key":', _encode_str(obj["key"])]
+    parts += [',"record":', text, ',"seq":', str(obj["seq"]), ',"size":', str(obj["size"])]
+    parts += [',"stream":', _encode_str(obj["stream"]), "}"]
+    return "".join(parts)
 
 
 @dataclass
@@ -544,21 +578,19 @@ class JSONLJournal(Journal):
                 positions[w.stream] = (first, first + len(texts) - 1)
                 heads[w.stream] += len(texts)
                 for k, text in enumerate(texts):
-                    lines.append(
-                        {
-                            "batch": number,
-                            "stream": w.stream,
-                            "seq": first + k,
-                            "record": decode(text),
-                        }
-                    )
+                    lines.append({"batch": number, "stream": w.stream, "seq": first + k})
                     texts_in_order.append(text)
             for index, obj in enumerate(lines):
                 obj["index"], obj["size"] = index, len(lines)
             if key is not None:
                 lines[0]["key"], lines[0]["digest"] = key, batch.digest
             try:
-                payload = _with_check([canonical_json(obj) for obj in lines])
+                payload = _with_check(
+                    [
+                        _member_text(obj, text)
+                        for obj, text in zip(lines, texts_in_order, strict=True)
+                    ]
+                )
             except EncodingError as exc:
                 # A line nests its record one level deeper than the record's own check
                 # counts: such a batch is refused here, alone, and takes no number.

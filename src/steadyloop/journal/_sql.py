@@ -47,6 +47,7 @@ __all__ = [
     "append_plan",
     "delete_namespace_plan",
     "delete_stream_plan",
+    "group_append_plan",
     "head_plan",
     "keys_plan",
     "migrate_plan",
@@ -350,6 +351,160 @@ def append_plan(d: Dialect, batch: PreparedBatch) -> Plan:
     return result
 
 
+_GROUP_PARAMS = 999
+"""The most parameters one statement of a group binds (SQLite's oldest limit)."""
+
+Outcome: TypeAlias = tuple[Any, BaseException | None]
+"""One batch's outcome in a group: its result, or the error that refused it alone."""
+
+
+def _values(d: Dialect, head: str, width: int, rows: int, tail: str = "") -> str:
+    """``head VALUES (?, …), (?, …) tail``: one statement for ``rows`` rows (text cached)."""
+    cache: dict[tuple[str, int, int, str], str] | None = d.__dict__.get("_values_cache")
+    if cache is None:
+        cache = d.__dict__["_values_cache"] = {}
+    text = cache.get((head, width, rows, tail))
+    if text is None:
+        one = "(" + ", ".join("?" * width) + ")"
+        text = d.sql(f"{head} VALUES " + ", ".join([one] * rows) + tail)
+        if len(cache) < 512:
+            cache[(head, width, rows, tail)] = text
+    return text
+
+
+def _chunks(rows: list[tuple[Any, ...]], width: int) -> list[list[tuple[Any, ...]]]:
+    step = max(1, _GROUP_PARAMS // width)
+    return [rows[k : k + step] for k in range(0, len(rows), step)]
+
+
+def group_append_plan(
+    d: Dialect, batches: Sequence[PreparedBatch]
+) -> Generator[Query, list[Row], list[Outcome]]:
+    """Write a group of batches with one statement per table, each checked on its own.
+
+    The set-based form of `append_plan` for a group that shares one transaction and one
+    commit: one ``SELECT`` of every touched stream's head (and one of every key the
+    group names), then, in order, each batch is checked against the heads as the
+    batches before it in the group leave them (its key, its ``expected_next``) and is
+    refused alone, writing nothing; finally one ``INSERT`` of all records, one upsert of
+    all heads and one ``INSERT`` of all keys. A key written by an earlier batch of the
+    group makes a later batch with it that batch's duplicate. The rows written are the
+    ones `append_plan` writes for the same batches one by one.
+
+    Only for a dialect whose write transaction excludes every other writer from its
+    start (SQLite's ``BEGIN IMMEDIATE``): the heads are read without row locks. A
+    statement that fails (a record already stored beyond its head, a driver error)
+    fails the whole plan; the runner then rolls back and runs the batches one by one.
+
+    Returns:
+        One outcome per batch, in order.
+    """
+    pairs: dict[tuple[str, str], int] = {}
+    for batch in batches:
+        for w in batch.writes:
+            pairs.setdefault((batch.namespace, w.stream), 0)
+    rows: list[Row] = []
+    for chunk in _chunks([(d.bind_name(ns), d.bind_name(s)) for ns, s in pairs], 2):
+        rows += yield Query(
+            _values(
+                d,
+                "SELECT namespace, stream, head FROM {p}streams WHERE (namespace, stream) IN (",
+                2,
+                len(chunk),
+                ")",
+            ),
+            [v for pair in chunk for v in pair],
+            fetch=True,
+        )
+    for ns_value, stream_value, head in rows:
+        pairs[(d.load_name(ns_value), d.load_name(stream_value))] = int(head)
+    stored: dict[tuple[str, str], tuple[str, str]] = {}
+    keyed = {(b.namespace, b.idempotency_key) for b in batches if b.idempotency_key is not None}
+    binds = [(d.bind_name(ns), d.bind_name(k)) for ns, k in keyed if k is not None]
+    for chunk in _chunks(binds, 2):
+        found = yield Query(
+            _values(
+                d,
+                "SELECT namespace, idem_key, digest, result FROM {p}keys "
+                "WHERE (namespace, idem_key) IN (",
+                2,
+                len(chunk),
+                ")",
+            ),
+            [v for pair in chunk for v in pair],
+            fetch=True,
+        )
+        for ns_value, key_value, digest, result in found:
+            key = (d.load_name(ns_value), d.load_name(key_value))
+            stored[key] = (d.load_name(digest), d.load_name(result))
+    heads = dict(pairs)
+    outcomes: list[Outcome] = []
+    records: list[tuple[Any, ...]] = []
+    keys: list[tuple[Any, ...]] = []
+    for batch in batches:
+        ns = batch.namespace
+        if batch.idempotency_key is not None:
+            earlier = stored.get((ns, batch.idempotency_key))
+            if earlier is not None:
+                if earlier[0] != batch.digest:
+                    outcomes.append((None, IdempotencyKeyReused(ns, batch.idempotency_key)))
+                else:
+                    outcomes.append(
+                        (AppendResult.from_dict(decode(earlier[1]), duplicate=True), None)
+                    )
+                continue
+        refused = next(
+            (
+                ConflictError(ns, w.stream, w.expected_next, heads[(ns, w.stream)] + 1)
+                for w in batch.writes
+                if w.expected_next is not None and w.expected_next != heads[(ns, w.stream)] + 1
+            ),
+            None,
+        )
+        if refused is not None:
+            outcomes.append((None, refused))
+            continue
+        bound_ns = d.bind_name(ns)
+        positions: dict[str, tuple[int, int]] = {}
+        for w, texts in zip(batch.writes, batch.encoded, strict=True):
+            first = heads[(ns, w.stream)] + 1
+            positions[w.stream] = (first, first + len(texts) - 1)
+            heads[(ns, w.stream)] += len(texts)
+            sname = d.bind_name(w.stream)
+            records.extend((bound_ns, sname, first + k, t) for k, t in enumerate(texts))
+        result = AppendResult(namespace=ns, positions=positions)
+        if batch.idempotency_key is not None:
+            text = canonical_json(result.to_dict())
+            stored[(ns, batch.idempotency_key)] = (batch.digest, text)
+            keys.append((bound_ns, d.bind_name(batch.idempotency_key), batch.digest, text))
+        outcomes.append((result, None))
+    for chunk in _chunks(records, 4):
+        yield Query(
+            _values(d, "INSERT INTO {p}records (namespace, stream, seq, data)", 4, len(chunk)),
+            [v for row in chunk for v in row],
+        )
+    moved = [
+        (d.bind_name(ns), d.bind_name(s), h) for (ns, s), h in heads.items() if h != pairs[(ns, s)]
+    ]
+    for chunk in _chunks(moved, 3):
+        yield Query(
+            _values(
+                d,
+                "INSERT INTO {p}streams (namespace, stream, head)",
+                3,
+                len(chunk),
+                " ON CONFLICT (namespace, stream) DO UPDATE SET head = excluded.head",
+            ),
+            [v for row in chunk for v in row],
+        )
+    for chunk in _chunks(keys, 4):
+        yield Query(
+            _values(d, "INSERT INTO {p}keys (namespace, idem_key, digest, result)", 4, len(chunk)),
+            [v for row in chunk for v in row],
+        )
+    return outcomes
+
+
 def _lookup_key(d: Dialect, batch: PreparedBatch) -> Generator[Query, list[Row], Any]:
     assert batch.idempotency_key is not None
     rows = yield Query(
@@ -616,8 +771,8 @@ class PlanJournal(Journal):
         """Whether a driver error is a unique-key violation (each backend knows its own)."""
         return False
 
-    async def _run_append(self, make_plan: Callable[[], Plan]) -> Any:
-        """Run an append's plan (a backend that commits appends in groups overrides this).
+    async def _run_append(self, make_plan: Callable[[], Plan], batch: PreparedBatch) -> Any:
+        """Run ``batch``'s append plan (a backend that commits appends in groups overrides this).
 
         However appends are grouped, each caller gets its own plan's result or error,
         and only once its batch is committed.
@@ -626,7 +781,9 @@ class PlanJournal(Journal):
 
     async def _append(self, batch: PreparedBatch) -> AppendResult:
         try:
-            result: AppendResult = await self._run_append(lambda: append_plan(self._dialect, batch))
+            result: AppendResult = await self._run_append(
+                lambda: append_plan(self._dialect, batch), batch
+            )
         except BackendUnavailable as exc:
             # With the heads locked, a key clash that outlasts the retries is either a
             # race still going on or a record stored beyond its head; tell them apart.

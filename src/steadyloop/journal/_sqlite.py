@@ -31,12 +31,14 @@ from steadyloop._errors import (
     UnknownBackend,
 )
 from steadyloop.journal._files import fsync_directory
+from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.journal._sql import (
     Dialect,
     Plan,
     PlanJournal,
     Query,
     Row,
+    group_append_plan,
     migrate_plan,
     run_sync,
 )
@@ -353,6 +355,41 @@ class SQLiteJournal(PlanJournal):
         return result
 
     def _group_transaction(
+        self, payloads: list[tuple[PreparedBatch, Callable[[], Plan]]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        """Run a group of appends in one transaction; one ``COMMIT`` (one WAL sync).
+
+        First set-based (`group_append_plan`): one statement per table for the whole
+        group, each batch checked and refused on its own, as one append alone also runs.
+        Should a statement of it fail (a record stored beyond its head, a driver
+        error), nothing of it stays: the transaction is rolled back and the group runs
+        again plan by plan (`_plans_transaction`), where the failing batch fails alone.
+        A failed ``COMMIT`` fails every batch that had succeeded: none of them is
+        reported durable.
+        """
+        conn = self._conn
+        assert conn is not None
+        self._begin(True)
+        outcomes: list[tuple[Any, BaseException | None]]
+        try:
+            outcomes = run_sync(
+                group_append_plan(self._dialect, [batch for batch, _ in payloads]), self._execute
+            )
+        except Exception:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return self._plans_transaction([make for _, make in payloads])
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        try:
+            self._commit(conn)
+        except BackendUnavailable as exc:
+            return [(None, exc if error is None else error) for _, error in outcomes]
+        return outcomes
+
+    def _plans_transaction(
         self, makers: list[Callable[[], Plan]]
     ) -> list[tuple[Any, BaseException | None]]:
         """Run several append plans in one transaction; one ``COMMIT`` (one WAL sync).
@@ -459,12 +496,18 @@ class SQLiteJournal(PlanJournal):
         except sqlite3.DatabaseError as exc:
             raise _classify(exc, self.path, "failed") from exc
 
-    async def _run_append(self, make_plan: Callable[[], Plan]) -> Any:
-        """Run an append plan; it may share one transaction with the appends queued with it."""
+    async def _run_append(self, make_plan: Callable[[], Plan], batch: PreparedBatch) -> Any:
+        """Run an append; it may share one transaction with the appends queued with it."""
+        payload = (batch, make_plan)
+
+        def alone() -> Any:
+            ((result, error),) = self._group_transaction([payload])
+            if error is not None:
+                raise error
+            return result
+
         try:
-            return await self._executor.submit(
-                lambda: self._transaction(make_plan()), grouped=make_plan
-            )
+            return await self._executor.submit(alone, grouped=payload)
         except sqlite3.DatabaseError as exc:
             raise _classify(exc, self.path, "failed") from exc
 
