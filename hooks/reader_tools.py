@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import posixpath
 import re
 import subprocess
 from functools import cache
@@ -142,9 +143,10 @@ def on_page_markdown(markdown: str, page: Page, **kwargs: Any) -> str:
     """Keep the page's Markdown for its copy (a notebook's is made from the notebook)."""
     src = page.file.src_uri
     if src.endswith(".ipynb"):
-        _markdown[src] = notebook_markdown(Path(page.file.abs_src_path or ""))
+        text = notebook_markdown(Path(page.file.abs_src_path or ""))
     else:
-        _markdown[src] = copy_of(markdown)
+        text = copy_of(markdown)
+    _markdown[src] = absolute_links(text, src, kwargs["files"], kwargs["config"].site_url or "")
     return markdown
 
 
@@ -236,6 +238,25 @@ def on_post_build(config: MkDocsConfig) -> None:
 _SVG = re.compile(r"<svg\b.*?</svg>", re.S)
 _DIRECTIVE = re.compile(r"^::: (?P<path>[\w.]+)[ \t]*\n(?P<options>(?:[ \t]+.*\n|[ \t]*\n)*)", re.M)
 _OPTION = re.compile(r"^\s+(\w+):\s*(.*?)\s*$", re.M)
+
+
+_RELATIVE_LINK = re.compile(
+    r"\]\((?P<target>(?![a-z]+:|#|/)[^)\s#]+\.(?:md|ipynb))(?P<anchor>#[^)\s]*)?\)"
+)
+
+
+def absolute_links(text: str, src_uri: str, files: Any, site_url: str) -> str:
+    """Links to other pages, which are relative to the source, lead to their copies."""
+    base = site_url.rstrip("/") + "/"
+
+    def resolve(match: re.Match[str]) -> str:
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(src_uri), match["target"]))
+        found = files.get_file_from_path(target)
+        if found is None or found.url is None:
+            return match.group(0)
+        return f"]({base}{found.url}{MARKDOWN_COPY}{match['anchor'] or ''})"
+
+    return _RELATIVE_LINK.sub(resolve, text)
 
 
 def copy_of(markdown: str) -> str:
