@@ -34,6 +34,7 @@ TAG = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
 
 _VERSION_ENV = "STEADYLOOP_DOCS_VERSION"
 _VERSIONS_ENV = "STEADYLOOP_DOCS_VERSIONS"
+_first_site_url: dict[str, str] = {}
 
 
 def tags(repo: Path) -> list[str]:
@@ -67,7 +68,9 @@ def on_config(config: Any) -> Any:
     versions = json.loads(listed)
     if version not in versions:
         raise ValueError(f"{_VERSION_ENV}={version!r} is not in {_VERSIONS_ENV} ({versions})")
-    site_url = (config.site_url or "").rstrip("/") + "/"
+    # mkdocs-static-i18n runs on_config again for each further language, on the config
+    # this already changed: the site's own address is the one seen first.
+    site_url = _first_site_url.setdefault("url", (config.site_url or "").rstrip("/") + "/")
     root = re.sub(r"^[a-z]+://[^/]+", "", site_url)  # the site's path, /steadyloop/
     config.site_url = site_url + folder(version)
     config.extra["versions"] = {
