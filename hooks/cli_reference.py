@@ -68,8 +68,36 @@ def _escape_inline(text: str) -> str:
     return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def render_command(command: Any, path: list[str], level: int = 2, parent: Any = None) -> str:
-    """Render one command and, recursively, its sub-commands as Markdown."""
+# The section labels in each page language; the help text itself stays the program's own.
+LABELS = {
+    "en": {
+        "usage": "**Usage:**",
+        "arguments": "**Arguments:**",
+        "options": "**Options:**",
+        "commands": "**Commands:**",
+    },
+    "zh": {
+        "usage": "**用法：**",
+        "arguments": "**参数：**",
+        "options": "**选项：**",
+        "commands": "**子命令：**",
+    },
+}
+
+
+def render_command(
+    command: Any, path: list[str], level: int = 2, parent: Any = None, lang: str = "en"
+) -> str:
+    """Render one command and, recursively, its sub-commands as Markdown.
+
+    Args:
+        command: The click command.
+        path: The words that invoke it (``["steadyloop", "journal", "check"]``).
+        level: The heading level of its section.
+        parent: The click context of the command above it.
+        lang: The page's language, for the section labels (``en`` or ``zh``).
+    """
+    labels = LABELS[lang]
     ctx = command.context_class(command, info_name=path[-1], parent=parent)
     title = " ".join(path)
     out = [f"{'#' * level} `{title}` {{#{_slug(path)}}}", ""]
@@ -77,7 +105,7 @@ def render_command(command: Any, path: list[str], level: int = 2, parent: Any = 
     if help_text:
         out += [help_text, ""]
     usage = command.get_usage(ctx).strip().removeprefix("Usage:").strip()
-    out += ["**Usage:**", "", "```text", f"$ {usage}", "```", ""]
+    out += [labels["usage"], "", "```text", f"$ {usage}", "```", ""]
 
     arguments: list[tuple[str, str]] = []
     options: list[tuple[str, str]] = []
@@ -91,9 +119,9 @@ def render_command(command: Any, path: list[str], level: int = 2, parent: Any = 
             continue
         target = options if param.param_type_name == "option" else arguments
         target.append((record[0], _clean(record[1])))
-    for heading, rows in (("Arguments", arguments), ("Options", options)):
+    for heading, rows in (("arguments", arguments), ("options", options)):
         if rows:
-            out += [f"**{heading}:**", ""]
+            out += [labels[heading], ""]
             out += [f"* `{name}`: {_escape_inline(text)}".rstrip(": ") for name, text in rows]
             out.append("")
 
@@ -105,33 +133,34 @@ def render_command(command: Any, path: list[str], level: int = 2, parent: Any = 
                 continue
             subs.append((name, sub))
         if subs:
-            out += ["**Commands:**", ""]
+            out += [labels["commands"], ""]
             for name, sub in subs:
                 short = _clean(sub.get_short_help_str(limit=200))
                 link = f"[`{name}`](#{_slug([*path, name])})"
                 out.append(f"* {link}: {_escape_inline(short)}".rstrip(": "))
             out.append("")
             for name, sub in subs:
-                out.append(render_command(sub, [*path, name], min(level + 1, 6), ctx))
+                out.append(render_command(sub, [*path, name], min(level + 1, 6), ctx, lang))
     return "\n".join(out).rstrip() + "\n"
 
 
-def generate(target: str, prog: str | None = None) -> str:
+def generate(target: str, prog: str | None = None, lang: str = "en") -> str:
     """Return the Markdown reference for the command ``target`` (``module:attr``)."""
     command = load_command(target)
     name = prog or getattr(command, "name", None) or target.partition(":")[0]
-    return render_command(command, [name])
+    return render_command(command, [name], lang=lang)
 
 
 def on_page_markdown(markdown: str, page: Page, **kwargs: Any) -> str:
     """Replace each CLI marker of a Markdown page with the generated reference."""
     if page.file.src_uri.endswith(".ipynb") or "cli-reference" not in markdown:
         return markdown
+    lang = "zh" if page.file.src_uri.startswith("zh/") else "en"
 
     def replace(match: re.Match[str]) -> str:
         target = match.group("target")
         try:
-            return generate(target, match.group("prog"))
+            return generate(target, match.group("prog"), lang)
         except Exception as exc:  # any failure must show, not pass silently
             log.warning(
                 "%s: cannot generate the CLI reference from %s: %r", page.file.src_uri, target, exc

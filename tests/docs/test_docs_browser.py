@@ -173,6 +173,35 @@ _DRAWING_TEXT = r"""
 """
 MIN_TEXT_PX = 10
 
+# The reader's tools on a page (hooks/reader_tools.py, overrides/main.html): the footer's
+# previous/next links, the edit link, the Markdown copy (fetched, as a reader's assistant
+# would), and on API pages each entry's source link, as laid out (0 px wide is hidden).
+_READER_TOOLS = r"""
+(async () => {
+  const href = (sel) => { const a = document.querySelector(sel); return a ? a.href : null; };
+  const out = {
+    prev: href("a.md-footer__link--prev"),
+    next: href("a.md-footer__link--next"),
+    edit: href("a[rel=edit]"),
+    markdown: href("a.steadyloop-markdown-copy"),
+    h1: ((document.querySelector("article h1") || {}).textContent || "").replace("\u00b6", "").trim(),
+  };
+  const entries = [...document.querySelectorAll(".doc-heading[id^='steadyloop']")];
+  out.entries = entries.length;
+  out.without_source = entries.filter(h => {
+    const a = h.querySelector("a.steadyloop-source-link");
+    return !a || a.getBoundingClientRect().width === 0 || !a.href.includes("/blob/");
+  }).map(h => h.id).slice(0, 5);
+  out.copy = null;
+  if (out.markdown) {
+    const r = await fetch(out.markdown);
+    out.copy_status = r.status;
+    out.copy = r.ok ? await r.text() : null;
+  }
+  return out;
+})()
+"""
+
 # Sphinx roles (:class:`X`) print literally under mkdocstrings' Google style (trap 14).
 # Rendered, the role's backticks become code: ":class:Journal" in the text.
 _LITERAL_ROLE = re.compile(
@@ -188,6 +217,8 @@ class Report:
 
     pages: list[str] = field(default_factory=list)
     problems: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """What [_READER_TOOLS][] found on each page."""
 
     def add(self, kind: str, page: str, what: str) -> None:
         self.problems.setdefault(kind, {}).setdefault(page or "(home)", []).append(what)
@@ -197,12 +228,15 @@ class Report:
         return "\n".join(f"  /{page}: {'; '.join(items)}" for page, items in sorted(found.items()))
 
 
+_EVENTS = ("Network.requestWillBeSent", "Network.responseReceived", "Runtime.exceptionThrown")
+
+
 def look_at_page(browser: DevTools, base: str, page: str, report: Report) -> None:
     """Load one page and record every problem a reader would meet on it."""
     url = base + page
     origin = re.match(r"https?://[^/]+", base)
     assert origin is not None
-    browser.take_events("Network.requestWillBeSent", "Runtime.exceptionThrown")
+    browser.take_events(*_EVENTS)
     browser.viewport(WIDTHS[0], HEIGHT)
     browser.goto(url)
     # Diagrams render asynchronously after the page has loaded. How many there should be
@@ -256,6 +290,24 @@ def look_at_page(browser: DevTools, base: str, page: str, report: Report) -> Non
     for ref in look["autoref_tags"]:
         report.add("xref", page, f"unresolved cross-reference {ref!r}")
 
+    tools: dict[str, Any] = browser.evaluate(_READER_TOOLS)
+    report.tools[page] = tools
+    for what in ("edit", "markdown"):
+        if not tools[what]:
+            report.add("reader-tools", page, f"no {what} link")
+    if tools["markdown"] and (
+        tools["copy"] is None or tools["h1"].split(" ")[0].strip("`") not in tools["copy"]
+    ):
+        report.add(
+            "reader-tools",
+            page,
+            f"Markdown copy {tools['markdown']} ({tools.get('copy_status')}) lacks the title",
+        )
+    if tools["without_source"]:
+        report.add(
+            "reader-tools", page, f"entries without a source link: {tools['without_source']}"
+        )
+
     for width in WIDTHS:
         if width != WIDTHS[0]:
             browser.viewport(width, HEIGHT)
@@ -279,8 +331,14 @@ def look_at_page(browser: DevTools, base: str, page: str, report: Report) -> Non
                 f" sticking out: {', '.join(sideways['culprits']) or 'unknown'}",
             )
 
-    for event in browser.take_events("Network.requestWillBeSent", "Runtime.exceptionThrown"):
+    browser.pump(0.2)  # the last responses
+    for event in browser.take_events(*_EVENTS):
         params = event["params"]
+        if event["method"] == "Network.responseReceived":
+            status = params["response"]["status"]
+            if status >= 400:
+                report.add("failed-request", page, f"{status} {params['response']['url'][:160]}")
+            continue
         if event["method"] == "Runtime.exceptionThrown":
             details = params["exceptionDetails"]
             message = details.get("exception", {}).get("description") or details.get("text")
@@ -321,6 +379,66 @@ def test_nothing_is_loaded_from_elsewhere(report: Report) -> None:
     assert "outside-request" not in report.problems, "requests outside the site:\n" + report.of(
         "outside-request"
     )
+
+
+def test_no_request_fails(report: Report) -> None:
+    """While loading, no page asks for anything the site lacks (no 404: sitemap.xml was)."""
+    assert "failed-request" not in report.problems, "failed requests:\n" + report.of(
+        "failed-request"
+    )
+
+
+def test_every_page_has_its_reader_tools(report: Report) -> None:
+    """Each page has an edit link and a Markdown copy holding it; API entries link source."""
+    assert "reader-tools" not in report.problems, "reader tools:\n" + report.of("reader-tools")
+    api = [t for p, t in report.tools.items() if re.search(r"reference/api/.+", p)]
+    assert api and all(t["entries"] for t in api), "an API page without entries"
+    assert sum(t["entries"] for t in api) >= 500
+
+
+def test_footers_lead_to_the_previous_and_next_page_of_the_same_language(
+    report: Report, base_url: str
+) -> None:
+    """Every page links the page before and after it, in its own language; only ends lack one."""
+    wrong, ends = [], {"prev": 0, "next": 0}
+    for page, tools in report.tools.items():
+        zh = page.startswith("zh/")
+        for side in ("prev", "next"):
+            target = tools[side]
+            if target is None:
+                ends[side] += 1
+                continue
+            if not target.startswith(base_url) or target.startswith(base_url + "zh/") != zh:
+                wrong.append(f"/{page}: {side} -> {target}")
+    assert wrong == [], "\n".join(wrong)
+    # The first page of each language has no previous one, its last no next one.
+    assert ends == {"prev": 2, "next": 2}, ends
+
+
+_TAB_BLOCKS_SHOWN = (
+    "JSON.stringify([...document.querySelector('.tabbed-set').querySelectorAll('.tabbed-block')]"
+    ".map(b => b.getBoundingClientRect().height > 0))"
+)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_tabs_switch_what_they_show_and_keep_the_choice(
+    browser: DevTools, base_url: str, lang: str
+) -> None:
+    """Choosing pip over uv shows its block, hides uv's, and holds on the next page too."""
+    home = base_url + ("" if lang == "en" else "zh/")
+    browser.viewport(WIDTHS[0], HEIGHT)
+    browser.goto(home + "how-to/server-backends/")
+    browser.evaluate("localStorage.clear(); sessionStorage.clear(); true")
+    browser.goto(home + "tutorials/getting-started/")
+    assert browser.evaluate(_TAB_BLOCKS_SHOWN) == "[true,false]"
+    browser.evaluate("document.querySelector('.tabbed-set label:nth-of-type(2)').click()")
+    browser.wait_for(f"{_TAB_BLOCKS_SHOWN} === '[false,true]'", timeout=10, what="the pip tab")
+    assert "pip install" in browser.evaluate("document.querySelector('.tabbed-set').innerText")
+    # Linked tabs (content.tabs.link): the next page opens on the reader's choice.
+    browser.goto(home + "how-to/server-backends/")
+    browser.wait_for(f"{_TAB_BLOCKS_SHOWN} === '[false,true]'", timeout=10, what="pip kept")
+    browser.evaluate("localStorage.clear(); sessionStorage.clear(); true")
 
 
 def test_no_script_error(report: Report) -> None:
@@ -453,6 +571,9 @@ SEARCHES = [
     ("zh", "发布", "how-to/publish-docs/"),
     ("zh", "回放比对", "explanation/replay-diff/"),
     ("zh", "审计循环", "explanation/audit-loop/"),
+    # The page that explains resume, not a notebook that resumes in every section.
+    ("en", "resume", "explanation/crash-resume/"),
+    ("zh", "resume", "explanation/crash-resume/"),
 ]
 
 

@@ -6,12 +6,14 @@ import ast
 import re
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 from docs_support import DEFAULT_LANGUAGE, DOCS, markdown_pages
 
-_BLOCK = re.compile(r"^```python\n(?P<code>.*?)^```", re.S | re.M)
+# Indented too: a block in a content tab (pymdownx.tabbed) is indented under its tab.
+_BLOCK = re.compile(r"^(?P<indent> *)```python\n(?P<code>.*?)^(?P=indent)```", re.S | re.M)
 
 
 def python_blocks() -> list[tuple[str, int, str]]:
@@ -19,7 +21,7 @@ def python_blocks() -> list[tuple[str, int, str]]:
     for page in markdown_pages(DEFAULT_LANGUAGE):
         text = (DOCS / DEFAULT_LANGUAGE / page).read_text(encoding="utf-8")
         for n, match in enumerate(_BLOCK.finditer(text), start=1):
-            blocks.append((page, n, match["code"]))
+            blocks.append((page, n, textwrap.dedent(match["code"])))
     return blocks
 
 

@@ -90,6 +90,7 @@ def test_resume_after_a_crash_and_resolve_from_the_cli(tmp_path: Path) -> None:
         "seen in the outbox",
     )
     assert code == 0, out
+    assert "steadyloop resume r1 --agent MODULE:ATTRIBUTE" in out, out
     code, out = cli("resume", "r1", "--agent", AGENT, "-j", url, "--app", APP, "--json")
     assert code == 0, out
     assert json.loads(out)["stop_reason"] == "completed"

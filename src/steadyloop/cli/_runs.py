@@ -80,6 +80,14 @@ APP_OPT = typer.Option("--app", "-a", help="The app: the journal namespace of th
 JSON_OPT = typer.Option("--json", help="Print JSON instead of a table.")
 
 
+# How `run` and `resume` name the agent, in their help and in the hint `runs resolve`
+# prints: the same words as the tutorial's `shop:agent` and AgentLoadError's message.
+AGENT_METAVAR = "MODULE:ATTRIBUTE"
+AGENT_HELP = (
+    "The agent to import, as module:attribute: shop:agent is the attribute agent of shop.py."
+)
+
+
 def _agent(path: str) -> Agent:
     """Import ``module:attribute`` (from the working directory too), or exit 2."""
     if os.getcwd() not in sys.path:
@@ -200,7 +208,7 @@ def _report(result: RunResult, signum: int | None, as_json: bool, resume_hint: s
 
 
 def run_command(  # noqa: PLR0917 - typer maps parameters to options
-    agent: Annotated[str, typer.Argument(help="The agent, as module:attribute.")],
+    agent: Annotated[str, typer.Argument(help=AGENT_HELP)],
     input: Annotated[str, typer.Argument(help="The user's message.")],
     journal: Annotated[str | None, JOURNAL_OPT] = None,
     app: Annotated[str, APP_OPT] = "default",
@@ -244,7 +252,7 @@ async def _mid_run(work: Awaitable[RunResult], resume_hint: str) -> RunResult:
 
 def resume_command(  # noqa: PLR0917 - typer maps parameters to options
     run_id: Annotated[str, typer.Argument(help="The run to continue.")],
-    agent: Annotated[str, typer.Option("--agent", help="The agent, as module:attribute.")],
+    agent: Annotated[str, typer.Option("--agent", help=AGENT_HELP, metavar=AGENT_METAVAR)],
     journal: Annotated[str | None, JOURNAL_OPT] = None,
     app: Annotated[str, APP_OPT] = "default",
     takeover: Annotated[
@@ -415,7 +423,10 @@ def resolve_command(  # noqa: PLR0917 - typer maps parameters to options
 
     _call(go)
     console.print(
-        Text(f"recorded; continue with: steadyloop resume {printable(run_id)} --agent MODULE:ATTR")
+        Text(
+            f"recorded; continue with: steadyloop resume {printable(run_id)}"
+            f" --agent {AGENT_METAVAR} (the agent the run was started with, such as shop:agent)"
+        )
     )
 
 
