@@ -38,6 +38,7 @@ from typing import Any
 from steadyloop.records import JSONValue, Record, canonical_json
 
 __all__ = [
+    "DAMAGED",
     "SEAL",
     "SNAPSHOT_KINDS",
     "damaged_snapshot",
@@ -103,7 +104,7 @@ def seal_problem(
             is not at hand, which fails the check).
     """
     if DAMAGED in payload:
-        return f"its stored text does not parse ({payload[DAMAGED]})"
+        return f"its stored text is damaged ({payload[DAMAGED]})"
     seal = payload.get(SEAL)
     if seal is None:
         return "it has no seal (written before seals)"
