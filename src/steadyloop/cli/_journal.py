@@ -116,7 +116,8 @@ class Finding:
     Attributes:
         severity: ``"error"`` (the journal is damaged) or ``"warning"``.
         what: A short code: ``corruption``, ``torn-tail``, ``unchecked``,
-            ``open-intent``, ``copy-mismatch``, ``snapshot-mismatch``.
+            ``open-intent``, ``copy-mismatch``, ``snapshot-mismatch``,
+            ``intent-mismatch``.
         location: Where: file and line, table and key, or namespace/stream/seq.
         detail: What exactly was found.
     """
@@ -134,8 +135,9 @@ async def diagnose(journal: Journal) -> list[Finding]:
     batches that do not match their check), torn tails of file backends, JSONL batches
     written before checksums (unchecked), intents without a result (an effect that may
     or may not have happened: resuming such a run must decide, not guess), run
-    results that differ from the session events copying them, and run and session
-    snapshots that do not hold the fold of the records before them.
+    results that differ from the session events copying them, run and session
+    snapshots that do not hold the fold of the records before them, and tool intents
+    that do not ask for the tool call the model's reply made.
     """
     findings: list[Finding] = []
     for ns in await journal.namespaces():
@@ -215,6 +217,9 @@ async def _copies(
     for problem in info.state.snapshot_problems:
         where, _, detail = problem.partition(": ")
         findings.append(Finding("error", "snapshot-mismatch", where, detail))
+    for problem in info.state.intent_problems:
+        where, _, detail = problem.partition(": ")
+        findings.append(Finding("error", "intent-mismatch", where, detail))
     return findings
 
 
