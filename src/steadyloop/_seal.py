@@ -40,12 +40,14 @@ from steadyloop.records import JSONValue, Record, canonical_json
 __all__ = [
     "DAMAGED",
     "SEAL",
+    "SKIPPABLE_SUFFIX",
     "SNAPSHOT_KINDS",
     "damaged_snapshot",
     "first_report",
     "record_crc",
     "seal_problem",
     "sealed",
+    "skippable",
     "unsealed",
 ]
 
@@ -54,6 +56,23 @@ SEAL = "seal"
 
 SNAPSHOT_KINDS = ("run.snapshot", "session.snapshot")
 """The record kinds that carry a seal, and that a reader may pass over when damaged."""
+
+SKIPPABLE_SUFFIX = ".snapshot"
+"""How a record kind says a reader may pass over it: its name ends so.
+
+Such a record is *derived*: it holds nothing the records before it do not (a snapshot
+is a shortcut to their fold). A reader that meets a kind it does not know passes over
+it when the kind is skippable, and refuses any other unknown kind as corruption. So a
+later release may add a derived kind (a new snapshot) without an earlier reader, in
+a fleet mid-upgrade, reporting it as damage; a kind that carries facts of its own must
+never end so.
+"""
+
+
+def skippable(kind: str) -> bool:
+    """Whether a reader that does not know the record kind ``kind`` may pass over it."""
+    return kind.endswith(SKIPPABLE_SUFFIX)
+
 
 _REPORTED: set[tuple[str, ...]] = set()
 _REPORTED_MAX = 4096

@@ -43,8 +43,8 @@ from steadyloop.loop import (
 )
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
 from steadyloop.sessions import parse_session_stream, user_stream
-from steadyloop.sessions._fold import snapshot_problems
-from steadyloop.sessions._streams import KIND_SNAPSHOT
+from steadyloop.sessions._fold import fold_scope_state, snapshot_problems
+from steadyloop.sessions._streams import parse_scope_stream
 
 __all__ = ["Finding", "diagnose", "journal_app"]
 
@@ -179,13 +179,15 @@ async def diagnose(journal: Journal) -> list[Finding]:
             findings.extend(_open_intents(ns, name, records))
             if parse_run_stream(name) is not None and records:
                 findings.extend(await _copies(journal, ns, name, records))
-            elif any(r.kind == KIND_SNAPSHOT for r in records):
+            elif parse_session_stream(name) is not None:
                 findings.extend(_session_snapshots(ns, name, records))
+            else:
+                findings.extend(_scope_state(ns, name, records))
     return findings
 
 
 def _session_snapshots(ns: str, stream: str, records: list[StoredRecord]) -> list[Finding]:
-    """The session snapshots that do not hold the fold of the records before them."""
+    """A session stream that does not fold, or snapshots not holding the fold before them."""
     parsed = parse_session_stream(stream)
     if parsed is None:
         return []
@@ -198,6 +200,18 @@ def _session_snapshots(ns: str, stream: str, records: list[StoredRecord]) -> lis
         where, _, detail = problem.partition(": ")
         findings.append(Finding("error", "snapshot-mismatch", where, detail))
     return findings
+
+
+def _scope_state(ns: str, stream: str, records: list[StoredRecord]) -> list[Finding]:
+    """A user or app state stream whose records do not fold (an unknown kind, a bad key)."""
+    scope = parse_scope_stream(stream)
+    if scope is None:
+        return []
+    try:
+        fold_scope_state(ns, records, "user" if scope == "user" else "app")
+    except CorruptionError as exc:
+        return [Finding("error", "corruption", exc.location, exc.detail)]
+    return []
 
 
 async def _copies(

@@ -43,7 +43,7 @@ from typing import Any
 
 from steadyloop import _names
 from steadyloop._errors import CorruptionError
-from steadyloop._seal import SEAL, seal_problem, sealed, unsealed
+from steadyloop._seal import SEAL, seal_problem, sealed, skippable, unsealed
 from steadyloop.effects import DONE_STATUSES, REDO_STATUSES, Owner
 from steadyloop.loop._types import Budgets, ReplayPolicy, RunResult, StopReason
 from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, StoredRecord, canonical_json
@@ -320,8 +320,9 @@ class RunState:
                 open_intent=payload.get("open_intent"),
                 ended_at=time,
             )
-        else:
+        elif not skippable(kind):
             raise self._corrupt(where, f"unknown run record kind {kind!r}")
+        # else: a derived record of a later release, passed over (steadyloop._seal.skippable)
         self.covered = (kind, payload)
 
     def snapshot(

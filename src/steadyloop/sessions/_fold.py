@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from steadyloop._errors import CorruptionError, SessionError, SessionNotFound
-from steadyloop._seal import SEAL, seal_problem, sealed, unsealed
+from steadyloop._seal import SEAL, seal_problem, sealed, skippable, unsealed
 from steadyloop.records import JSONValue, StoredRecord, canonical_json
 from steadyloop.sessions._history import History, IdSet, Positions
 from steadyloop.sessions._model import Event, Scope, Session, Summary, key_scope
@@ -67,6 +67,8 @@ def fold_scope_state(
     state: dict[str, JSONValue] = {}
     for rec in records:
         delta = rec.payload.get("delta")
+        if rec.kind != KIND_STATE_DELTA and skippable(rec.kind):
+            continue  # a derived record of a later release (steadyloop._seal.skippable)
         try:
             if rec.kind != KIND_STATE_DELTA:
                 raise SessionError(f"unexpected record kind {rec.kind!r}")
@@ -155,7 +157,9 @@ class SessionFold:
                 self.session_id, latest, used, self._positions(), summary
             )
             self.summaries.append(summary)
-        elif kind != KIND_SNAPSHOT:  # a snapshot is checked by snapshot_problems
+        elif kind != KIND_SNAPSHOT and not skippable(kind):
+            # A snapshot is checked by snapshot_problems; another skippable kind is a
+            # derived record of a later release (steadyloop._seal.skippable).
             raise SessionError(f"unexpected record kind {kind!r} in a session stream")
 
     def _created(self, rec: StoredRecord) -> None:

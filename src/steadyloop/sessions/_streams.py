@@ -65,6 +65,7 @@ __all__ = [
     "app_stream",
     "check_id",
     "memory_stream",
+    "parse_scope_stream",
     "parse_session_stream",
     "session_stream",
     "user_stream",
@@ -170,4 +171,19 @@ def parse_session_stream(name: str) -> tuple[str, str] | None:
         and isinstance(value[2], str)
     ):
         return value[1], value[2]
+    return None
+
+
+def parse_scope_stream(name: str) -> str | None:
+    """``"user"`` or ``"app"`` if ``name`` is a user's or the app's state stream, else ``None``."""
+    if name == _APP_STREAM:
+        return "app"
+    if not name.startswith('["user",'):
+        return None
+    try:
+        value = decode(name)
+    except ValueError:
+        return None
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[1], str):
+        return "user"
     return None
