@@ -1,8 +1,8 @@
 """The seal of a snapshot record: proof that it is the payload that was written, where.
 
-A snapshot (``run.snapshot``, ``session.snapshot``) lets a reader skip the records before
-it, so a wrong one would be believed. Each carries a ``seal`` field beside its other
-fields::
+A snapshot (``run.snapshot``, ``session.snapshot``, ``state.snapshot``) lets a reader
+skip the records before it, so a wrong one would be believed. Each carries a ``seal``
+field beside its other fields::
 
     "seal": {"digest": "sha256:<hex>", "seq": <n>, "crc": "<8 hex digits>"}
 
@@ -54,7 +54,7 @@ __all__ = [
 SEAL = "seal"
 """The payload field that holds the seal."""
 
-SNAPSHOT_KINDS = ("run.snapshot", "session.snapshot")
+SNAPSHOT_KINDS = ("run.snapshot", "session.snapshot", "state.snapshot")
 """The record kinds that carry a seal, and that a reader may pass over when damaged."""
 
 SKIPPABLE_SUFFIX = ".snapshot"
@@ -141,7 +141,7 @@ def seal_problem(
 
 
 _DAMAGED_TEXT = re.compile(
-    r'\A\{"id":("(?:[^"\\]|\\.)*"),"kind":"(run\.snapshot|session\.snapshot)",'
+    r'\A\{"id":("(?:[^"\\]|\\.)*"),"kind":"(' + "|".join(map(re.escape, SNAPSHOT_KINDS)) + ')",'
     r'"payload":.*,"time":(-?\d+)\}\Z',
     re.DOTALL,
 )

@@ -43,7 +43,7 @@ from steadyloop.loop import (
 )
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
 from steadyloop.sessions import parse_session_stream, user_stream
-from steadyloop.sessions._fold import fold_scope_state, snapshot_problems
+from steadyloop.sessions._fold import scope_snapshot_problems, snapshot_problems
 from steadyloop.sessions._streams import parse_scope_stream
 
 __all__ = ["Finding", "diagnose", "journal_app"]
@@ -203,15 +203,19 @@ def _session_snapshots(ns: str, stream: str, records: list[StoredRecord]) -> lis
 
 
 def _scope_state(ns: str, stream: str, records: list[StoredRecord]) -> list[Finding]:
-    """A user or app state stream whose records do not fold (an unknown kind, a bad key)."""
+    """A user or app state stream that does not fold, or its snapshots that do not match."""
     scope = parse_scope_stream(stream)
     if scope is None:
         return []
     try:
-        fold_scope_state(ns, records, "user" if scope == "user" else "app")
+        problems = scope_snapshot_problems(ns, records, scope)
     except CorruptionError as exc:
         return [Finding("error", "corruption", exc.location, exc.detail)]
-    return []
+    findings = []
+    for problem in problems:
+        where, _, detail = problem.partition(": ")
+        findings.append(Finding("error", "snapshot-mismatch", where, detail))
+    return findings
 
 
 async def _copies(
