@@ -40,7 +40,7 @@ async def test_a_derived_kind_of_a_later_release_is_passed_over(
 ) -> None:
     """An unknown kind ending in .snapshot: doctor finds no error and resume ends as usual."""
     url = f"sqlite:///{tmp_path}/j.db" if backend == "sqlite" else f"jsonl://{tmp_path}/j"
-    await _written_by_a_later_release(url, "state.snapshot")
+    await _written_by_a_later_release(url, "later.snapshot")
     async with await open_journal(url) as journal:
         assert [f for f in await diagnose(journal) if f.severity == "error"] == []
         session = await SessionService(journal, APP).get_session("ada", "s2")
