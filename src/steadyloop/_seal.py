@@ -1,8 +1,8 @@
 """The seal of a snapshot record: proof that it is the payload that was written, where.
 
-A snapshot (``run.snapshot``, ``session.snapshot``) lets a reader skip the records before
-it, so a wrong one would be believed. Each carries a ``seal`` field beside its other
-fields::
+A snapshot (``run.snapshot``, ``session.snapshot``, ``state.snapshot``) lets a reader
+skip the records before it, so a wrong one would be believed. Each carries a ``seal``
+field beside its other fields::
 
     "seal": {"digest": "sha256:<hex>", "seq": <n>, "crc": "<8 hex digits>"}
 
@@ -38,21 +38,41 @@ from typing import Any
 from steadyloop.records import JSONValue, Record, canonical_json
 
 __all__ = [
+    "DAMAGED",
     "SEAL",
+    "SKIPPABLE_SUFFIX",
     "SNAPSHOT_KINDS",
     "damaged_snapshot",
     "first_report",
     "record_crc",
     "seal_problem",
     "sealed",
+    "skippable",
     "unsealed",
 ]
 
 SEAL = "seal"
 """The payload field that holds the seal."""
 
-SNAPSHOT_KINDS = ("run.snapshot", "session.snapshot")
+SNAPSHOT_KINDS = ("run.snapshot", "session.snapshot", "state.snapshot")
 """The record kinds that carry a seal, and that a reader may pass over when damaged."""
+
+SKIPPABLE_SUFFIX = ".snapshot"
+"""How a record kind says a reader may pass over it: its name ends so.
+
+Such a record is *derived*: it holds nothing the records before it do not (a snapshot
+is a shortcut to their fold). A reader that meets a kind it does not know passes over
+it when the kind is skippable, and refuses any other unknown kind as corruption. So a
+later release may add a derived kind (a new snapshot) without an earlier reader, in
+a fleet mid-upgrade, reporting it as damage; a kind that carries facts of its own must
+never end so.
+"""
+
+
+def skippable(kind: str) -> bool:
+    """Whether a reader that does not know the record kind ``kind`` may pass over it."""
+    return kind.endswith(SKIPPABLE_SUFFIX)
+
 
 _REPORTED: set[tuple[str, ...]] = set()
 _REPORTED_MAX = 4096
@@ -103,7 +123,7 @@ def seal_problem(
             is not at hand, which fails the check).
     """
     if DAMAGED in payload:
-        return f"its stored text does not parse ({payload[DAMAGED]})"
+        return f"its stored text is damaged ({payload[DAMAGED]})"
     seal = payload.get(SEAL)
     if seal is None:
         return "it has no seal (written before seals)"
@@ -121,7 +141,7 @@ def seal_problem(
 
 
 _DAMAGED_TEXT = re.compile(
-    r'\A\{"id":("(?:[^"\\]|\\.)*"),"kind":"(run\.snapshot|session\.snapshot)",'
+    r'\A\{"id":("(?:[^"\\]|\\.)*"),"kind":"(' + "|".join(map(re.escape, SNAPSHOT_KINDS)) + ')",'
     r'"payload":.*,"time":(-?\d+)\}\Z',
     re.DOTALL,
 )

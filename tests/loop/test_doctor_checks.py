@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import re
 import zlib
 from pathlib import Path
@@ -46,7 +47,7 @@ def doctor(tmp_path: Path) -> tuple[int, str]:
 def recheck(lines: list[str], at: int) -> None:
     """Recompute the check of the batch ending at line index ``at`` (an editor's forgery)."""
     start = at
-    while start > 1 and '"index":0,' not in lines[start]:
+    while start > 1 and json.loads(lines[start])["index"] != 0:
         start -= 1
     body = [*lines[start:at], re.sub(r',"check":"[0-9a-f]{8}"', "", lines[at])]
     crc = f"{zlib.crc32(''.join(body).encode()):08x}"
@@ -107,3 +108,28 @@ def test_doctor_passes_an_untouched_run(tmp_path: Path) -> None:
     code, out = doctor(tmp_path)
     assert code == 0, out
     assert "no problems" in out
+
+
+def test_doctor_finds_a_forged_intent_argument_with_its_check_recomputed(tmp_path: Path) -> None:
+    """A tool intent's arguments edited, the batch check recomputed: doctor still exits 1.
+
+    No checksum can see this forgery; the intent no longer asks for the tool call the
+    model's reply made, and doctor compares the two records.
+    """
+    path = crashed_run(tmp_path)
+    lines = path.read_text().splitlines(keepends=True)
+    (at,) = [
+        i
+        for i, x in enumerate(lines)
+        if '"kind":"effect.intent"' in x and '"arguments":{"n":2}' in x and '"what":"tool"' in x
+    ]
+    lines[at] = lines[at].replace('"arguments":{"n":2}', '"arguments":{"n":7}')
+    end = at
+    while '"check":' not in lines[end]:
+        end += 1
+    recheck(lines, end)
+    path.write_text("".join(lines))
+    code, out = doctor(tmp_path)
+    assert code == 1, out
+    assert "intent-mismatch" in out and "'r1/" in out
+    assert 'arguments {"n":7} where the reply has {"n":2}' in out

@@ -16,7 +16,9 @@ import pytest
 from loop_helpers import APP
 
 from backends import CONNECT_TIMEOUT, server_store
+from steadyloop._errors import CorruptionError
 from steadyloop.journal import Journal, open_journal
+from steadyloop.journal._jsonl import namespace_filename
 from steadyloop.loop import (
     RUN_SNAPSHOT,
     Agent,
@@ -101,6 +103,36 @@ def sql_raw(run_sql: Callable[[str, tuple[Any, ...]], list[Any]]) -> Raw:
     return Raw(rows, put)
 
 
+def jsonl_raw(path: Path) -> Raw:
+    """A JSONL file's records: each is the canonical text nested in its batch line."""
+
+    def lines() -> list[bytes]:
+        return path.read_bytes().split(b"\n")
+
+    def located(stream: str) -> dict[int, tuple[int, str]]:
+        found: dict[int, tuple[int, str]] = {}
+        for number, line in enumerate(lines()[1:], start=1):
+            if not line:
+                continue
+            obj = json.loads(line)
+            if obj.get("stream") == stream and "record" in obj:
+                found[obj["seq"]] = (number, canonical_json(obj["record"]))
+        return found
+
+    def rows(stream: str) -> list[tuple[int, str]]:
+        return [(seq, text) for seq, (_, text) in sorted(located(stream).items())]
+
+    def put(stream: str, seq: int, data: str) -> None:
+        number, text = located(stream)[seq]
+        all_lines = lines()
+        old = text.encode("utf-8")
+        assert all_lines[number].count(old) == 1
+        all_lines[number] = all_lines[number].replace(old, data.encode("utf-8"))
+        path.write_bytes(b"\n".join(all_lines))
+
+    return Raw(rows, put)
+
+
 @asynccontextmanager
 async def store(backend: str, tmp_path: Path) -> AsyncIterator[tuple[str, Raw]]:
     """A fresh journal URL, and its records' stored text behind the journal."""
@@ -112,6 +144,10 @@ async def store(backend: str, tmp_path: Path) -> AsyncIterator[tuple[str, Raw]]:
                 return conn.execute(statement.format(p="steadyloop_"), params).fetchall()
 
         yield f"sqlite:///{path}", sql_raw(sqlite_sql)
+        return
+    if backend == "jsonl":
+        directory = tmp_path / f"seal-{uuid.uuid4().hex[:8]}"
+        yield f"jsonl://{directory}", jsonl_raw(directory / namespace_filename(APP))
         return
     if backend == "redis":
         import redis
@@ -185,6 +221,11 @@ def flip_summary(p: dict[str, Any]) -> None:
     p["summary"]["text"] = text.replace("a summary", "b summary", 1)
 
 
+def flip_summary_bit(p: dict[str, Any]) -> None:
+    text = p["summary"]["text"]
+    p["summary"]["text"] = chr(ord(text[0]) ^ 0x20) + text[1:]  # one bit: a letter's case
+
+
 def break_json(text: str) -> str:
     """Turn the ``:`` after a key inside the payload into ``;``: no longer JSON."""
     at = text.index('"payload":') + len('"payload":')
@@ -250,7 +291,7 @@ def normalise(text: str) -> str:
     return re.sub(r"\bclean\b|\bs\b", "S", text)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
+@pytest.mark.parametrize("backend", ["sqlite", "jsonl", "postgres", "redis"])
 @pytest.mark.parametrize("damage", [*RUN_DAMAGE, "covered-record-changed"])
 async def test_a_damaged_run_snapshot_is_not_used(
     backend: str, damage: str, tmp_path: Path, every: None, caplog: pytest.LogCaptureFixture
@@ -278,7 +319,9 @@ async def _resume_past_damage(
 ) -> None:
     """Crash, damage the latest snapshot (or, with no damage, what it covers), resume.
 
-    The resumed run must end as the clean one did, with exactly one warning.
+    The resumed run must end as the clean one did, with exactly one warning; on JSONL,
+    whose batch check sees any changed line, a changed record that is no snapshot is
+    refused as corruption instead.
     """
     async with store(backend, tmp_path) as (url, sql):
         clean = await clean_result(url, summarising_agent)
@@ -290,6 +333,11 @@ async def _resume_past_damage(
             edit_row(sql, stream, seq - 1, edit_covered)
         else:
             edit_row(sql, stream, seq, damage)
+        if damage is None and backend == "jsonl":
+            # JSONL checks every batch: a changed record that is no snapshot is corruption.
+            with pytest.raises(CorruptionError, match="does not match its check"):
+                await resumed(url, summarising_agent)
+            return
         caplog.clear()
         with caplog.at_level(logging.WARNING):
             result = await resumed(url, summarising_agent)
@@ -299,12 +347,13 @@ async def _resume_past_damage(
 
 
 SESSION_DAMAGE: dict[str, Callable[[str], str]] = {
+    "summary-bit-flip": payload_edit(flip_summary_bit),
     "summary-text-flipped": payload_edit(flip_summary),
     "broken-json": break_json,
 }
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis"])
+@pytest.mark.parametrize("backend", ["sqlite", "jsonl", "postgres", "redis"])
 @pytest.mark.parametrize("damage", [*SESSION_DAMAGE, "covered-record-changed"])
 async def test_a_damaged_session_snapshot_is_not_used(
     backend: str, damage: str, tmp_path: Path, caplog: pytest.LogCaptureFixture

@@ -43,8 +43,8 @@ from steadyloop.loop import (
 )
 from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord, canonical_json
 from steadyloop.sessions import parse_session_stream, user_stream
-from steadyloop.sessions._fold import snapshot_problems
-from steadyloop.sessions._streams import KIND_SNAPSHOT
+from steadyloop.sessions._fold import scope_snapshot_problems, snapshot_problems
+from steadyloop.sessions._streams import parse_scope_stream
 
 __all__ = ["Finding", "diagnose", "journal_app"]
 
@@ -116,7 +116,8 @@ class Finding:
     Attributes:
         severity: ``"error"`` (the journal is damaged) or ``"warning"``.
         what: A short code: ``corruption``, ``torn-tail``, ``unchecked``,
-            ``open-intent``, ``copy-mismatch``, ``snapshot-mismatch``.
+            ``open-intent``, ``copy-mismatch``, ``snapshot-mismatch``,
+            ``intent-mismatch``.
         location: Where: file and line, table and key, or namespace/stream/seq.
         detail: What exactly was found.
     """
@@ -134,8 +135,9 @@ async def diagnose(journal: Journal) -> list[Finding]:
     batches that do not match their check), torn tails of file backends, JSONL batches
     written before checksums (unchecked), intents without a result (an effect that may
     or may not have happened: resuming such a run must decide, not guess), run
-    results that differ from the session events copying them, and run and session
-    snapshots that do not hold the fold of the records before them.
+    results that differ from the session events copying them, run and session
+    snapshots that do not hold the fold of the records before them, and tool intents
+    that do not ask for the tool call the model's reply made.
     """
     findings: list[Finding] = []
     for ns in await journal.namespaces():
@@ -177,18 +179,36 @@ async def diagnose(journal: Journal) -> list[Finding]:
             findings.extend(_open_intents(ns, name, records))
             if parse_run_stream(name) is not None and records:
                 findings.extend(await _copies(journal, ns, name, records))
-            elif any(r.kind == KIND_SNAPSHOT for r in records):
+            elif parse_session_stream(name) is not None:
                 findings.extend(_session_snapshots(ns, name, records))
+            else:
+                findings.extend(_scope_state(ns, name, records))
     return findings
 
 
 def _session_snapshots(ns: str, stream: str, records: list[StoredRecord]) -> list[Finding]:
-    """The session snapshots that do not hold the fold of the records before them."""
+    """A session stream that does not fold, or snapshots not holding the fold before them."""
     parsed = parse_session_stream(stream)
     if parsed is None:
         return []
     try:
         problems = snapshot_problems(ns, *parsed, records)
+    except CorruptionError as exc:
+        return [Finding("error", "corruption", exc.location, exc.detail)]
+    findings = []
+    for problem in problems:
+        where, _, detail = problem.partition(": ")
+        findings.append(Finding("error", "snapshot-mismatch", where, detail))
+    return findings
+
+
+def _scope_state(ns: str, stream: str, records: list[StoredRecord]) -> list[Finding]:
+    """A user or app state stream that does not fold, or its snapshots that do not match."""
+    scope = parse_scope_stream(stream)
+    if scope is None:
+        return []
+    try:
+        problems = scope_snapshot_problems(ns, records, scope)
     except CorruptionError as exc:
         return [Finding("error", "corruption", exc.location, exc.detail)]
     findings = []
@@ -215,6 +235,9 @@ async def _copies(
     for problem in info.state.snapshot_problems:
         where, _, detail = problem.partition(": ")
         findings.append(Finding("error", "snapshot-mismatch", where, detail))
+    for problem in info.state.intent_problems:
+        where, _, detail = problem.partition(": ")
+        findings.append(Finding("error", "intent-mismatch", where, detail))
     return findings
 
 

@@ -12,7 +12,13 @@ File format (every line is canonical JSON, terminated by ``\n``)::
 The last line of every batch carries ``check``: the CRC-32 (8 hex digits) of the
 batch's bytes as written, that last line taken without its ``,"check":"…"`` field.
 Reading verifies it, so an edit that keeps every line valid JSON (``"sent":0`` made
-``"sent":9``) is corruption too. Files of version 1 were written before checksums:
+``"sent":9``) is corruption too. A batch holding a snapshot record (``run.snapshot``,
+``session.snapshot``) also carries ``frame`` on its last line: the CRC-32 of its other
+lines as written, the last without ``check`` and ``frame``. When such a batch fails its
+check (or a snapshot line of it does not parse) but its frame holds, only snapshot
+lines changed: they are read as stand-ins that every reader refuses as a snapshot
+(`steadyloop._seal.damaged_snapshot`), so resume folds the records before them. Older
+readers ignore ``frame``. Files of version 1 were written before checksums:
 they still read; their batches without a check are counted as unchecked
 ([JSONLJournal.unchecked_batches][steadyloop.journal.JSONLJournal.unchecked_batches]),
 and batches appended to them now carry one. In a version 2 file every batch must.
@@ -22,10 +28,11 @@ Rules (DESIGN.md, "Journal"):
 * A batch counts once its last line's newline is written and synced. An unterminated
   last line, or an incomplete last batch, is a *torn tail*: ignored on read and cut
   (then synced) before the next append.
-* A terminated line that does not parse, a batch with a member missing before the
-  end of the file, a batch that does not match its check, a skipped batch number or
-  sequence number is corruption: [`CorruptionError`][steadyloop.CorruptionError] names
-  the file and line. Nothing is skipped.
+* A terminated line that does not parse, a batch with a member missing before the end
+  of the file, a batch that does not match its check (damage to snapshot lines alone
+  aside, see above), a skipped batch number or sequence number is corruption:
+  [`CorruptionError`][steadyloop.CorruptionError] names the file and line. Nothing is
+  skipped.
 * A new file is followed by an ``fsync`` of its directory.
 * One writer per namespace file: the first write takes an exclusive ``flock`` that is
   held until `close`. A second writer, in this process or another, gets
@@ -43,6 +50,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +64,7 @@ from steadyloop._errors import (
     IdempotencyKeyReused,
     SteadyloopError,
 )
+from steadyloop._seal import DAMAGED, SNAPSHOT_KINDS, damaged_snapshot
 from steadyloop.journal._files import FileLock, Files
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch, StoredKey
 from steadyloop.records import (
@@ -134,15 +143,43 @@ def _check_directory(path: Path, create: bool) -> None:
         raise BackendUnavailable(f"{_url(path)}: directory is not writable")
 
 
-def _with_check(texts: list[str]) -> bytes:
-    """The bytes of a batch's lines, its last line carrying the batch's check."""
+def _is_snapshot(line: dict[str, Any]) -> bool:
+    record = line.get("record")
+    return isinstance(record, dict) and record.get("kind") in SNAPSHOT_KINDS
+
+
+def _with_check(texts: list[str], snapshot: list[bool]) -> bytes:
+    """The bytes of a batch's lines, its last line carrying the batch's check.
+
+    Args:
+        texts: Each member line's canonical JSON (see `_member_text`).
+        snapshot: For each line, whether its record is a snapshot.
+
+    A batch holding a snapshot record also carries ``frame`` on its last line: the
+    CRC-32 of its other lines as written (the last taken without ``check`` and
+    ``frame``). It lets a reader tell a batch whose only damage is in a snapshot line,
+    which it may pass over (see the module doc), from any other damage.
+    """
+    if any(snapshot):
+        framed = [t for t, s in zip(texts[:-1], snapshot[:-1], strict=True) if not s]
+        if not snapshot[-1]:
+            framed.append(texts[-1])
+        crc = zlib.crc32("".join(t + "\n" for t in framed).encode("utf-8"))
+        # Canonical JSON sorts keys: "frame" comes right before "index", the first
+        # field after "batch" and the hex "digest" that can hold no quote.
+        texts = [*texts[:-1], texts[-1].replace(',"index":', f',"frame":"{crc:08x}","index":', 1)]
     data = "".join(t + "\n" for t in texts).encode("utf-8")
     check = f"{zlib.crc32(data):08x}"
     # Canonical JSON sorts keys, and every member line starts with "batch": the check
     # is always the second field, so a reader finds and removes it textually.
-    head, sep, rest = texts[-1].partition(",")
-    last = f'{head}{sep}"check":"{check}",{rest}' if sep else texts[-1]
+    head, sep, rest_text = texts[-1].partition(",")
+    last = f'{head}{sep}"check":"{check}",{rest_text}' if sep else texts[-1]
     return "".join(t + "\n" for t in [*texts[:-1], last]).encode("utf-8")
+
+
+def _lines_with_check(lines: list[dict[str, Any]]) -> bytes:
+    """``_with_check`` of lines given as objects (their records decoded into them)."""
+    return _with_check([canonical_json(o) for o in lines], [_is_snapshot(o) for o in lines])
 
 
 _SPLICE_BRACKETS = MAX_DEPTH - 8
@@ -169,6 +206,62 @@ def _member_text(obj: dict[str, Any], text: str) -> str:
     parts += [',"record":', text, ',"seq":', str(obj["seq"]), ',"size":', str(obj["size"])]
     parts += [',"stream":', _encode_str(obj["stream"]), "}"]
     return "".join(parts)
+
+
+_SNAPSHOT_LINE = re.compile(
+    rb'\A\{"batch":(\d+),(?:"check":"([0-9a-f]{8})",)?(?:"digest":("(?:[^"\\]|\\.)*"),)?'
+    rb'(?:"frame":"([0-9a-f]{8})",)?"index":(\d+),(?:"key":("(?:[^"\\]|\\.)*"),)?'
+    rb'"record":(\{"id":.*\}),"seq":(\d+),"size":(\d+),"stream":("(?:[^"\\]|\\.)*")\}\Z',
+    re.DOTALL,
+)
+"""A batch member line holding a record, read by its canonical frame alone."""
+
+
+def _unparsed_snapshot(raw: bytes, error: str) -> dict[str, Any] | None:
+    """A member line that does not parse, if its frame is intact and it holds a snapshot.
+
+    Returns the line's fields, its record replaced by the stand-in every reader
+    refuses as a snapshot (`steadyloop._seal.damaged_snapshot`), or ``None``: then the
+    line is corruption. The caller still checks the batch's ``frame``.
+    """
+    match = _SNAPSHOT_LINE.match(raw)
+    if match is None:
+        return None
+    try:
+        stand_in = damaged_snapshot(match.group(7).decode("utf-8"), error)
+        texts = {"digest": match.group(3), "key": match.group(6), "stream": match.group(10)}
+        strings = {k: decode(v) for k, v in texts.items() if v is not None}
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if stand_in is None or not all(isinstance(v, str) for v in strings.values()):
+        return None
+    obj: dict[str, Any] = {
+        "batch": int(match.group(1)),
+        "index": int(match.group(5)),
+        "record": stand_in.to_dict(),
+        "seq": int(match.group(8)),
+        "size": int(match.group(9)),
+        **strings,
+        "unparsed": True,
+    }
+    for name, group in (("check", 2), ("frame", 4)):
+        if match.group(group) is not None:
+            obj[name] = match.group(group).decode("ascii")
+    return obj
+
+
+def _pass_over(members: list[tuple[int, dict[str, Any]]], batch: int, why: str) -> None:
+    """Read the snapshot lines of a damaged batch as stand-ins a reader refuses."""
+    for _, obj in members:
+        if _is_snapshot(obj) and not obj.get("unparsed"):
+            record = obj["record"]
+            stand_in = Record(
+                kind=record["kind"],
+                payload={DAMAGED: f"batch {batch} {why}"},
+                id=record["id"],
+                time=record["time"],
+            )
+            obj["text"] = stand_in.to_json()
 
 
 @dataclass
@@ -283,7 +376,10 @@ class JSONLJournal(Journal):
                 if not isinstance(obj, dict):
                     raise ValueError("a line must be a JSON object")
             except (ValueError, UnicodeDecodeError) as exc:
-                raise CorruptionError(f"line does not parse: {exc}", location=where) from None
+                unparsed = None if line_no == 1 else _unparsed_snapshot(raw, str(exc))
+                if unparsed is None:
+                    raise CorruptionError(f"line does not parse: {exc}", location=where) from None
+                obj = unparsed
             if line_no == 1:
                 state.version = self._check_header(obj, namespace, where)
                 state.has_header = True
@@ -299,15 +395,17 @@ class JSONLJournal(Journal):
                 )
             if not pending:
                 pending_start = offset
-                crc = 0
+                crc = framed = 0
             pending.append((line_no, obj))
             self._check_member(obj, pending, state, where)
             offset = end + 1
             check = obj.get("check")
             if len(pending) < obj["size"]:
-                if check is not None:
+                if check is not None or "frame" in obj:
                     raise CorruptionError("a check on a line inside its batch", location=where)
                 crc = zlib.crc32(raw + b"\n", crc)
+                if not _is_snapshot(obj):
+                    framed = zlib.crc32(raw + b"\n", framed)
                 continue
             if check is None:
                 if state.version >= 2:
@@ -320,15 +418,26 @@ class JSONLJournal(Journal):
                 field = f',"check":"{check}"'.encode() if isinstance(check, str) else b""
                 if not field or field not in raw:
                     raise CorruptionError("malformed check field", location=where)
-                crc = zlib.crc32(raw.replace(field, b"", 1) + b"\n", crc)
-                if f"{crc:08x}" != check:
+                unchecked = raw.replace(field, b"", 1)
+                crc = zlib.crc32(unchecked + b"\n", crc)
+                damaged = [n for n, o in pending if o.get("unparsed")]
+                if f"{crc:08x}" != check or damaged:
                     first = pending[0][0]
                     lines = f"line {first}" if first == line_no else f"lines {first}-{line_no}"
-                    raise CorruptionError(
-                        f"batch {obj['batch']} ({lines}) does not match its check "
-                        f"({crc:08x}, stored {check}): a line of it was changed",
-                        location=f"{path}:{first}",
-                    )
+                    why = f"({lines}) does not match its check ({crc:08x}, stored {check})"
+                    if not _is_snapshot(obj):
+                        frame = f',"frame":"{obj.get("frame")}"'.encode()
+                        framed = zlib.crc32(unchecked.replace(frame, b"", 1) + b"\n", framed)
+                    if obj.get("frame") != f"{framed:08x}":  # not only snapshot lines changed
+                        if damaged:
+                            raise CorruptionError(
+                                "line does not parse", location=f"{path}:{damaged[0]}"
+                            )
+                        raise CorruptionError(
+                            f"batch {obj['batch']} {why}: a line of it was changed",
+                            location=f"{path}:{first}",
+                        )
+                    _pass_over(pending, obj["batch"], f"{why}; only its snapshot lines differ")
             self._apply(state, pending)
             pending = []
             state.valid_length = offset
@@ -492,7 +601,7 @@ class JSONLJournal(Journal):
 
     def _write_lines(self, namespace: str, lines: list[dict[str, Any]]) -> _Namespace:
         state, fd = self._writable(namespace)
-        self._write_payload(namespace, fd, state, _with_check([canonical_json(o) for o in lines]))
+        self._write_payload(namespace, fd, state, _lines_with_check(lines))
         return state
 
     def _write_payload(self, namespace: str, fd: int, state: _Namespace, payload: bytes) -> None:
@@ -573,6 +682,7 @@ class JSONLJournal(Journal):
             lines: list[dict[str, Any]] = []
             positions: dict[str, tuple[int, int]] = {}
             texts_in_order: list[str] = []
+            snapshot: list[bool] = []
             for w, texts in zip(batch.writes, batch.encoded, strict=True):
                 first = heads[w.stream] + 1
                 positions[w.stream] = (first, first + len(texts) - 1)
@@ -580,6 +690,7 @@ class JSONLJournal(Journal):
                 for k, text in enumerate(texts):
                     lines.append({"batch": number, "stream": w.stream, "seq": first + k})
                     texts_in_order.append(text)
+                    snapshot.append(w.records[k].kind in SNAPSHOT_KINDS)
             for index, obj in enumerate(lines):
                 obj["index"], obj["size"] = index, len(lines)
             if key is not None:
@@ -589,7 +700,8 @@ class JSONLJournal(Journal):
                     [
                         _member_text(obj, text)
                         for obj, text in zip(lines, texts_in_order, strict=True)
-                    ]
+                    ],
+                    snapshot,
                 )
             except EncodingError as exc:
                 # A line nests its record one level deeper than the record's own check
@@ -791,7 +903,7 @@ class JSONLJournal(Journal):
                 }
                 for k, text in enumerate(texts)
             ]
-            chunks.append(_with_check([canonical_json(o) for o in lines]))
+            chunks.append(_lines_with_check(lines))
         for key, (digest, result) in state.keys.items():
             number += 1
             line = {
@@ -802,7 +914,7 @@ class JSONLJournal(Journal):
                 "restore": key,
                 "size": 1,
             }
-            chunks.append(_with_check([canonical_json(line)]))
+            chunks.append(_lines_with_check([line]))
         data = b"".join(chunks)
         temporary = path + ".compact"
         with contextlib.suppress(FileNotFoundError):

@@ -43,7 +43,7 @@ from typing import Any
 
 from steadyloop import _names
 from steadyloop._errors import CorruptionError
-from steadyloop._seal import SEAL, seal_problem, sealed, unsealed
+from steadyloop._seal import SEAL, seal_problem, sealed, skippable, unsealed
 from steadyloop.effects import DONE_STATUSES, REDO_STATUSES, Owner
 from steadyloop.loop._types import Budgets, ReplayPolicy, RunResult, StopReason
 from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, StoredRecord, canonical_json
@@ -151,6 +151,8 @@ class RunState:
         folded_from: How this state was read: ``"the whole run"``, or from which
             snapshot (and, when a snapshot could not be used, why).
         snapshot_problems: Snapshots a full fold found not to match it (where, why).
+        intent_problems: Tool intents that do not ask for the tool call the model's
+            reply made (where, why): a record changed since it was written.
         covered: The kind and payload of the last record applied, which the seal of a
             snapshot written next names.
     """
@@ -180,6 +182,7 @@ class RunState:
     last_snapshot: int = 0
     folded_from: str = "the whole run"
     snapshot_problems: list[str] = field(default_factory=list)
+    intent_problems: list[str] = field(default_factory=list)
     covered: tuple[str, Mapping[str, Any]] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -272,6 +275,8 @@ class RunState:
                     f"intent {payload.get('intent_id')!r} while "
                     f"{self.open_intent['intent_id']!r} has no result",
                 )
+            if payload.get("what") == "tool" and self.pending_calls:
+                self._check_tool_intent(payload, where)
             self.unwritten_events = None
             self.intents += 1
             self.open_intent = dict(payload)
@@ -315,8 +320,9 @@ class RunState:
                 open_intent=payload.get("open_intent"),
                 ended_at=time,
             )
-        else:
+        elif not skippable(kind):
             raise self._corrupt(where, f"unknown run record kind {kind!r}")
+        # else: a derived record of a later release, passed over (steadyloop._seal.skippable)
         self.covered = (kind, payload)
 
     def snapshot(
@@ -427,6 +433,32 @@ class RunState:
         if intent.get("what") == "model":
             return f"model:{intent.get('step')}"
         return f"tool:{intent.get('step')}:{intent.get('index')}"
+
+    def _check_tool_intent(self, payload: Mapping[str, Any], where: str) -> None:
+        """Note a tool intent that does not ask for the call the model's reply made.
+
+        The driver announces the next pending call of the latest reply, as it is:
+        its call id, tool and arguments, at that reply's step and the call's index.
+        An intent that differs was changed after it was written (or its reply was).
+        Not fatal to the fold, which follows the records; ``journal doctor`` reports it.
+        """
+        call_id, tool, arguments = self.pending_calls[0]
+        asked = [payload.get("step"), payload.get("index"), payload.get("call_id")]
+        expected = [self.last_reply_step, self.call_base, call_id]
+        wrong = [
+            f"{name} {canonical_json(got)} where the reply has {canonical_json(want)}"
+            for name, got, want in (
+                ("step, index and call id", asked, expected),
+                ("tool", payload.get("tool"), tool),
+                ("arguments", payload.get("arguments"), arguments),
+            )
+            if canonical_json(got) != canonical_json(want)
+        ]
+        if wrong:
+            self.intent_problems.append(
+                f"{self.namespace}/{where}: intent {payload.get('intent_id')!r} does not ask "
+                f"for the tool call the model's reply made: {'; '.join(wrong)}"
+            )
 
     def _apply_result(
         self, payload: Mapping[str, Any], parse: ParseHook | None, where: str

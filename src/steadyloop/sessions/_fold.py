@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from steadyloop._errors import CorruptionError, SessionError, SessionNotFound
-from steadyloop._seal import SEAL, seal_problem, sealed, unsealed
+from steadyloop._seal import SEAL, seal_problem, sealed, skippable, unsealed
 from steadyloop.records import JSONValue, StoredRecord, canonical_json
 from steadyloop.sessions._history import History, IdSet, Positions
 from steadyloop.sessions._model import Event, Scope, Session, Summary, key_scope
@@ -36,6 +36,7 @@ from steadyloop.sessions._streams import (
     KIND_EVENT,
     KIND_SNAPSHOT,
     KIND_STATE_DELTA,
+    KIND_STATE_SNAPSHOT,
     KIND_SUMMARY_BEGIN,
     KIND_SUMMARY_COMMIT,
 )
@@ -44,8 +45,11 @@ from steadyloop.sessions._summaries import check_next_summary
 __all__ = [
     "SessionFold",
     "fold_scope_state",
+    "fold_scope_tail",
     "fold_session",
     "fold_tail",
+    "scope_snapshot_payload",
+    "scope_snapshot_problems",
     "snapshot_of",
     "snapshot_payload",
     "snapshot_problems",
@@ -67,6 +71,8 @@ def fold_scope_state(
     state: dict[str, JSONValue] = {}
     for rec in records:
         delta = rec.payload.get("delta")
+        if rec.kind != KIND_STATE_DELTA and skippable(rec.kind):
+            continue  # a derived record of a later release (steadyloop._seal.skippable)
         try:
             if rec.kind != KIND_STATE_DELTA:
                 raise SessionError(f"unexpected record kind {rec.kind!r}")
@@ -79,6 +85,94 @@ def fold_scope_state(
             raise CorruptionError(str(exc), location=_where(namespace, rec)) from None
         state.update(delta)
     return state
+
+
+def scope_snapshot_payload(
+    head: int, scope: Scope, state: Mapping[str, JSONValue], covered: tuple[str, Mapping[str, Any]]
+) -> dict[str, JSONValue]:
+    """The payload of a ``state.snapshot`` after ``head`` records of a user or the app stream.
+
+    ``covered`` is the kind and payload of the record at ``head``, which the seal names.
+    """
+    body: dict[str, JSONValue] = {
+        "head": head,
+        "scope": scope,
+        "state": {k: state[k] for k in sorted(state)},
+    }
+    return sealed(body, head, covered)
+
+
+def fold_scope_tail(
+    namespace: str, tail: Sequence[StoredRecord], scope: Scope
+) -> tuple[dict[str, JSONValue] | None, str]:
+    """Fold the end of a user or the app stream from the latest ``state.snapshot`` in it.
+
+    Args:
+        namespace: The app.
+        tail: The last records of the stream, in order, up to its head; the record
+            before a snapshot, which its seal names, included.
+        scope: ``"user"`` or ``"app"``.
+
+    Returns:
+        The state, and ``""``; or ``None`` and why not (no snapshot in ``tail``, or the
+            latest one is damaged), for the caller to fold the whole stream.
+    """
+    for i in range(len(tail) - 1, -1, -1):
+        rec = tail[i]
+        if rec.kind != KIND_STATE_SNAPSHOT:
+            continue
+        p: Mapping[str, Any] = rec.payload
+        covered = tail[i - 1] if i else None
+        problem = seal_problem(
+            p, rec.seq, None if covered is None else (covered.kind, covered.payload)
+        )
+        state = p.get("state")
+        if problem is None and (p.get("head") != rec.seq - 1 or p.get("scope") != scope):
+            problem = f"it is the {p.get('scope')!r} state after {p.get('head')!r} records"
+        if problem is None and (
+            not isinstance(state, Mapping) or any(key_scope(k) != scope for k in state)
+        ):
+            problem = f"its state must be an object of {scope}: keys"
+        if problem is not None:
+            return None, f"the state snapshot at seq {rec.seq} is damaged ({problem})"
+        assert isinstance(state, Mapping)
+        try:
+            later = fold_scope_state(namespace, tail[i + 1 :], scope)
+        except CorruptionError as exc:
+            return None, f"a record after the state snapshot at seq {rec.seq}: {exc}"
+        return {**state, **later}, ""
+    return None, "no snapshot"
+
+
+def scope_snapshot_problems(
+    namespace: str, records: Sequence[StoredRecord], scope: Scope
+) -> list[str]:
+    """Check every ``state.snapshot`` of a user or the app stream against the full fold.
+
+    Returns:
+        One line per snapshot that does not hold the fold of the records before it.
+
+    Raises:
+        CorruptionError: If a record cannot be explained (as the full fold would).
+    """
+    problems: list[str] = []
+    state: dict[str, JSONValue] = {}
+    for i, rec in enumerate(records):
+        if rec.kind != KIND_STATE_SNAPSHOT:
+            state.update(fold_scope_state(namespace, [rec], scope))
+            continue
+        covered = records[i - 1] if i else None
+        mine = (
+            None
+            if covered is None
+            else scope_snapshot_payload(rec.seq - 1, scope, state, (covered.kind, covered.payload))
+        )
+        if mine is None or canonical_json(dict(rec.payload)) != canonical_json(mine):
+            problems.append(
+                f"{_where(namespace, rec)}: the state snapshot does not match the fold of "
+                "the records before it"
+            )
+    return problems
 
 
 class SessionFold:
@@ -155,7 +249,9 @@ class SessionFold:
                 self.session_id, latest, used, self._positions(), summary
             )
             self.summaries.append(summary)
-        elif kind != KIND_SNAPSHOT:  # a snapshot is checked by snapshot_problems
+        elif kind != KIND_SNAPSHOT and not skippable(kind):
+            # A snapshot is checked by snapshot_problems; another skippable kind is a
+            # derived record of a later release (steadyloop._seal.skippable).
             raise SessionError(f"unexpected record kind {kind!r} in a session stream")
 
     def _created(self, rec: StoredRecord) -> None:
@@ -276,15 +372,21 @@ class SessionFold:
         self,
         user_records: Sequence[StoredRecord] = (),
         app_records: Sequence[StoredRecord] = (),
+        *,
+        scoped: Mapping[str, JSONValue] | None = None,
     ) -> Session:
         """The session folded so far, with the user's and the app's state merged in.
 
         A fold that started from a snapshot gives a partial session (see
-        [`Session`][steadyloop.sessions.Session]).
+        [`Session`][steadyloop.sessions.Session]). ``scoped``, when given, is the
+        ``user:`` and ``app:`` state already folded, in place of their records.
         """
         merged: dict[str, JSONValue] = dict(self.state)
-        merged.update(fold_scope_state(self.app, user_records, "user"))
-        merged.update(fold_scope_state(self.app, app_records, "app"))
+        if scoped is not None:
+            merged.update(scoped)
+        else:
+            merged.update(fold_scope_state(self.app, user_records, "user"))
+            merged.update(fold_scope_state(self.app, app_records, "app"))
         split = self.covered - self.base
         history = self._history_now() if self.partial else None
         return Session(
@@ -380,6 +482,7 @@ def fold_session(
     *,
     user_records: Sequence[StoredRecord] = (),
     app_records: Sequence[StoredRecord] = (),
+    scoped: Mapping[str, JSONValue] | None = None,
 ) -> Session:
     """Fold the records of a session, its user's stream and the app stream.
 
@@ -390,6 +493,8 @@ def fold_session(
         session_records: The session stream, in order.
         user_records: The user stream, in order.
         app_records: The app stream, in order.
+        scoped: The ``user:`` and ``app:`` state already folded, in place of
+            ``user_records`` and ``app_records``.
 
     Returns:
         The session: events not covered by the latest summary, covered ones as
@@ -405,7 +510,7 @@ def fold_session(
     fold = SessionFold(app, user_id, session_id)
     for rec in session_records:
         fold.apply(rec)
-    return fold.session(user_records, app_records)
+    return fold.session(user_records, app_records, scoped=scoped)
 
 
 def fold_tail(

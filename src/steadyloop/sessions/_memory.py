@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from steadyloop._errors import CorruptionError, SessionError
+from steadyloop._seal import skippable
 from steadyloop.records import JSONValue, Record, RecordFactory, StoredRecord
 from steadyloop.sessions._model import Session
 from steadyloop.sessions._streams import KIND_MEMORY_ENTRY
@@ -147,6 +148,8 @@ def read_entries(records: Iterable[StoredRecord], where: str) -> list[MemoryEntr
     seen: set[tuple[str, str]] = set()
     for rec in records:
         p = rec.payload
+        if rec.kind != KIND_MEMORY_ENTRY and skippable(rec.kind):
+            continue  # a derived record of a later release (steadyloop._seal.skippable)
         try:
             if rec.kind != KIND_MEMORY_ENTRY:
                 raise TypeError(f"unexpected record kind {rec.kind!r}")

@@ -7,12 +7,13 @@ from any backend, or after a crash, is exactly what was committed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 
 from steadyloop._errors import ConflictError, SessionError, SessionExists, SessionNotFound
 from steadyloop._seal import first_report
-from steadyloop.journal import Journal, StreamWrite
+from steadyloop.journal import AppendResult, Journal, StreamWrite
 from steadyloop.records import (
     JSONValue,
     RecordFactory,
@@ -20,18 +21,36 @@ from steadyloop.records import (
     _Checked,
     _make_unchecked,
 )
-from steadyloop.sessions._fold import fold_session, fold_tail, snapshot_of
+from steadyloop.sessions._fold import (
+    fold_scope_state,
+    fold_scope_tail,
+    fold_session,
+    fold_tail,
+    scope_snapshot_payload,
+    snapshot_of,
+)
 from steadyloop.sessions._history import History, Positions
 from steadyloop.sessions._memory import MemoryHit, memory_records, rank, read_entries
-from steadyloop.sessions._model import Event, Part, Session, Summary, json_copy, key_scope
+from steadyloop.sessions._model import (
+    Event,
+    Part,
+    Scope,
+    Session,
+    Summary,
+    json_copy,
+    key_scope,
+)
 from steadyloop.sessions._streams import (
     KIND_CREATED,
     KIND_EVENT,
     KIND_SNAPSHOT,
     KIND_STATE_DELTA,
+    KIND_STATE_SNAPSHOT,
+    STATE_SNAPSHOT_EVERY,
     app_stream,
     check_id,
     memory_stream,
+    parse_scope_stream,
     parse_session_stream,
     session_stream,
     user_stream,
@@ -149,7 +168,7 @@ class SessionService:
         writes = [StreamWrite(stream, [created], expected_next=1)]
         writes += self._state_writes(user_id, session_id, None, scoped["user"], scoped["app"])
         try:
-            await self.journal.append(self.app, writes)
+            created_at = await self.journal.append(self.app, writes)
         except ConflictError as exc:
             if exc.stream == stream:
                 raise SessionExists(
@@ -157,6 +176,7 @@ class SessionService:
                     f"{self.app!r}; nothing was written"
                 ) from None
             raise
+        await self._snapshot_scopes(writes[1:], created_at)
         session = await self.get_session(user_id, session_id)
         if not scoped["temp"]:
             return session
@@ -197,7 +217,10 @@ class SessionService:
         for _ in range(_CONSISTENT_READS):
             for name in shared:
                 got = read[name]
-                got.extend(await journal.read(app, name, start=len(got) + 1))
+                if got:
+                    got.extend(await journal.read(app, name, start=got[-1].seq + 1))
+                else:
+                    got.extend(await self._read_tail(name, KIND_STATE_SNAPSHOT))
             if own:
                 own.extend(await journal.read(app, stream, start=own[-1].seq + 1))
             elif history:
@@ -209,25 +232,28 @@ class SessionService:
                     f"user {user_id!r} has no session {session_id!r} in app {app!r}"
                 )
             heads = [await journal.head(app, name) for name in shared]
-            if all(h == len(read[n]) for h, n in zip(heads, shared, strict=True)):
+            seen = [read[n][-1].seq if read[n] else 0 for n in shared]
+            if heads == seen:
                 break
-            for h, name in zip(heads, shared, strict=True):
-                if h < len(read[name]):  # deleted and written again: start it over
+            for h, name, last in zip(heads, shared, seen, strict=True):
+                if h < last:  # deleted and written again: start it over
                     read[name] = []
         else:
             raise SessionError(
                 f"the user: and app: state of session {session_id!r} kept changing during "
                 f"{_CONSISTENT_READS} reads; nothing consistent could be read"
             )
-        users, apps = read[shared[0]], read[shared[1]]
+        scoped: dict[str, JSONValue] = {}
+        scoped.update(await self._scope_state(shared[0], "user", read[shared[0]]))
+        scoped.update(await self._scope_state(shared[1], "app", read[shared[1]]))
         if history:
-            return fold_session(app, user_id, session_id, own, user_records=users, app_records=apps)
+            return fold_session(app, user_id, session_id, own, scoped=scoped)
         fold, why = fold_tail(app, user_id, session_id, own)
         if fold is not None:
-            return fold.session(users, apps)
+            return fold.session(scoped=scoped)
         if own[0].seq > 1:  # the latest snapshot is damaged: read what comes before it
             own = [*await journal.read(app, stream, limit=own[0].seq - 1), *own]
-        session = fold_session(app, user_id, session_id, own, user_records=users, app_records=apps)
+        session = fold_session(app, user_id, session_id, own, scoped=scoped)
         if (session.summaries or why != "no snapshot") and first_report(
             journal.url, app, stream, why
         ):
@@ -240,11 +266,63 @@ class SessionService:
             )
         return session
 
-    async def _read_tail(self, stream: str) -> list[StoredRecord]:
-        """The end of a session stream, back to its latest snapshot or to its start.
+    async def _scope_state(
+        self, stream: str, scope: Scope, tail: list[StoredRecord]
+    ) -> dict[str, JSONValue]:
+        """The ``user:`` or ``app:`` state of a stream whose end is ``tail``.
+
+        ``tail`` runs from the latest snapshot (and the record before it) to the head:
+        the state is folded from that snapshot, or from the whole stream if it fails.
+        """
+        if not tail or (tail[0].seq == 1 and not any(r.kind == KIND_STATE_SNAPSHOT for r in tail)):
+            return fold_scope_state(self.app, tail, scope)
+        state, why = fold_scope_tail(self.app, tail, scope)
+        if state is not None:
+            return state
+        if first_report(self.journal.url, self.app, stream, why):
+            _log.warning(
+                "%s state stream %s in app %r: %s; folding the whole stream",
+                scope,
+                stream,
+                self.app,
+                why,
+            )
+        if tail[0].seq > 1:
+            tail = [*await self.journal.read(self.app, stream, limit=tail[0].seq - 1), *tail]
+        return fold_scope_state(self.app, tail, scope)
+
+    async def _snapshot_scopes(self, writes: Sequence[StreamWrite], result: AppendResult) -> None:
+        """Snapshot the user and app streams a batch took past a multiple of the interval.
+
+        Each gets a ``state.snapshot`` when the batch takes it past a multiple of
+        ``STATE_SNAPSHOT_EVERY``, in a batch of its own expecting its place. Best effort:
+        if another writer got there first the snapshot is not written (a later multiple
+        writes one), and a reader folds from the one before.
+        """
+        every = STATE_SNAPSHOT_EVERY
+        for w in writes:
+            scope = parse_scope_stream(w.stream)
+            first, last = result.positions.get(w.stream, (0, 0))
+            if scope is None or not last or last // every == (first - 1) // every:
+                continue
+            tail = await self._read_tail(w.stream, KIND_STATE_SNAPSHOT)
+            if not tail or tail[-1].seq != last:
+                continue  # another writer moved on meanwhile
+            state = await self._scope_state(w.stream, scope, tail)
+            at = tail[-1]
+            payload = scope_snapshot_payload(last, scope, state, (at.kind, at.payload))
+            snapshot = self.records(KIND_STATE_SNAPSHOT, payload)
+            with contextlib.suppress(ConflictError):
+                await self.journal.append(
+                    self.app, [StreamWrite(w.stream, [snapshot], expected_next=last + 1)]
+                )
+
+    async def _read_tail(self, stream: str, kind: str = KIND_SNAPSHOT) -> list[StoredRecord]:
+        """The end of a stream, back to its latest record of ``kind`` or to its start.
 
         Read backwards in growing chunks, so a session summarised recently costs a read
-        of its last records, and one never summarised costs one read of it all.
+        of its last records, and one never summarised costs one read of it all. The
+        record before that snapshot, which its seal names, is read too.
         """
         journal, app = self.journal, self.app
         hi = await journal.head(app, stream)
@@ -254,14 +332,14 @@ class SessionService:
             lo = max(1, hi - size + 1)
             chunk = await journal.read(app, stream, start=lo, limit=hi - lo + 1)
             got[:0] = chunk
-            if any(r.kind == KIND_SNAPSHOT for r in chunk):
+            if any(r.kind == kind for r in chunk):
                 break
             hi, size = lo - 1, size * 4
         if (
             got
-            and got[0].kind == KIND_SNAPSHOT
+            and got[0].kind == kind
             and got[0].seq > 1
-            and not any(r.kind == KIND_SNAPSHOT for r in got[1:])
+            and not any(r.kind == kind for r in got[1:])
         ):  # the record the snapshot's seal covers
             got[:0] = await journal.read(app, stream, start=got[0].seq - 1, limit=1)
         return got
@@ -455,6 +533,8 @@ class SessionService:
         result = await self.journal.append(
             self.app, [*writes, *extra], idempotency_key=idempotency_key
         )
+        if len(writes) > 1 and not result.duplicate:
+            await self._snapshot_scopes(writes[1:], result)
         state = dict(session.state)
         for e in events:
             if e.state_delta:

@@ -43,11 +43,21 @@ Record kinds (payload fields in brackets):
     snapshot and what follows it once its ``seal`` holds (see `steadyloop._seal`); a
     full fold passes over it, and ``journal doctor`` checks it against the fold of the
     records before it.
+``state.snapshot`` (``head``, ``scope``, ``state``, ``seal``)
+    The fold of the ``head`` records before it in a user or the app stream: the
+    ``user:`` or ``app:`` state they leave. Written in a batch of its own, expecting
+    its place, when a write takes the stream past a multiple of
+    ``STATE_SNAPSHOT_EVERY`` records (a refused one is simply not written). A read of
+    the state starts at the latest one whose ``seal`` holds (see `steadyloop._seal`), so
+    it costs the changes since then, however many sessions wrote them; a full fold
+    passes over it, and ``journal doctor`` checks it.
 ``memory.entry`` (``session_id``, ``event_id``, ``author``, ``text``, ``time``)
     The text of one event, stored into the user's memory.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from steadyloop._errors import SessionError
 from steadyloop._names import app_problem, id_problem, stream_name
@@ -59,12 +69,15 @@ __all__ = [
     "KIND_MEMORY_ENTRY",
     "KIND_SNAPSHOT",
     "KIND_STATE_DELTA",
+    "KIND_STATE_SNAPSHOT",
     "KIND_SUMMARY_BEGIN",
     "KIND_SUMMARY_COMMIT",
     "RECORD_KINDS",
+    "STATE_SNAPSHOT_EVERY",
     "app_stream",
     "check_id",
     "memory_stream",
+    "parse_scope_stream",
     "parse_session_stream",
     "session_stream",
     "user_stream",
@@ -75,6 +88,12 @@ KIND_CREATED = "session.created"
 
 KIND_EVENT = "session.event"
 """One event of a session, without its ``temp:`` keys: ``event``."""
+
+KIND_STATE_SNAPSHOT = "state.snapshot"
+"""The ``user:`` or ``app:`` state of the records before it: ``head``, ``scope``, ``state``."""
+
+STATE_SNAPSHOT_EVERY = 100
+"""A user or the app stream gets a ``state.snapshot`` each time it passes a multiple of this."""
 
 KIND_STATE_DELTA = "state.delta"
 """A ``user:`` or ``app:`` state change: ``delta``, ``user_id``, ``session_id``, ``event_id``."""
@@ -100,6 +119,7 @@ RECORD_KINDS: tuple[str, ...] = (
     KIND_SUMMARY_BEGIN,
     KIND_SUMMARY_COMMIT,
     KIND_SNAPSHOT,
+    KIND_STATE_SNAPSHOT,
     KIND_MEMORY_ENTRY,
 )
 """Every record kind the sessions layer writes."""
@@ -170,4 +190,19 @@ def parse_session_stream(name: str) -> tuple[str, str] | None:
         and isinstance(value[2], str)
     ):
         return value[1], value[2]
+    return None
+
+
+def parse_scope_stream(name: str) -> Literal["user", "app"] | None:
+    """``"user"`` or ``"app"`` if ``name`` is a user's or the app's state stream, else ``None``."""
+    if name == _APP_STREAM:
+        return "app"
+    if not name.startswith('["user",'):
+        return None
+    try:
+        value = decode(name)
+    except ValueError:
+        return None
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[1], str):
+        return "user"
     return None
