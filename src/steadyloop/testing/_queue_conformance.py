@@ -550,6 +550,34 @@ class QueueConformance:
                     pytest.fail(f"{name}: still crashing after 99 statements")
                 assert crashes >= 2, f"{name}: {crashes} statement(s); a change has several"
 
+    @pytest.mark.asyncio
+    async def test_a_lost_reply_of_a_task_change_writes_it_once(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A task change whose reply was lost is retried into one row change and one record."""
+        async with await self._open(queue_factory, clock) as queue:
+            board = TaskBoard(queue)
+            plan = self._lose_next_reply(queue)
+            claim, state = await self._claimed(board, "x", 0)  # its submit's reply is lost
+            assert not plan.armed
+            assert [r.kind for r in await board.trail("x")] == ["task.submitted", "task.claimed"]
+            plan.arm(_lost_reply())
+            await board.conclude(
+                state,
+                [(TaskEvent.NEEDS_HUMAN, {"reason": "look"})],
+                claim.lease_token,
+                TaskStatus.NEEDS_HUMAN,
+            )
+            assert not plan.armed
+            kinds = [r.kind for r in await board.trail("x")]
+            assert kinds == ["task.submitted", "task.claimed", "task.needs_human"], kinds
+            assert (await board.get("x")).status is TaskStatus.NEEDS_HUMAN
+            plan.arm(_lost_reply())
+            await board.retry("x", "again")
+            assert not plan.armed
+            assert [r.kind for r in await board.trail("x")].count("task.retried") == 1
+            assert (await board.get("x")).status is TaskStatus.QUEUED
+
     # -- cancel and retry ---------------------------------------------------------------
 
     @pytest.mark.asyncio
