@@ -1,7 +1,7 @@
 """Audit workers: tasks per second and submit-to-claim latency, before and after, in one run.
 
 Run: ``uv run python benchmarks/bench_audit.py [--tasks 200] [--submits 12] [--dir PATH]
-[--before REV] [--repeat N] [--workers 1,2,4] [--backend sqlite|postgresql]``
+[--before REV] [--repeat N] [--counts 1,2,4] [--backend sqlite|postgresql]``
 
 Two code trees are measured side by side in one run, on this machine:
 
@@ -18,7 +18,7 @@ run is recorded with the results, so numbers from a loaded machine say so.
 Both on SQLite (a file in ``--dir``, a temp dir by default, ``synchronous=FULL``) and on
 PostgreSQL (the server named by ``STEADYLOOP_POSTGRES_URL``, under a private table
 prefix dropped afterwards; skipped with a note when no server answers), each with 1, 2
-and 4 worker *processes* (``--workers``; ``--backend`` measures one backend only).
+and 4 worker *processes* (``--counts``; ``--backend`` measures one backend only).
 Every worker runs with its version's defaults (the idle poll interval included: that
 is what a user gets).
 
@@ -315,7 +315,7 @@ def main() -> None:
     parser.add_argument("--before", default=BEFORE, help="The commit measured as before.")
     parser.add_argument("--repeat", type=int, default=1, help="Runs of each configuration.")
     parser.add_argument(
-        "--workers", default=",".join(map(str, WORKERS)), help="Worker counts, comma-separated."
+        "--counts", default=",".join(map(str, WORKERS)), help="Worker counts, comma-separated."
     )
     parser.add_argument(
         "--backend", choices=("sqlite", "postgresql"), default=None, help="Only this backend."
@@ -330,7 +330,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    counts = tuple(int(n) for n in str(args.workers).split(","))
+    counts = tuple(int(n) for n in str(args.counts).split(","))
     measured = _measured.start()
     results: dict[str, Any] = {
         "benchmark": "audit workers: tasks per second and submit-to-claim latency",

@@ -65,6 +65,7 @@ class Counts:
     acked_lost: int = 0
     acked_writes: int = 0
     worker_errors: int = 0
+    killed_at_budget: int = 0
     fault_events: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -78,6 +79,7 @@ class Counts:
             or self.orphans
             or self.dead_workers
             or self.acked_lost
+            or self.killed_at_budget
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -191,16 +193,18 @@ async def run_chaos(
             if not live:
                 break  # every worker ended: the queue is drained (or they died)
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
+        for index, proc in procs.items():
+            if proc.poll() is None:  # out of budget (or the observer failed): ours to end
                 proc.kill()
                 proc.wait()
+                counts.killed_at_budget += 1
+                counts.problems.append(f"worker w{index} still working after {budget:g} s")
     counts.seconds = round(time.monotonic() - began, 1)
     counts.orphans = len(orphan_seen)
     counts.problems += [f"overlap in {d}" for d in sorted(overlap_dirs)]
     counts.problems += [f"orphan {o}" for o in sorted(orphan_seen)]
     for index, proc in procs.items():
-        if proc.returncode != 0:
+        if proc.returncode not in (0, -9):
             counts.dead_workers += 1
             counts.problems.append(
                 f"worker w{index} exited {proc.returncode}: {errs[index].read_text()[-800:]}"
@@ -263,9 +267,13 @@ __all__ = ["VERIFY", "Counts", "run_chaos", "worker_argv"]
 FAULTS = ("latency", "blackhole", "postgres-restart", "postgres-sigkill", "mariadb-restart")
 """The faults `chaos_under` makes."""
 
-LATENCY_LEASE = 8.0
+LATENCY_LEASE = 10.0
 """The lease under latency: a renewal is a few round trips of up to 0.3 s, or one stall of
 2 s; the worker's own deadline (lease less one heartbeat) must not expire on that alone."""
+
+LATENCY_HEARTBEAT = 1.0
+"""The heartbeat under latency: a renewal every 0.2 s would be one long chain of slow
+round trips, competing with the round's own writes for the worker's connections."""
 
 
 def _at(times: list[float], action: Callable[[], None]) -> Callable[[float], Awaitable[None]]:
@@ -323,6 +331,8 @@ async def chaos_under(
                     board_url=url,
                     worker_urls=[through] * workers,
                     lease=LATENCY_LEASE,
+                    heartbeat=LATENCY_HEARTBEAT,
+                    budget=1500.0,
                     **common,
                 )
                 counts.fault_events = {
