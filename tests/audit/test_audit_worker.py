@@ -466,3 +466,32 @@ async def test_a_blocking_threaded_tool_keeps_its_lease_alive(
     assert [e.kind for e in events if e.kind == "lease-lost"] == []
     state = await board.state("p")
     assert state.round == 1 and (await kinds(board, "p")).count("claimed") == 1
+
+
+async def test_a_cancelled_wait_inside_the_driver_does_not_end_the_worker(
+    board: TaskBoard, tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CancelledError nobody asked for (a driver cancelling its own wait) costs the claim, not the worker: it works on and the task completes once."""
+    await board.submit(TaskSpec(prompt="hi", task_id="x"))
+    real = board.conclude
+    calls = 0
+
+    async def cancelled_under(*a: Any, **kw: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise asyncio.CancelledError  # as psycopg's wait does when its connection closes
+        return await real(*a, **kw)
+
+    monkeypatch.setattr(board, "conclude", cancelled_under)
+    events: list[WorkerEvent] = []
+    worker = make_worker(
+        board, Agent("a", ScriptedModel(["ok", "ok"])), tmp_path, "w1", on_event=events.append
+    )
+    assert await worker.run_once() == "x"  # the worker lives on
+    assert [e.kind for e in events if e.kind == "error"] == ["error"]
+    assert (await board.get("x")).status is TaskStatus.RUNNING  # left to its lease
+    clock.advance(11)
+    await worker.run()
+    assert (await board.get("x")).status is TaskStatus.COMPLETED
+    assert (await kinds(board, "x")).count("completed") == 1

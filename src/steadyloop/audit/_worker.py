@@ -444,6 +444,16 @@ class Worker:
                 if self._fenced is not None:
                     raise LeaseLost(self._fenced) from None
                 if not self._interrupting and not self._stop_run.is_set():
+                    if work.cancelled() and work.cancelling() == 0:
+                        # Nobody cancelled the round (not the worker, not its caller): a
+                        # driver's own wait was cancelled under it (psycopg does, when a
+                        # connection is closed while a query waits). A store failure, not
+                        # the worker's end: the claim is left to its lease, the worker
+                        # goes on claiming.
+                        raise BackendUnavailable(
+                            f"task {claim.task_id!r}: the store's driver cancelled a wait of "
+                            "the round's; the claim is left to its lease"
+                        ) from None
                     raise
                 if self._cancelled is not None:
                     await self._record_cancelled(claim, self._cancelled)
