@@ -72,12 +72,17 @@ async def main() -> None:
         now = {r["fault"] for r in runs}
         kept = [r for r in json.loads(args.out.read_text())["runs"] if r["fault"] not in now]
         runs = sorted(kept + runs, key=lambda r: FAULTS.index(r["fault"]))
+    entry = measured.entry()
+    if args.keep:
+        # The file spans every run it holds: from the first one's start to now.
+        first = min(runs, key=lambda r: r["measured"]["date"])["measured"]
+        entry |= {"date": first["date"], "load_average_at_start": first["load_average_at_start"]}
     results = {
         "benchmark": "audit workers under network and server faults: chaos counts",
         "tasks_per_fault": args.tasks,
         "workers_per_fault": args.workers,
         "runs": runs,
-        "measured": measured.entry(),
+        "measured": entry,
     }
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
