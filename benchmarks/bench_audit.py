@@ -1,13 +1,14 @@
 """Audit workers: tasks per second and submit-to-claim latency, before and after, in one run.
 
-Run: ``uv run python benchmarks/bench_audit.py [--tasks 60] [--submits 12] [--dir PATH]
-[--before REV] [--repeat N]``
+Run: ``uv run python benchmarks/bench_audit.py [--tasks 200] [--submits 12] [--dir PATH]
+[--before REV] [--repeat N] [--counts 1,2,4] [--backend sqlite|postgresql]``
 
 Two code trees are measured side by side in one run, on this machine:
 
 * ``before``: main at commit ``--before`` (``0cfcfd1`` by default: the queue on the
-  journal's SQL stack, before app scoping and the round's merged first write), checked
-  out into a temporary ``git worktree`` that is removed afterwards;
+  journal's SQL stack, before app scoping and the round's merged first write), its
+  ``src`` unpacked with ``git archive`` into a temporary folder (the repository is only
+  read);
 * ``after``: this tree.
 
 ``--repeat N`` measures every configuration N times (before and after alternating), to
@@ -17,8 +18,9 @@ run is recorded with the results, so numbers from a loaded machine say so.
 Both on SQLite (a file in ``--dir``, a temp dir by default, ``synchronous=FULL``) and on
 PostgreSQL (the server named by ``STEADYLOOP_POSTGRES_URL``, under a private table
 prefix dropped afterwards; skipped with a note when no server answers), each with 1, 2
-and 4 worker *processes*. Every worker runs with its version's defaults (the idle
-poll interval included: that is what a user gets).
+and 4 worker *processes* (``--counts``; ``--backend`` measures one backend only).
+Every worker runs with its version's defaults (the idle poll interval included: that
+is what a user gets).
 
 For each configuration:
 
@@ -52,6 +54,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -306,11 +309,17 @@ def _configuration(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=60)
+    parser.add_argument("--tasks", type=int, default=200)
     parser.add_argument("--submits", type=int, default=12)
     parser.add_argument("--dir", default=None, help="Where the SQLite files go.")
     parser.add_argument("--before", default=BEFORE, help="The commit measured as before.")
     parser.add_argument("--repeat", type=int, default=1, help="Runs of each configuration.")
+    parser.add_argument(
+        "--counts", default=",".join(map(str, WORKERS)), help="Worker counts, comma-separated."
+    )
+    parser.add_argument(
+        "--backend", choices=("sqlite", "postgresql"), default=None, help="Only this backend."
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--src", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
@@ -321,6 +330,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    counts = tuple(int(n) for n in str(args.counts).split(","))
     measured = _measured.start()
     results: dict[str, Any] = {
         "benchmark": "audit workers: tasks per second and submit-to-claim latency",
@@ -346,25 +356,28 @@ def main() -> None:
     problem = asyncio.run(_probe(base))
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         before = Path(tmp) / "before"
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.before],
+        before.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", "--format=tar", args.before, "src"],
             check=True,
             capture_output=True,
         )
+        subprocess.run(["tar", "-x", "-C", str(before)], input=archive.stdout, check=True)
         try:
             trees = {"before": str(before / "src"), "after": str(ROOT / "src")}
             sqlite: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
             postgres: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
-            for n, _ in ((n, r) for n in WORKERS for r in range(args.repeat)):
+            for n, _ in ((n, r) for n in counts for r in range(args.repeat)):
                 for version, src in trees.items():
                     key = uuid.uuid4().hex[:6]
                     urls = (
                         f"sqlite:///{tmp}/{version}-{n}-{key}.db",
                         f"sqlite:///{tmp}/{version}-{n}-{key}-latency.db",
                     )
-                    sqlite[version].append(_configuration(src, urls, n, args, tmp))
-                    print("sqlite", version, sqlite[version][-1], flush=True)
-                    if problem is not None:
+                    if args.backend in (None, "sqlite"):
+                        sqlite[version].append(_configuration(src, urls, n, args, tmp))
+                        print("sqlite", version, sqlite[version][-1], flush=True)
+                    if problem is not None or args.backend == "sqlite":
                         continue
                     prefixes = (f"bench{key}a_", f"bench{key}b_")
                     sep = "&" if "?" in base else "?"
@@ -379,11 +392,7 @@ def main() -> None:
                             asyncio.run(_drop_prefix(base, prefix))
                     print("postgresql", version, postgres[version][-1], flush=True)
         finally:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(before)],
-                check=False,
-                capture_output=True,
-            )
+            shutil.rmtree(before, ignore_errors=True)
         results["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
         # Loaded: other work kept more than half the CPUs busy (1-minute load average).
         cpus = os.cpu_count() or 1
@@ -391,12 +400,14 @@ def main() -> None:
             max(results["load_average_at_start"][0], results["load_average_at_end"][0]) > cpus / 2
         )
         results["measured"] = measured.entry()
-        results["backends"]["sqlite"] = {"durability": "synchronous=FULL", **sqlite}
+        if args.backend in (None, "sqlite"):
+            results["backends"]["sqlite"] = {"durability": "synchronous=FULL", **sqlite}
         if problem is None:
             results["backends"]["postgresql"] = {"durability": "server defaults", **postgres}
         else:
             results["backends"]["postgresql"] = {"skipped": f"no server: {problem}"}
             print("postgresql skipped:", problem)
+    results["workers"] = list(counts)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {RESULTS}")

@@ -226,6 +226,24 @@ LABELS: dict[str, dict[str, str]] = {
         "soak_children": "child processes started",
         "soak_kills": "SIGKILLs",
         "soak_chart": "SIGKILLs survived, by backend",
+        "chaos_intro": "{tasks} tasks on {workers} worker processes per fault.",
+        "chaos_ok": "Every promise held under every fault.",
+        "chaos_failed": "A promise broke under a fault: see the rows that are not 0.",
+        "chaos_chart": "Acknowledged trail writes under each fault (every one survived)",
+        "chaos_acked": "acknowledged trail writes",
+        "chaos_seconds": "seconds",
+        "chaos_not_once": "tasks not terminal exactly once",
+        "chaos_wrong": "tasks with another outcome than without faults",
+        "chaos_overlaps": "moments two live verifies of one task ran",
+        "chaos_orphans": "orphaned verify processes",
+        "chaos_dead": "workers dead of the fault",
+        "chaos_lost": "acknowledged writes lost",
+        "chaos_events": "what the fault did",
+        "chaos_fault_latency": "latency and stalls",
+        "chaos_fault_blackhole": "blackholed route",
+        "chaos_fault_postgres-restart": "PostgreSQL restarted",
+        "chaos_fault_postgres-sigkill": "postmaster SIGKILLed",
+        "chaos_fault_mariadb-restart": "MariaDB restarted",
         "soak_runs": "runs completed (steps)",
         "soak_unknown": "children stopped at RESUME_STATE_UNKNOWN",
         "soak_resolved": "resolved as happened / not happened",
@@ -436,6 +454,24 @@ LABELS: dict[str, dict[str, str]] = {
         "soak_children": "启动的子进程数",
         "soak_kills": "SIGKILL 次数",
         "soak_chart": "各后端经受的 SIGKILL 次数",
+        "chaos_intro": "每种故障下 {tasks} 个任务、{workers} 个 worker 进程。",
+        "chaos_ok": "每种故障下各项保证都成立。",
+        "chaos_failed": "某种故障下有保证被打破：见不为 0 的行。",
+        "chaos_chart": "各种故障下已确认的轨迹写入（全部保留下来）",
+        "chaos_acked": "已确认的轨迹写入",
+        "chaos_seconds": "秒",
+        "chaos_not_once": "没有恰好结束一次的任务",
+        "chaos_wrong": "结果与无故障时不同的任务",
+        "chaos_overlaps": "同一任务有两个校验同时运行的时刻",
+        "chaos_orphans": "成为孤儿的校验进程",
+        "chaos_dead": "因故障而死的 worker",
+        "chaos_lost": "丢失的已确认写入",
+        "chaos_events": "故障做了什么",
+        "chaos_fault_latency": "延迟与停顿",
+        "chaos_fault_blackhole": "路由黑洞",
+        "chaos_fault_postgres-restart": "PostgreSQL 重启",
+        "chaos_fault_postgres-sigkill": "postmaster 被 SIGKILL",
+        "chaos_fault_mariadb-restart": "MariaDB 重启",
         "soak_runs": "完成的运行（步数）",
         "soak_unknown": "停在 RESUME_STATE_UNKNOWN 的子进程",
         "soak_resolved": "裁定为已发生 / 未发生",
@@ -1240,6 +1276,55 @@ def render_soak(data: Fields, lang: str) -> str:
     return f"{intro} {verdict}\n\n{chart}\n" + table([t["metric"], *(f"`{c}`" for c in cols)], rows)
 
 
+def render_audit_chaos(data: Fields, lang: str) -> str:
+    """``audit_chaos.json``: the audit chaos counts, a column per fault and a row per count."""
+    t = LABELS[lang]
+    runs: Items = data["runs"]
+    if not runs:
+        raise FigureError("audit_chaos.json", "runs", "is empty")
+    cols = []
+    for r in runs:
+        key = f"chaos_fault_{r['fault']}"
+        if key not in t:
+            raise FigureError("audit_chaos.json", "runs.fault", f"names no known fault ({key})")
+        cols.append(t[key])
+
+    def row(label: str, cell: Callable[[Fields], str]) -> list[str]:
+        return [label, *(cell(r) for r in runs)]
+
+    def events(r: Fields) -> str:
+        happened: Fields = r["fault_events"]
+        return ", ".join(f"`{k}` {fmt(happened.number(k))}" for k in happened)
+
+    rows = [
+        row(t["chaos_seconds"], lambda r: fmt(r.number("seconds"))),
+        row(t["chaos_not_once"], lambda r: fmt(r.number("not_terminal_once"))),
+        row(t["chaos_wrong"], lambda r: fmt(r.number("wrong_outcome"))),
+        row(
+            t["chaos_overlaps"],
+            lambda r: f"{fmt(r.number('overlaps'))} / {fmt(r.number('overlaps_reported'))}",
+        ),
+        row(t["chaos_orphans"], lambda r: fmt(r.number("orphans"))),
+        row(t["chaos_dead"], lambda r: fmt(r.number("dead_workers"))),
+        row(
+            t["chaos_lost"],
+            lambda r: f"{fmt(r.number('acked_lost'))} / {fmt(r.number('acked_writes'))}",
+        ),
+        row(t["chaos_events"], events),
+    ]
+    held = all(bool(r["held"]) for r in runs)
+    intro = t["chaos_intro"].format(
+        tasks=fmt(data.number("tasks_per_fault")), workers=fmt(data.number("workers_per_fault"))
+    )
+    chart = bar_chart(
+        t["chaos_chart"],
+        cols,
+        [Series(t["chaos_acked"], [r.number("acked_writes") for r in runs])],
+    )
+    verdict = t["chaos_ok"] if held else t["chaos_failed"]
+    return f"{intro} {verdict}\n\n{chart}\n" + table([t["metric"], *cols], rows)
+
+
 SHAPE_TITLES_ZH = {
     "shop-sync": "三个节点，durability sync",
     "shop-async": "三个节点，durability async",
@@ -1490,6 +1575,7 @@ def render_effects_pydantic(data: Fields, lang: str) -> str:
 
 RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "audit.json": render_audit,
+    "audit_chaos.json": render_audit_chaos,
     "cpu.json": render_cpu,
     "docs.json": render_docs,
     "durable.json": render_durable,

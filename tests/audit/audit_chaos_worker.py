@@ -1,6 +1,6 @@
 """A worker process for the chaos test; the test SIGKILLs it at random moments.
 
-Usage: python audit_chaos_worker.py URL NAME LOG SCRATCH [subprocess [LEASE]]
+Usage: python audit_chaos_worker.py URL NAME LOG SCRATCH [subprocess [LEASE [HEARTBEAT]]]
 
 With ``subprocess``, verify commands run as real processes (the spec's command) under
 the plain executor, so the test can look for orphaned and overlapping ones.
@@ -41,7 +41,13 @@ def check(cwd: Path) -> tuple[int, str]:
 
 
 def main(  # noqa: PLR0917 - the command line, in order
-    url: str, name: str, log_path: str, scratch: str, executor: str = "", lease: str = "1.0"
+    url: str,
+    name: str,
+    log_path: str,
+    scratch: str,
+    executor: str = "",
+    lease: str = "1.0",
+    heartbeat: str = "0.2",
 ) -> None:
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -94,6 +100,9 @@ def main(  # noqa: PLR0917 - the command line, in order
     def on_event(event: WorkerEvent) -> None:
         if event.kind == "error":
             log({"error": event.detail, "task": event.task_id, "pid": os.getpid()})
+        elif event.kind in ("round", "verified", "completed", "needs-human", "goal-unmet"):
+            # Emitted once the event's trail record was acknowledged: it must survive.
+            log({"ack": event.kind, "task": event.task_id, "worker": name, "time": time.time()})
         elif event.kind == "lease-lost":
             log({"event": event.kind, "task": event.task_id, "worker": name, "time": time.time()})
 
@@ -110,7 +119,7 @@ def main(  # noqa: PLR0917 - the command line, in order
                 ),
                 scratch_root=scratch,
                 lease=float(lease),
-                heartbeat=0.2,
+                heartbeat=float(heartbeat),
                 poll=0.05,
                 on_event=on_event,
             )
@@ -120,4 +129,4 @@ def main(  # noqa: PLR0917 - the command line, in order
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:7])
+    main(*sys.argv[1:8])

@@ -237,10 +237,16 @@ async def test_a_board_refuses_a_queue_of_another_app(tmp_path: Path) -> None:
     """A board whose app is not its queue's is refused, naming both apps; by default it takes the queue's."""
     url = f"sqlite:///{tmp_path}/q.db"
     async with await open_queue(url, app="other") as queue:
-        journal = await open_journal(url)
-        try:
-            with pytest.raises(TaskSpecError, match=r"'mine'.*'other'"):
-                TaskBoard(queue, journal, app="mine")
-            assert TaskBoard(queue, journal).app == "other"
-        finally:
-            await journal.close()
+        with pytest.raises(TaskSpecError, match=r"'mine'.*'other'"):
+            TaskBoard(queue, app="mine")
+        assert TaskBoard(queue).app == "other"
+        assert TaskBoard(queue, queue.journal).journal is queue.journal
+
+
+async def test_a_board_refuses_trails_in_another_journal(tmp_path: Path) -> None:
+    """A board is refused a journal other than its queue's (one task change is one transaction), even one on the same URL."""
+    url = f"sqlite:///{tmp_path}/q.db"
+    async with await open_queue(url) as queue, await open_journal(url) as journal:
+        with pytest.raises(TaskSpecError, match="one transaction") as info:
+            TaskBoard(queue, journal)
+        assert info.value.field == "journal"

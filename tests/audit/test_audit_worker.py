@@ -33,7 +33,9 @@ from steadyloop.audit import (
     WorkerEvent,
     count_preambles,
 )
+from steadyloop.faults import Fault, FaultPlan, SimulatedCrash
 from steadyloop.loop import Agent, Message, ModelReply, ReplayPolicy, ScriptedModel, ToolRegistry
+from steadyloop.testing._queue_conformance import _statement_boundaries
 
 
 class Crash(BaseException):
@@ -330,21 +332,27 @@ async def test_crash_after_the_run_verifies_without_resuming_the_run(
     ]
 
 
-async def test_crash_between_trail_and_queue_is_caught_up_without_new_transitions(
+async def test_a_crash_inside_the_finishing_transaction_leaves_the_task_to_the_next_worker(
     board: TaskBoard, tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """If a worker dies after writing the terminal record but before settling the queue, the next claim only settles and reports the terminal status."""
+    """A worker dying between the statements of its last write leaves row and trail both running; the next worker completes the task once."""
     await board.submit(TaskSpec(prompt="hi", task_id="x"))
-    real = board.queue.settle
+    real = board.conclude
 
-    async def dying(*a: Any, **kw: Any) -> None:
-        raise Crash("settle")
+    async def dying(*a: Any, **kw: Any) -> Any:
+        # The third statement of the one transaction: the trail's records are sent, the
+        # row's settle not yet, nothing committed.
+        faults = FaultPlan(Fault(at=3, label="queue.statement"))
+        with _statement_boundaries(board.journal, faults):
+            return await real(*a, **kw)
 
-    monkeypatch.setattr(board.queue, "settle", dying)
-    with pytest.raises(Crash):
+    monkeypatch.setattr(board, "conclude", dying)
+    with pytest.raises(SimulatedCrash):
         await make_worker(board, Agent("a", ScriptedModel(["ok"])), tmp_path, "w1").run_once()
-    monkeypatch.setattr(board.queue, "settle", real)
+    monkeypatch.setattr(board, "conclude", real)
     assert (await board.get("x")).status is TaskStatus.RUNNING
+    assert (await board.state("x")).status is TaskStatus.RUNNING
+    assert "completed" not in await kinds(board, "x")
     clock.advance(11)
     events: list[WorkerEvent] = []
     await make_worker(
@@ -352,10 +360,8 @@ async def test_crash_between_trail_and_queue_is_caught_up_without_new_transition
     ).run()
     assert (await board.get("x")).status is TaskStatus.COMPLETED
     k = await kinds(board, "x")
-    assert k.count("completed") == 1 and k[-1] == "completed" and "lease_lost" not in k
-    # The catch-up reports the terminal status, so `audit work`'s progress bar completes.
+    assert k.count("completed") == 1 and k[-1] == "completed" and "lease_lost" in k
     assert [(e.kind, e.task_id) for e in events if e.kind == "completed"] == [("completed", "x")]
-    assert "caught up" in next(e.detail for e in events if e.kind == "completed")
 
 
 async def test_never_repeat_effect_in_doubt_goes_to_a_person(
@@ -460,3 +466,32 @@ async def test_a_blocking_threaded_tool_keeps_its_lease_alive(
     assert [e.kind for e in events if e.kind == "lease-lost"] == []
     state = await board.state("p")
     assert state.round == 1 and (await kinds(board, "p")).count("claimed") == 1
+
+
+async def test_a_cancelled_wait_inside_the_driver_does_not_end_the_worker(
+    board: TaskBoard, tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CancelledError nobody asked for (a driver cancelling its own wait) costs the claim, not the worker: it works on and the task completes once."""
+    await board.submit(TaskSpec(prompt="hi", task_id="x"))
+    real = board.conclude
+    calls = 0
+
+    async def cancelled_under(*a: Any, **kw: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise asyncio.CancelledError  # as psycopg's wait does when its connection closes
+        return await real(*a, **kw)
+
+    monkeypatch.setattr(board, "conclude", cancelled_under)
+    events: list[WorkerEvent] = []
+    worker = make_worker(
+        board, Agent("a", ScriptedModel(["ok", "ok"])), tmp_path, "w1", on_event=events.append
+    )
+    assert await worker.run_once() == "x"  # the worker lives on
+    assert [e.kind for e in events if e.kind == "error"] == ["error"]
+    assert (await board.get("x")).status is TaskStatus.RUNNING  # left to its lease
+    clock.advance(11)
+    await worker.run()
+    assert (await board.get("x")).status is TaskStatus.COMPLETED
+    assert (await kinds(board, "x")).count("completed") == 1

@@ -82,9 +82,10 @@ def test_the_build_fails_naming_the_page(tmp_path: Path, monkeypatch: pytest.Mon
 def test_a_missing_number_fails_rather_than_drawing_an_empty_bar(tmp_path: Path) -> None:
     """A run that lacks ``tasks_per_s`` fails; no chart is drawn with a gap where it was."""
     data = result("audit.json")
-    del data["backends"]["postgresql"]["after"][2]["tasks_per_s"]
+    last = len(data["backends"]["postgresql"]["after"]) - 1
+    del data["backends"]["postgresql"]["after"][last]["tasks_per_s"]
     directory = results_dir(tmp_path, audit=data)
-    with pytest.raises(Exception, match=r"`backends\.postgresql\.after\.2\.tasks_per_s`"):
+    with pytest.raises(Exception, match=rf"`backends\.postgresql\.after\.{last}\.tasks_per_s`"):
         hook.render_page(AUDIT_PAGE, "en", directory)
 
 
@@ -154,18 +155,24 @@ def test_the_audit_section_draws_the_numbers_its_prose_reads(lang: str) -> None:
     for name, backend in ran.items():
         for side in ("before", "after"):
             runs = {r["workers"]: r for r in backend[side]}
-            assert all(runs[w]["tasks_per_s"] < runs[1]["tasks_per_s"] for w in (2, 4)), name
-            p50 = [runs[w]["submit_to_claim_ms"]["p50"] for w in (1, 2, 4)]
+            most = max(runs)
+            p50 = [runs[w]["submit_to_claim_ms"]["p50"] for w in sorted(runs)]
             if name == "sqlite":
-                assert 0.3 * poll_ms < p50[0] < 0.7 * poll_ms and p50[2] < p50[0], p50
+                # One writer at a time: more workers finish fewer tasks per second.
+                assert runs[most]["tasks_per_s"] < runs[1]["tasks_per_s"], name
+                assert p50[0] < poll_ms and p50[-1] < p50[0], p50
             else:
-                assert all(runs[w]["submit_to_claim_ms"]["p95"] < 10 for w in runs), name
+                assert all(runs[w]["submit_to_claim_ms"]["p50"] < 20 for w in runs), name
+        if name == "postgresql":
+            # More workers are not slower than one (issue 20).
+            after = {r["workers"]: r for r in backend["after"]}
+            assert after[max(after)]["tasks_per_s"] >= after[1]["tasks_per_s"], name
         for b, a in zip(backend["before"], backend["after"], strict=True):
             assert 0.9 < b["queue_plans_per_task"] - a["queue_plans_per_task"] < 1.1, name
         one = {side: backend[side][0] for side in ("before", "after")}
         assert one["after"]["tasks_per_s"] > one["before"]["tasks_per_s"], name
         assert f"{one['after']['tasks_per_s']:.0f}" in section
-    prose = {"en": ("every 0.2 s", "p95 under 10 ms"), "zh": ("每 0.2 秒", "p95 低于 10 毫秒")}
+    prose = {"en": ("every 0.2 s", "p50 under 20 ms"), "zh": ("每 0.2 秒", "p50 低于 20 毫秒")}
     assert all(claim in page_source(lang) for claim in prose[lang])
 
 

@@ -1,26 +1,37 @@
 """The task board: the queue, plus each task's trail in the journal.
 
 The trail (stream ``["task", task_id]`` in the board's app namespace) is the record
-of what happened to a task; the queue is the index workers pick work from. Board and
-queue are scoped to one app: a board sees, claims and writes only its app's tasks, and
-the same task id in another app is another task. Every
-change is written to the trail first, with ``expected_next``, and only then to the
-queue; so the trail is never behind, and two writers can never interleave
-transitions (the second one's write is refused). A worker that finds the queue
-behind the trail (it crashed between the two writes) brings the queue up to date.
+of what happened to a task; the queue row is its projection, the index workers pick
+work from. Board and queue are scoped to one app: a board sees, claims and writes only
+its app's tasks, and the same task id in another app is another task.
+
+The queue's tables sit in the journal's database, so every task change (submit,
+round result, finish, release, cancel, retry, block) is **one transaction**: the
+trail's records, written with ``expected_next``, and the row's new status commit
+together or not at all. Two writers can never interleave transitions (the second
+one's write is refused, and its row change with it), and no crash leaves the row and
+the trail disagreeing, so nothing repairs one from the other. A claim is the one
+queue-only change: it takes the lease (owner, token, expiry), and the claimer records
+it in the trail with its first write; a claimer that dies before that write leaves a
+lease that runs out, and the task is claimable again.
+
+Trails in another store than the queue (``journal_url=`` of earlier versions) are no
+longer supported: one transaction cannot span two stores.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from steadyloop import _names
 from steadyloop._errors import (
     ConflictError,
+    CorruptionError,
     IllegalTransition,
+    LeaseLost,
     StoreNotFound,
     TaskNotFound,
     TaskSpecError,
@@ -36,8 +47,9 @@ from steadyloop.audit._queue import (
     split_queue_url,
 )
 from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus, task_stream
-from steadyloop.journal import URL, Journal, StreamWrite, open_journal
-from steadyloop.journal._sql import PlanJournal
+from steadyloop.journal import URL, StreamWrite, open_journal
+from steadyloop.journal._protocol import PreparedBatch, prepare_batch
+from steadyloop.journal._sql import Plan, PlanJournal, append_plan, read_plan
 from steadyloop.records import Clock, IdSource, JSONValue, RecordFactory, StoredRecord
 
 __all__ = ["DEFAULT_APP", "TaskBoard"]
@@ -48,16 +60,21 @@ class TaskBoard:
 
     Args:
         queue: The queue (scoped to the board's app).
-        journal: The journal holding trails (and the tasks' runs).
+        journal: The journal holding trails (and the tasks' runs): the queue's own
+            (``queue.journal``, the default), as a task change writes both in one
+            transaction.
         app: The journal namespace; the queue's app by default, and it must be that.
         records: Clock and id source for trail records.
         owned: Close the queue and the journal when the board is closed.
+
+    Raises:
+        TaskSpecError: ``app`` is not the queue's, or ``journal`` is not the queue's.
     """
 
     def __init__(
         self,
         queue: TaskQueue,
-        journal: Journal,
+        journal: PlanJournal | None = None,
         *,
         app: str | None = None,
         records: RecordFactory | None = None,
@@ -69,8 +86,15 @@ class TaskBoard:
                 f"queue with app={app!r}",
                 field="app",
             )
+        if journal is not None and journal is not queue.journal:
+            raise TaskSpecError(
+                f"the board's journal {journal!r} is not its queue's {queue.journal!r}: a "
+                "task change writes the queue row and the trail in one transaction, so "
+                "the trails live in the queue's journal (pass queue.journal, or nothing)",
+                field="journal",
+            )
         self.queue = queue
-        self.journal = journal
+        self.journal: PlanJournal = queue.journal
         self.app = queue.app
         self.records = records or RecordFactory()
         self._owned = owned
@@ -80,7 +104,6 @@ class TaskBoard:
         cls,
         url: str | URL,
         *,
-        journal_url: str | None = None,
         app: str = DEFAULT_APP,
         records: RecordFactory | None = None,
         clock: Clock | None = None,
@@ -88,15 +111,14 @@ class TaskBoard:
         create: bool = True,
         poll: float | None = None,
     ) -> TaskBoard:
-        """Open a board whose queue (and, by default, journal) live at ``url``.
+        """Open a board whose queue and journal live at ``url``, on one connection.
 
-        When the queue and the journal share a URL they share one connection (one
-        SQLite thread, one server pool): the queue's tables sit next to the journal's.
+        The queue's tables sit next to the journal's (one SQLite thread, one server
+        pool), so a task change is one transaction.
 
         Args:
-            url: ``sqlite:FILE``, ``postgresql://…`` or ``mysql://…``: the queue, and the
-                journal too unless ``journal_url`` names another.
-            journal_url: Where the trails and runs go, if not at ``url``.
+            url: ``sqlite:FILE``, ``postgresql://…`` or ``mysql://…``: the queue and the
+                journal of the trails and runs.
             app: The app: the journal namespace of the trails and runs, and the only
                 tasks of the queue the board sees, claims or changes.
             records: Clock and id source for trail records.
@@ -109,9 +131,9 @@ class TaskBoard:
                 cannot notify (SQLite, MySQL).
 
         Raises:
-            UnknownBackend: A URL names no supported store.
-            BackendUnavailable: A store cannot be opened, or (``create=False``) none is
-                there.
+            UnknownBackend: The URL names no supported store.
+            BackendUnavailable: The store cannot be opened, or (``create=False``) none
+                is there.
         """
         problem = _names.app_problem(app)
         if problem is not None:
@@ -120,43 +142,30 @@ class TaskBoard:
         if poll is not None:
             options["poll"] = poll
         try:
-            return await cls._open(url, journal_url, app, records, create, options)
+            return await cls._open(url, records, create, options)
         except StoreNotFound as exc:
             raise StoreNotFound(f"no task store exists here: {exc}") from None
 
     @classmethod
-    async def _open(  # noqa: PLR0917 - private, called once
+    async def _open(
         cls,
         url: str | URL,
-        journal_url: str | None,
-        app: str,
         records: RecordFactory | None,
         create: bool,
         options: dict[str, Any],
     ) -> TaskBoard:
         location, own = split_queue_url(url)  # the one parse of the board's URL
-        given = url if isinstance(url, str) else url.text
-        if journal_url is None or journal_url == given:
-            journal = await open_journal(location, create=create)
-            try:
-                if not isinstance(journal, PlanJournal):  # pragma: no cover - SQL schemes only
-                    raise UnknownBackend(
-                        f"the task queue runs on sqlite, postgresql or mysql, not {location!r}"
-                    )
-                queue = await open_queue(
-                    location, create=create, journal=journal, **{**own, **options}
-                )
-            except BaseException:
-                await journal.close()
-                raise
-            return cls(queue, journal, app=app, records=records, owned=True)
-        queue = await open_queue(location, create=create, **{**own, **options})
+        journal = await open_journal(location, create=create)
         try:
-            journal = await open_journal(journal_url, create=create)
+            if not isinstance(journal, PlanJournal):  # pragma: no cover - SQL schemes only
+                raise UnknownBackend(
+                    f"the task queue runs on sqlite, postgresql or mysql, not {location!r}"
+                )
+            queue = await open_queue(location, create=create, journal=journal, **{**own, **options})
         except BaseException:
-            await queue.close()
+            await journal.close()
             raise
-        return cls(queue, journal, app=app, records=records, owned=True)
+        return cls(queue, app=options["app"], records=records, owned=True)
 
     async def close(self) -> None:
         """Close the queue and journal, if the board opened them."""
@@ -177,42 +186,42 @@ class TaskBoard:
         return (await self.submit_many([spec]))[0]
 
     async def submit_many(self, specs: Sequence[TaskSpec]) -> list[SubmitResult]:
-        """Queue tasks (all or none), then write each new task's ``submitted`` record.
+        """Queue tasks (all or none), with each new task's ``submitted`` record.
 
-        The order cannot leave an orphan: every id is checked by the one id rule of
-        `steadyloop._names` when its [`TaskSpec`][steadyloop.audit.TaskSpec] is built, so its trail
-        stream is nameable before the queue row is written; then the queue row, then
-        the trail. A crash between the two leaves a queued task with an empty trail,
-        which is repaired by the next writer
-        ([`ensure_submitted`][steadyloop.audit.TaskBoard.ensure_submitted], called by the
-        claiming worker, by [`block_doomed`][steadyloop.audit.TaskBoard.block_doomed],
-        [`cancel`][steadyloop.audit.TaskBoard.cancel] and a resubmission).
+        One transaction writes the queue rows and the trails' first records: a crash
+        leaves either all of them or none. Every id is checked by the one id rule of
+        `steadyloop._names` when its [`TaskSpec`][steadyloop.audit.TaskSpec] is built,
+        so its trail stream is nameable before anything is written. A duplicate (an
+        idempotency key seen before) writes nothing.
 
         Raises:
-            TaskSpecError: A spec is invalid or clashes with the queue; nothing queued.
+            TaskSpecError: A spec is invalid or clashes with the queue (or a new task's
+                id already has a trail in the journal); nothing queued.
         """
         for spec in specs:
             if isinstance(spec, TaskSpec) and spec.task_id is not None:
                 task_stream(spec.task_id)  # nameable, or refused before anything is written
-        results = await self.queue.submit_many(specs)
-        fresh: list[tuple[str, TaskSpec]] = []
-        for spec, result in zip(specs, results, strict=True):
-            if not result.duplicate:
-                fresh.append((result.task_id, spec.with_id(result.task_id)))
-        if fresh:
-            writes = [
-                StreamWrite(task_stream(tid), [self._submitted(spec)], expected_next=1)
-                for tid, spec in fresh
-            ]
-            try:
-                await self.journal.append(self.app, writes)
-            except ConflictError:
-                for tid, spec in fresh:
-                    await self.ensure_submitted(tid, spec)
-        for result in results:
-            if result.duplicate:
-                row = await self.queue.get(result.task_id)
-                await self.ensure_submitted(result.task_id, row.spec)
+        made: dict[str, Any] = {}  # one record per task id, the same on every attempt
+
+        def trail(results: list[SubmitResult]) -> list[StreamWrite]:
+            writes = []
+            for spec, result in zip(specs, results, strict=True):
+                if result.duplicate:
+                    continue
+                rec = made.get(result.task_id)
+                if rec is None:
+                    rec = made[result.task_id] = self._submitted(spec.with_id(result.task_id))
+                writes.append(StreamWrite(task_stream(result.task_id), [rec], expected_next=1))
+            return writes
+
+        try:
+            results: list[SubmitResult] = await self._change(self.queue._submit_plan(specs), trail)
+        except ConflictError as exc:
+            raise TaskSpecError(
+                f"task {exc.stream!r} already has a trail in namespace {self.app!r} of the "
+                "journal, but no queue row: use another task id; nothing queued",
+                field="task_id",
+            ) from None
         return results
 
     def _submitted(self, spec: TaskSpec) -> Any:
@@ -220,14 +229,47 @@ class TaskBoard:
             TaskEvent.SUBMITTED.value, {"task_id": spec.task_id, "spec": spec.to_json()}
         )
 
-    async def ensure_submitted(self, task_id: str, spec: TaskSpec) -> None:
-        """Write the ``submitted`` record if the trail is empty (a crash came between)."""
-        stream = task_stream(task_id)
-        if await self.journal.head(self.app, stream) == 0:
-            with contextlib.suppress(ConflictError):  # someone else just wrote it
-                await self.journal.append(
-                    self.app, [StreamWrite(stream, [self._submitted(spec)], expected_next=1)]
-                )
+    async def _change(
+        self,
+        queue_part: Callable[[bool], Plan] | None,
+        trail: Callable[[Any], Sequence[StreamWrite]],
+    ) -> Any:
+        """Change a task's queue row and append to its trail, in one transaction.
+
+        ``queue_part(recovering)`` is the queue's plan; ``trail(its result)`` says what
+        to append (every write with ``expected_next``). A transaction whose outcome was
+        lost (a dropped connection) is recognised on the next attempt by the first
+        record it appended, and not written twice.
+
+        Raises:
+            ConflictError: A trail moved on; nothing was written, row nor trail.
+        """
+        d = self.queue.dialect
+        last: list[tuple[Any, PreparedBatch | None]] = []
+
+        def plan(recovering: bool) -> Plan:
+            if recovering and last:
+                result, batch = last[-1]
+                if batch is not None and (yield from self._landed(batch)):
+                    return result
+            result = None if queue_part is None else (yield from queue_part(recovering))
+            writes = list(trail(result))
+            batch = prepare_batch(self.app, writes, None) if writes else None
+            last.append((result, batch))
+            if batch is not None:
+                yield from append_plan(d, batch)
+            return result
+
+        return await self.queue._run(plan)
+
+    def _landed(self, batch: PreparedBatch) -> Plan:
+        """Whether ``batch`` is in the journal: its first record is where it was to go."""
+        first = batch.writes[0]
+        assert first.expected_next is not None
+        rows = yield from read_plan(
+            self.queue.dialect, self.app, first.stream, first.expected_next, 1
+        )
+        return bool(rows) and rows[0].record.id == first.records[0].id
 
     # -- trails ------------------------------------------------------------------------
 
@@ -258,16 +300,80 @@ class TaskBoard:
             ConflictError: The trail moved on since ``state`` was read (another worker
                 wrote to it); nothing was written.
         """
+        after, write = self._transitions(state, events)
+        await self.journal.append(self.app, [write])
+        return after
+
+    def _transitions(
+        self,
+        state: TaskState,
+        events: Sequence[tuple[TaskEvent, Mapping[str, JSONValue]]],
+    ) -> tuple[TaskState, StreamWrite]:
+        """The state after ``events`` and the trail write of them (IllegalTransition)."""
         after = copy.deepcopy(state)
         recs = []
         for event, payload in events:
             rec = self.records(event.value, dict(payload))
             after.apply(rec.kind, rec.payload)
             recs.append(rec)
-        await self.journal.append(
-            self.app,
-            [StreamWrite(task_stream(state.task_id), recs, expected_next=state.head + 1)],
+        return after, StreamWrite(task_stream(state.task_id), recs, expected_next=state.head + 1)
+
+    async def _record_with(
+        self,
+        state: TaskState,
+        events: Sequence[tuple[TaskEvent, Mapping[str, JSONValue]]],
+        queue_part: Callable[[bool], Plan],
+    ) -> tuple[TaskState, Any]:
+        """`record`, with the queue row's change ``queue_part``: one transaction."""
+        after, write = self._transitions(state, events)
+        result = await self._change(queue_part, lambda _: [write])
+        return after, result
+
+    async def conclude(
+        self,
+        state: TaskState,
+        events: Sequence[tuple[TaskEvent, Mapping[str, JSONValue]]],
+        lease_token: str,
+        status: TaskStatus,
+        *,
+        delay: float = 0.0,
+    ) -> TaskState:
+        """Record a held task's last transitions and settle its row, in one transaction.
+
+        Args:
+            state: The task's state as the lease holder knows it.
+            events: The transitions ending the claim (terminal, pushed back, released…).
+            lease_token: The lease being given up.
+            status: Where the row goes: ``queued`` or a terminal status.
+            delay: Seconds before a re-queued task may be claimed again.
+
+        Returns:
+            The new state.
+
+        Raises:
+            IllegalTransition: An event does not fit; nothing was written.
+            ConflictError: The trail moved on; nothing was written.
+            LeaseLost: The lease is no longer this token's; nothing was written.
+        """
+        after, write = self._transitions(state, events)
+        settle = self.queue._settle_plan(
+            state.task_id,
+            lease_token,
+            status,
+            round=after.round,
+            audit_rounds=after.audit_rounds,
+            detail=after.detail,
+            delay=delay,
         )
+
+        def plan(recovering: bool) -> Plan:
+            if not (yield from settle(recovering)):
+                raise LeaseLost(
+                    f"task {state.task_id!r}: the lease {lease_token[:8]}… is no longer held"
+                )
+            return True
+
+        await self._change(plan, lambda _: [write])
         return after
 
     # -- reading -----------------------------------------------------------------------
@@ -316,31 +422,27 @@ class TaskBoard:
                 if task_id in blocked:
                     continue
                 state = await self.state(task_id)
-                if state.status is None:
-                    row = await self.queue.get(task_id)
-                    await self.ensure_submitted(task_id, row.spec)
-                    state = await self.state(task_id)
+                if state.status is not TaskStatus.QUEUED:
+                    continue  # claimed or ended meanwhile
                 detail = f"dependency {dep!r} ended {dep_status} without completing"
-                if state.status is TaskStatus.QUEUED:
-                    try:
-                        await self.record(
-                            state,
-                            [
-                                (
-                                    TaskEvent.BLOCKED,
-                                    {
-                                        "dependency": dep,
-                                        "dependency_status": dep_status,
-                                        "reason": detail,
-                                    },
-                                )
-                            ],
-                        )
-                    except ConflictError:
-                        continue
-                elif state.status is not TaskStatus.BLOCKED:
+                try:
+                    _, moved = await self._record_with(
+                        state,
+                        [
+                            (
+                                TaskEvent.BLOCKED,
+                                {
+                                    "dependency": dep,
+                                    "dependency_status": dep_status,
+                                    "reason": detail,
+                                },
+                            )
+                        ],
+                        self._only_if(self.queue._block_plan(task_id, detail)),
+                    )
+                except (ConflictError, _Unmoved):
                     continue
-                if await self.queue.block(task_id, detail):
+                if moved:
                     blocked.append(task_id)
                     progressed = True
             if not progressed:
@@ -349,12 +451,27 @@ class TaskBoard:
 
     # -- a person's decisions ----------------------------------------------------------
 
+    @staticmethod
+    def _only_if(inner: Callable[[bool], Plan]) -> Callable[[bool], Plan]:
+        """A queue plan that must change the row, or the whole transaction is undone."""
+
+        def plan(recovering: bool) -> Plan:
+            if not (yield from inner(recovering)):
+                raise _Unmoved
+            return True
+
+        return plan
+
     async def _current(self, task_id: str) -> TaskState:
-        row = await self.queue.get(task_id)  # TaskNotFound for an unknown task
+        await self.queue.get(task_id)  # TaskNotFound for an unknown task
         state = await self.state(task_id)
         if state.status is None:
-            await self.ensure_submitted(task_id, row.spec)
-            state = await self.state(task_id)
+            raise CorruptionError(
+                "the task has a queue row but an empty trail: a version before "
+                "single-transaction task changes crashed between its two writes; resubmit "
+                "the task under another id",
+                location=f"{self.app}/{task_stream(task_id)}",
+            )
         return state
 
     async def cancel(self, task_id: str, reason: str = "cancelled by a person") -> TaskStatus:
@@ -395,13 +512,16 @@ class TaskBoard:
                     "the task already ended; nothing to cancel",
                 )
             try:
-                await self.record(state, [(TaskEvent.CANCELLED, {"reason": reason})])
+                # The trail and the row, in one transaction; the row is cancelled even if
+                # a worker claimed it in between (its claim record is then refused, so it
+                # stops; its settle finds the lease gone).
+                await self._record_with(
+                    state,
+                    [(TaskEvent.CANCELLED, {"reason": reason})],
+                    self.queue._cancel_plan(task_id, reason, recorded=True),
+                )
             except ConflictError:
-                continue  # a worker claimed it meanwhile: look again
-            # The trail says cancelled; the row follows, even if a worker claimed it in
-            # between (its claim record was refused, so it stops; its settle finds the
-            # lease gone).
-            await self.queue.cancel(task_id, reason, recorded=True)
+                continue  # a worker recorded its claim meanwhile: look again
             await self.block_doomed()
             return TaskStatus.CANCELLED
         raise ConflictError(self.app, task_stream(task_id), 0, 0)  # pragma: no cover
@@ -443,8 +563,11 @@ class TaskBoard:
                 TaskEvent.RETRIED.short,
                 await self._blocked_why(task_id),
             )
-        after = await self.record(state, [(TaskEvent.RETRIED, {"note": note})])
-        await self.queue.requeue(task_id, f"retried: {note}")
+        after, _ = await self._record_with(
+            state,
+            [(TaskEvent.RETRIED, {"note": note})],
+            self.queue._requeue_plan(task_id, f"retried: {note}"),
+        )
         await self._reopen_dependents(task_id)
         return after
 
@@ -476,10 +599,17 @@ class TaskBoard:
                     continue
                 note = f"dependency {parent!r} was retried"
                 try:
-                    await self.record(state, [(TaskEvent.RETRIED, {"note": note})])
-                except ConflictError:
+                    await self._record_with(
+                        state,
+                        [(TaskEvent.RETRIED, {"note": note})],
+                        self._only_if(self.queue._requeue_plan(child, note)),
+                    )
+                except (ConflictError, _Unmoved):
                     continue
-                await self.queue.requeue(child, note)
                 reopened.append(child)
                 todo.append(child)
         return reopened
+
+
+class _Unmoved(Exception):
+    """A queue row was not where its trail said (a change raced): undo the transaction."""

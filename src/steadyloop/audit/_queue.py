@@ -49,7 +49,8 @@ a claim by its lease token (made before the first attempt), a settle by the toke
 recorded, a submission by its submission token. So a blip never costs a task a claim.
 
 The queue is an index for picking work; the task's journal trail is the record of
-what happened (see [`TaskBoard`][steadyloop.audit.TaskBoard]).
+what happened (see [`TaskBoard`][steadyloop.audit.TaskBoard]), and the board writes a
+task change to both in one transaction: the row is a projection of the trail.
 """
 
 from __future__ import annotations
@@ -637,6 +638,11 @@ class TaskQueue:
                 a task id already taken, or an idempotency key already used for a
                 different body. Nothing was queued.
         """
+        out: list[SubmitResult] = await self._run(self._submit_plan(specs))
+        return out
+
+    def _submit_plan(self, specs: Sequence[TaskSpec]) -> Callable[[bool], Plan]:
+        """The plan of `submit_many`, to run alone or with the tasks' first trail records."""
         for spec in specs:
             if not isinstance(spec, TaskSpec):
                 raise TaskSpecError(f"expected a TaskSpec, got {type(spec).__name__}")
@@ -756,8 +762,7 @@ class TaskQueue:
             planned.append(results)
             return results
 
-        out: list[SubmitResult] = await self._run(plan)
-        return out
+        return plan
 
     # -- claiming and leases -----------------------------------------------------------
 
@@ -957,6 +962,30 @@ class TaskQueue:
         Raises:
             LeaseLost: The lease is no longer this token's; nothing was changed.
         """
+        plan = self._settle_plan(
+            task_id,
+            lease_token,
+            status,
+            round=round,
+            audit_rounds=audit_rounds,
+            detail=detail,
+            delay=delay,
+        )
+        if not await self._run(plan):
+            raise LeaseLost(f"task {task_id!r}: the lease {lease_token[:8]}… is no longer held")
+
+    def _settle_plan(
+        self,
+        task_id: str,
+        lease_token: str,
+        status: TaskStatus,
+        *,
+        round: int,
+        audit_rounds: int,
+        detail: str,
+        delay: float,
+    ) -> Callable[[bool], Plan]:
+        """The plan of `settle` (True: settled), to run alone or with the trail's record."""
         if status is TaskStatus.RUNNING:
             raise ValueError("settle moves a task out of running")
         d = self.dialect
@@ -999,8 +1028,7 @@ class TaskQueue:
             yield from self._notify()
             return True
 
-        if not await self._run(plan):
-            raise LeaseLost(f"task {task_id!r}: the lease {lease_token[:8]}… is no longer held")
+        return plan
 
     async def progress(
         self, task_id: str, lease_token: str, *, round: int, audit_rounds: int
@@ -1068,9 +1096,7 @@ class TaskQueue:
         Returns:
             False when the task was not queued.
         """
-        ok: bool = await self._run(
-            self._set_status(task_id, ("queued",), TaskStatus.BLOCKED, detail)
-        )
+        ok: bool = await self._run(self._block_plan(task_id, detail))
         return ok
 
     async def cancel(self, task_id: str, reason: str, *, recorded: bool = False) -> TaskStatus:
@@ -1099,6 +1125,11 @@ class TaskQueue:
         Raises:
             TaskNotFound: No such task.
         """
+        out: TaskStatus = await self._run(self._cancel_plan(task_id, reason, recorded=recorded))
+        return out
+
+    def _cancel_plan(self, task_id: str, reason: str, *, recorded: bool) -> Callable[[bool], Plan]:
+        """The plan of `cancel`, to run alone or with the trail's ``cancelled`` record."""
         d = self.dialect
 
         def plan(_: bool) -> Plan:
@@ -1137,8 +1168,7 @@ class TaskQueue:
                 yield from self._notify("cancel")  # its worker stops now, not at a heartbeat
             return status
 
-        out: TaskStatus = await self._run(plan)
-        return out
+        return plan
 
     async def lease_expired(self, task_id: str) -> bool:
         """Whether the task is running on a lease that has run out (its worker is lost).
@@ -1176,12 +1206,18 @@ class TaskQueue:
         Raises:
             TaskNotFound: No such task.
         """
-        ok: bool = await self._run(
-            self._set_status(
-                task_id, ("needs-human", "goal-unmet", "blocked"), TaskStatus.QUEUED, detail
-            )
-        )
+        ok: bool = await self._run(self._requeue_plan(task_id, detail))
         return ok
+
+    def _requeue_plan(self, task_id: str, detail: str) -> Callable[[bool], Plan]:
+        """The plan of `requeue`, to run alone or with the trail's ``retried`` record."""
+        return self._set_status(
+            task_id, ("needs-human", "goal-unmet", "blocked"), TaskStatus.QUEUED, detail
+        )
+
+    def _block_plan(self, task_id: str, detail: str) -> Callable[[bool], Plan]:
+        """The plan of `block`, to run alone or with the trail's ``blocked`` record."""
+        return self._set_status(task_id, ("queued",), TaskStatus.BLOCKED, detail)
 
     # -- reading -----------------------------------------------------------------------
 

@@ -444,6 +444,16 @@ class Worker:
                 if self._fenced is not None:
                     raise LeaseLost(self._fenced) from None
                 if not self._interrupting and not self._stop_run.is_set():
+                    if work.cancelled() and work.cancelling() == 0:
+                        # Nobody cancelled the round (not the worker, not its caller): a
+                        # driver's own wait was cancelled under it (psycopg does, when a
+                        # connection is closed while a query waits). A store failure, not
+                        # the worker's end: the claim is left to its lease, the worker
+                        # goes on claiming.
+                        raise BackendUnavailable(
+                            f"task {claim.task_id!r}: the store's driver cancelled a wait of "
+                            "the round's; the claim is left to its lease"
+                        ) from None
                     raise
                 if self._cancelled is not None:
                     await self._record_cancelled(claim, self._cancelled)
@@ -621,12 +631,13 @@ class Worker:
         state = await self.board.state(claim.task_id)
         if state.status is None or state.status.terminal:
             return
-        state = await self._write(
+        await self._conclude(
+            claim,
             state,
             [(TaskEvent.CANCELLED, {"reason": reason, "worker": self.worker_id})],
+            TaskStatus.CANCELLED,
             cancelling=True,
         )
-        await self._settle(claim, state, TaskStatus.CANCELLED)
         self._emit("cancelled", claim.task_id, reason)
 
     async def _write(
@@ -648,9 +659,44 @@ class Worker:
                 f"task {state.task_id!r}: its trail moved on (another worker took it over)"
             ) from None
 
+    async def _conclude(
+        self,
+        claim: Claim,
+        state: TaskState,
+        events: list[tuple[TaskEvent, Mapping[str, JSONValue]]],
+        status: TaskStatus,
+        *,
+        delay: float = 0.0,
+        cancelling: bool = False,
+    ) -> TaskState:
+        """Write the claim's last transitions and settle the row, in one transaction, fenced."""
+        if self._lost.is_set():
+            raise LeaseLost(f"task {state.task_id!r}: the lease was lost")
+        if self._cancelled is not None and not cancelling:
+            raise TaskCancelled(state.task_id, self._cancelled)
+        self._settling = True  # the lease ends by this worker's hand: no fence for it
+        try:
+            state = await self.board.conclude(state, events, claim.lease_token, status, delay=delay)
+        except ConflictError:
+            self._settling = False
+            raise LeaseLost(
+                f"task {state.task_id!r}: its trail moved on (another worker took it over)"
+            ) from None
+        except BaseException:
+            self._settling = False  # not given up after all: the fence holds again
+            raise
+        await self._after_settle(claim, status)
+        return state
+
+    async def _after_settle(self, claim: Claim, status: TaskStatus) -> None:
+        if status in (TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET, TaskStatus.CANCELLED):
+            for task_id in await self.board.block_doomed():
+                self._emit("blocked", task_id, f"{claim.task_id} ended {status.value}")
+
     async def _settle(
         self, claim: Claim, state: TaskState, status: TaskStatus, delay: float = 0.0
     ) -> None:
+        """Give the lease up with no trail change (the trail holds nothing of this claim)."""
         self._settling = True  # the lease ends by this worker's hand: no fence for it
         try:
             await self.board.queue.settle(
@@ -665,9 +711,7 @@ class Worker:
         except BaseException:
             self._settling = False  # not given up after all: the fence holds again
             raise
-        if status in (TaskStatus.NEEDS_HUMAN, TaskStatus.GOAL_UNMET, TaskStatus.CANCELLED):
-            for task_id in await self.board.block_doomed():
-                self._emit("blocked", task_id, f"{claim.task_id} ended {status.value}")
+        await self._after_settle(claim, status)
 
     async def _process_through_blips(self, claim: Claim) -> None:
         """Work the claim; after a lost connection, wait and go on with the same claim.
@@ -707,7 +751,8 @@ class Worker:
                 if info.status in (StopReason.STOPPED.value, StopReason.RESUME_STATE_UNKNOWN.value):
                     interrupted = state.run_id
         reason = f"worker {self.worker_id} shut down; the round was interrupted"
-        state = await self._write(
+        await self._conclude(
+            claim,
             state,
             [
                 (
@@ -715,8 +760,8 @@ class Worker:
                     {"reason": reason, "shutdown": True, "interrupted": interrupted},
                 )
             ],
+            TaskStatus.QUEUED,
         )
-        await self._settle(claim, state, TaskStatus.QUEUED)
         self._emit("interrupted", claim.task_id, reason)
 
     def _workdir(self, task_id: str, spec: TaskSpec) -> Path:
@@ -727,18 +772,19 @@ class Worker:
     async def _process(self, claim: Claim) -> None:
         board = self.board
         state = await board.state(claim.task_id)
-        if state.status is None:
-            await board.ensure_submitted(claim.task_id, claim.spec)
-            state = await board.state(claim.task_id)
-        if state.status is not None and state.status.terminal:
-            # The trail already ended (a worker died between trail and queue): catch up,
-            # and say so, so progress displays count the task as finished.
-            await self._settle(claim, state, state.status)
-            self._emit(
-                state.status.value,
-                claim.task_id,
-                f"{state.detail or state.status.value} (caught up from the trail)",
+        if state.status is None or state.status.terminal:
+            # A claimable row is never behind its trail (a task change writes both in one
+            # transaction), so this is a row with no trail: one a version before that
+            # left behind. Send it to a person, saying so; nothing is guessed.
+            reason = (
+                "the task's trail is empty: a version before single-transaction task "
+                "changes crashed between its two writes; resubmit the task"
+                if state.status is None
+                else f"the trail says {state.status.value} but the queue row was claimable"
             )
+            status = TaskStatus.NEEDS_HUMAN if state.status is None else state.status
+            await self._settle(claim, state, status)
+            self._emit(status.value, claim.task_id, reason)
             return
         if state.status is TaskStatus.RUNNING and state.lease_token == claim.lease_token:
             # Our own claim, recorded before a lost connection: go on with it.
@@ -874,8 +920,9 @@ class Worker:
 
     async def _give_up(self, claim: Claim, state: TaskState, reason: str) -> None:
         """Send the task to a person at once, saying why."""
-        state = await self._write(state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})])
-        await self._settle(claim, state, TaskStatus.NEEDS_HUMAN)
+        await self._conclude(
+            claim, state, [(TaskEvent.NEEDS_HUMAN, {"reason": reason})], TaskStatus.NEEDS_HUMAN
+        )
         self._emit("needs-human", claim.task_id, reason)
 
     async def _driven_elsewhere(self, run_id: str) -> bool:
@@ -893,8 +940,13 @@ class Worker:
 
     async def _release(self, claim: Claim, state: TaskState, reason: str) -> None:
         """Give the task back untouched, to be tried again after a lease's time."""
-        state = await self._write(state, [(TaskEvent.RELEASED, {"reason": reason})])
-        await self._settle(claim, state, TaskStatus.QUEUED, delay=self.lease)
+        await self._conclude(
+            claim,
+            state,
+            [(TaskEvent.RELEASED, {"reason": reason})],
+            TaskStatus.QUEUED,
+            delay=self.lease,
+        )
         self._emit("released", claim.task_id, reason)
 
     async def _drive(
@@ -1104,10 +1156,9 @@ class Worker:
         if state.phase != "audited":
             events.append((TaskEvent.AUDITED, report.to_json()))
         events.append((event, payload))
-        state = await self._write(state, events)
+        status = _TERMINAL_EVENTS.get(event, TaskStatus.QUEUED)
+        state = await self._conclude(claim, state, events, status)
         self._emit(
             "audited", task_id, f"audit {report.audit_round}: {len(report.findings)} finding(s)"
         )
-        status = _TERMINAL_EVENTS.get(event, TaskStatus.QUEUED)
-        await self._settle(claim, state, status)
         self._emit("pushed_back" if status is TaskStatus.QUEUED else status.value, task_id, reason)

@@ -25,8 +25,9 @@ polling. The suite needs ``pytest`` and ``pytest-asyncio``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,9 +41,10 @@ from steadyloop._errors import (
     TaskNotFound,
     TaskSpecError,
 )
+from steadyloop.audit._board import TaskBoard
 from steadyloop.audit._queue import QUEUE_SCHEMA_VERSION, TaskQueue
-from steadyloop.audit._tasks import TaskSpec, TaskStatus
-from steadyloop.faults import Fault, FaultPlan, SimulatedDisconnect
+from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskStatus
+from steadyloop.faults import Fault, FaultPlan, SimulatedCrash, SimulatedDisconnect
 from steadyloop.journal._sql import Plan, Query
 from steadyloop.records import SequentialIds
 
@@ -92,6 +94,50 @@ def _sql_plan(sql: str, *params: Any) -> Callable[[], Plan]:
 def _lost_reply() -> Fault:
     """The fault of a lost reply: the connection drops once a writing transaction committed."""
     return Fault(at=1, side="after", how="disconnect", label="queue.write")
+
+
+_STATEMENT = "queue.statement"
+"""The boundary label of each statement of a writing transaction (and of a lone append)."""
+
+
+def _through(inner: Plan, faults: FaultPlan) -> Plan:
+    """Run ``inner``, passing a boundary before each of its statements and before commit."""
+    rows: Any = None
+    while True:
+        try:
+            query = inner.send(rows)
+        except StopIteration as stop:
+            faults.point(_STATEMENT)  # every statement sent, the COMMIT not yet
+            return stop.value
+        faults.point(_STATEMENT)
+        rows = yield query
+
+
+@contextlib.contextmanager
+def _statement_boundaries(journal: Any, faults: FaultPlan) -> Iterator[None]:
+    """Make every statement the journal's writing transactions send a write boundary.
+
+    A plan run through ``run_plan`` (the queue's and the board's task changes) passes
+    ``queue.statement`` before each statement and before its commit; an append of its
+    own (``journal.append``, a separate transaction) passes one before it starts, so a
+    crash there falls between two transactions.
+    """
+    real_run, real_append = journal.run_plan, journal.append
+
+    async def run_plan(make: Any, *, write: bool = True, **hints: Any) -> Any:
+        if not write:
+            return await real_run(make, write=write, **hints)
+        return await real_run(lambda: _through(make(), faults), write=write, **hints)
+
+    async def append(*args: Any, **kwargs: Any) -> Any:
+        faults.point(_STATEMENT)
+        return await real_append(*args, **kwargs)
+
+    journal.run_plan, journal.append = run_plan, append
+    try:
+        yield
+    finally:
+        del journal.run_plan, journal.append
 
 
 class QueueConformance:
@@ -375,6 +421,162 @@ class QueueConformance:
             )
             assert not plan.armed
             assert (await queue.get("x")).status is TaskStatus.COMPLETED
+
+    # -- one transaction per task change ------------------------------------------------
+
+    @staticmethod
+    async def _agree(board: TaskBoard, task_id: str, where: str) -> TaskStatus | None:
+        """The task's row is its trail's projection: the same status, or neither exists."""
+        state = await board.state(task_id)
+        try:
+            row = (await board.get(task_id)).status
+        except TaskNotFound:
+            row = None
+        assert row is state.status, (
+            f"{where}: the queue row says {row} but the trail says {state.status}"
+        )
+        return row
+
+    @staticmethod
+    async def _claimed(board: TaskBoard, task_id: str, priority: int) -> tuple[Any, Any]:
+        """Submit and claim a task (it outranks every earlier one), its claim recorded."""
+        await board.submit(TaskSpec(prompt="p", task_id=task_id, priority=priority))
+        claim = await board.queue.claim("w", 30)
+        assert claim is not None and claim.task_id == task_id
+        state = await board.record(
+            await board.state(task_id),
+            [(TaskEvent.CLAIMED, {"worker": "w", "lease_token": claim.lease_token, "attempt": 1})],
+        )
+        return claim, state
+
+    @pytest.mark.asyncio
+    async def test_each_task_change_is_one_transaction(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A crash between two statements of a task change leaves its row and trail agreeing.
+
+        Both changed, or neither; and the change then goes through, once.
+        """
+        async with await self._open(queue_factory, clock) as queue:
+            board = TaskBoard(queue)
+            held: dict[str, Any] = {}
+
+            async def no_setup(tid: str, prio: int) -> None:
+                return None
+
+            async def submit(tid: str) -> None:
+                await board.submit(TaskSpec(prompt="p", task_id=tid, priority=-1))
+
+            async def hold(tid: str, prio: int) -> None:
+                held[tid] = await self._claimed(board, tid, prio)
+
+            async def finish(tid: str) -> None:
+                claim, _ = held[tid]
+                state = await board.state(tid)
+                await board.conclude(
+                    state,
+                    [(TaskEvent.NEEDS_HUMAN, {"reason": "a person should look"})],
+                    claim.lease_token,
+                    TaskStatus.NEEDS_HUMAN,
+                )
+
+            async def release(tid: str) -> None:
+                claim, _ = held[tid]
+                state = await board.state(tid)
+                await board.conclude(
+                    state,
+                    [(TaskEvent.RELEASED, {"reason": "handed back"})],
+                    claim.lease_token,
+                    TaskStatus.QUEUED,
+                    delay=3600,  # not claimable again in this test
+                )
+
+            async def queued(tid: str, prio: int) -> None:
+                await board.submit(TaskSpec(prompt="p", task_id=tid, priority=-1))
+
+            async def cancel(tid: str) -> None:
+                await board.cancel(tid, "not needed")
+
+            async def to_person(tid: str, prio: int) -> None:
+                await hold(tid, prio)
+                await finish(tid)
+
+            async def retry(tid: str) -> None:
+                await board.retry(tid, "try again")
+                await board.cancel(tid, "done with it")  # not claimable by later cases
+
+            async def doomed(tid: str, prio: int) -> None:
+                await hold(tid, prio)
+                await board.submit(
+                    TaskSpec(prompt="p", task_id=f"{tid}.child", depends_on=(tid,), priority=-1)
+                )
+                await finish(tid)
+
+            async def block(tid: str) -> None:
+                assert f"{tid}.child" in await board.block_doomed()
+
+            cases: list[tuple[str, Any, Any, str]] = [
+                ("submit", no_setup, submit, ""),
+                ("finish", hold, finish, ""),
+                ("release", hold, release, ""),
+                ("cancel", queued, cancel, ""),
+                ("retry", to_person, retry, ""),
+                ("block", doomed, block, ".child"),
+            ]
+            priority = 1000
+            for name, setup, change, watched in cases:
+                crashes = 0
+                for k in range(1, 100):
+                    tid = f"{name}-{k}"
+                    priority += 1
+                    await setup(tid, priority)
+                    before = await self._agree(board, tid + watched, f"{name} set up")
+                    faults = FaultPlan(Fault(at=k, label=_STATEMENT))
+                    with _statement_boundaries(queue.journal, faults):
+                        try:
+                            await change(tid)
+                        except SimulatedCrash:
+                            crashes += 1
+                    where = f"{name}, crash at statement {k}"
+                    after = await self._agree(board, tid + watched, where)
+                    if not faults.fired:
+                        break  # the change ran to its end: every statement was tried
+                    if after == before:
+                        await change(tid)  # not changed: the same change goes through now
+                    await self._agree(board, tid + watched, f"{where}, then redone")
+                    kinds = [r.kind for r in await board.trail(tid + watched)]
+                    assert len(kinds) == len(set(kinds)) or name == "retry", (where, kinds)
+                else:  # pragma: no cover - a change of 99 statements
+                    pytest.fail(f"{name}: still crashing after 99 statements")
+                assert crashes >= 2, f"{name}: {crashes} statement(s); a change has several"
+
+    @pytest.mark.asyncio
+    async def test_a_lost_reply_of_a_task_change_writes_it_once(
+        self, queue_factory: QueueFactory, clock: _Clock
+    ) -> None:
+        """A task change whose reply was lost is retried into one row change and one record."""
+        async with await self._open(queue_factory, clock) as queue:
+            board = TaskBoard(queue)
+            plan = self._lose_next_reply(queue)
+            claim, state = await self._claimed(board, "x", 0)  # its submit's reply is lost
+            assert not plan.armed
+            assert [r.kind for r in await board.trail("x")] == ["task.submitted", "task.claimed"]
+            plan.arm(_lost_reply())
+            await board.conclude(
+                state,
+                [(TaskEvent.NEEDS_HUMAN, {"reason": "look"})],
+                claim.lease_token,
+                TaskStatus.NEEDS_HUMAN,
+            )
+            assert not plan.armed
+            kinds = [r.kind for r in await board.trail("x")]
+            assert kinds == ["task.submitted", "task.claimed", "task.needs_human"], kinds
+            assert (await board.get("x")).status is TaskStatus.NEEDS_HUMAN
+            plan.arm(_lost_reply())
+            await board.retry("x", "again")
+            assert not plan.armed
+            assert [r.kind for r in await board.trail("x")].count("task.retried") == 1
+            assert (await board.get("x")).status is TaskStatus.QUEUED
 
     # -- cancel and retry ---------------------------------------------------------------
 
