@@ -1,6 +1,6 @@
 """Framework stores: the hostile pack's time on every store, and what each store agrees on.
 
-Run: ``uv run python benchmarks/bench_frameworks.py [--repeat 1] [--no-servers]``
+Run: ``uv run python benchmarks/bench_frameworks.py [--repeat 1] [--no-servers] [--events 2000]``
 
 Measured in one run and written to ``benchmarks/results/frameworks.json``: for every
 store of every framework the package ships an adapter for (and Steadyloop's own six
@@ -13,6 +13,12 @@ in-memory store (Steadyloop's with ``sqlite``), at the versions pinned in
 ``STEADYLOOP_POSTGRES_URL``, ``STEADYLOOP_MYSQL_URL`` and ``STEADYLOOP_REDIS_URL`` (the
 local servers by default), each framework in a schema or database of its own that is
 dropped afterwards.
+
+In the same run, one case appending ``--events`` events (2,000 by default) to one
+session runs on every store, each framework's stores in one ``replay`` call with its
+reference (``bench_replay.py``'s long case): ``long_case_s`` is the seconds it took on
+the store (operations, restarts and read-back), ``long_case_agreed`` whether the store's
+snapshot agreed with its reference's. The aim is at most 60 s on every store.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import _measured
+from bench_replay import _long_case
 from steadyloop.replay import load_cases, pack_cases, replay
 
 RESULTS = Path(__file__).parent / "results" / "frameworks.json"
@@ -151,7 +158,9 @@ def server_space(spaces: list[str], servers: bool) -> Iterator[None]:
             mysql(f"DROP DATABASE IF EXISTS `{space}`")
 
 
-async def run_framework(framework: str, urls: list[str], repeat: int) -> dict[str, dict[str, Any]]:
+async def run_framework(
+    framework: str, urls: list[str], repeat: int, events: int
+) -> dict[str, dict[str, Any]]:
     """Run the pack on one framework's stores ``repeat`` times; the rows of its stores."""
     cases = load_cases([pack_cases("hostile")])
     seconds: dict[str, list[float]] = {}
@@ -183,6 +192,7 @@ async def run_framework(framework: str, urls: list[str], repeat: int) -> dict[st
                 )
                 counts[key] += 1
     rows: dict[str, dict[str, Any]] = {}
+    long_rows = await run_long_case(framework, urls, events)
     for store, values in seconds.items():
         row: dict[str, Any] = {"pack_median_s": round(statistics.median(values), 3)}
         if store in outcome:
@@ -190,11 +200,32 @@ async def run_framework(framework: str, urls: list[str], repeat: int) -> dict[st
         else:
             row["reference"] = True
         row["framework"] = framework
+        row.update(long_rows.get(store, {}))
         rows[store if "+" in store else f"{framework}+{store}"] = row
     return rows
 
 
-async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
+async def run_long_case(framework: str, urls: list[str], events: int) -> dict[str, dict[str, Any]]:
+    """One ``events``-event session on one framework's stores, in one ``replay`` call."""
+    case = _long_case(events)
+    with tempfile.TemporaryDirectory(prefix="bench-frameworks-long-") as workdir:
+        report = await replay([case], urls, workdir=workdir)
+    data = report.to_dict()
+    diverged = {d["backend"] for c in data["cases"] for d in c["differences"]}
+    status = {r["backend"]: r["status"] for c in data["cases"] for r in c["runs"]}
+    out: dict[str, dict[str, Any]] = {}
+    for run in data["timings"]["runs"]:
+        store = run["backend"]
+        out[store] = {
+            "long_case_s": round(run["seconds"], 3),
+            "long_case_status": status[store],
+            "long_case_agreed": store not in diverged,
+        }
+        print(f"  {events} events on {store}: {run['seconds']:.2f} s", flush=True)
+    return out
+
+
+async def main_async(repeat: int, servers: bool, events: int) -> dict[str, Any]:
     # trpc-agent-py prints a warning to stdout for every append dated in the past.
     quiet = logging.getLogger("trpc_agent_sdk")
     quiet.addHandler(logging.NullHandler())
@@ -209,7 +240,7 @@ async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
         for framework in FRAMEWORKS:
             urls = stores(framework, spaces[framework], servers)
             started = time.perf_counter()
-            rows.update(await run_framework(framework, urls, repeat))
+            rows.update(await run_framework(framework, urls, repeat, events))
             walls[framework] = round(time.perf_counter() - started, 3)
     versions = {}
     for framework, package in PACKAGES.items():
@@ -223,6 +254,7 @@ async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
         "pack": "hostile",
         "cases": cases,
         "repeat": repeat,
+        "long_case": {"events": events, "aim_seconds": 60.0},
         "versions": versions,
         "wall_seconds": walls,
         "rows": rows,
@@ -233,9 +265,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-servers", dest="servers", action="store_false")
+    parser.add_argument("--events", type=int, default=2000)
     args = parser.parse_args()
     measured = _measured.start()
-    result = asyncio.run(main_async(args.repeat, args.servers))
+    result = asyncio.run(main_async(args.repeat, args.servers, args.events))
     result["measured"] = measured.entry()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -246,7 +279,10 @@ def main() -> None:
             else f"{row['agreed']} agreed, {row['diverged']} diverged, "
             f"{row['not_applicable']} not applicable"
         )
-        print(f"{store:<32} {row['pack_median_s']:>8.3f} s   {counts}")
+        print(
+            f"{store:<32} {row['pack_median_s']:>8.3f} s   {counts}; "
+            f"{result['long_case']['events']} events {row['long_case_s']:.2f} s"
+        )
     print(f"versions {result['versions']}; written to {RESULTS}")
 
 
