@@ -302,7 +302,7 @@ class LangGraphStore:
         return StoredSession(
             user_id=str(value.get("user_id")),
             session_id=str(item.key),
-            events=[event.value if event is not None else None for event in got],
+            events=[event.value for event in got if event is not None],
             state={
                 "session": dict(value.get("state", {})),
                 "user": self._read_scope(ref.app, ref.user, "user"),
