@@ -1331,6 +1331,7 @@ _FRAMEWORKS_LABELS = {
         "aim": "aim",
         "versions": "Versions",
         "long_not_run": "not applicable",
+        "timed_out": "stopped after {budget:g} s",
     },
     "zh": {
         "store": "存储",
@@ -1346,6 +1347,7 @@ _FRAMEWORKS_LABELS = {
         "aim": "目标",
         "versions": "版本",
         "long_not_run": "不适用",
+        "timed_out": "{budget:g} 秒后停止",
     },
 }
 
@@ -1361,9 +1363,14 @@ def render_frameworks(data: Fields, lang: str) -> str:
     lines = []
     for name in names:
         row: Fields = rows[name]
-        applicable = row["long_case_status"] != "not_applicable"
-        long_s = row.number("long_case_s") if applicable else None
+        status = row["long_case_status"]
+        long_s = row.number("long_case_s") if status == "ran" else None
         seconds.append(long_s)
+        long_cell = {
+            "ran": fmt(long_s),
+            "not_applicable": t["long_not_run"],
+            "timed_out": t["timed_out"].format(budget=long.number("budget_seconds")),
+        }[status]
         if row.optional("reference"):
             counts = [t["reference"], "", ""]
         else:
@@ -1373,7 +1380,7 @@ def render_frameworks(data: Fields, lang: str) -> str:
                 f"`{name}`",
                 str(row["framework"]),
                 fmt(row.number("pack_median_s")),
-                fmt(long_s) if applicable else t["long_not_run"],
+                long_cell,
                 *counts,
             ]
         )
