@@ -15,7 +15,7 @@ local servers by default), each framework in a schema or database of its own tha
 dropped afterwards.
 
 In the same run, one case appending ``--events`` events (2,000 by default) to one
-session runs on every store, each store in a ``replay`` call of its own with its
+session runs on every store, each store in a child process of its own with its
 reference (``bench_replay.py``'s long case): ``long_case_s`` is the seconds it took on
 the store (operations, restarts and read-back), ``long_case_agreed`` whether the store's
 snapshot agreed with its reference's. The aim is at most 60 s on every store; a store
@@ -211,39 +211,59 @@ async def run_framework(
 async def run_long_case(
     framework: str, urls: list[str], events: int, budget: float
 ) -> dict[str, dict[str, Any]]:
-    """One ``events``-event session on each of one framework's stores, a ``replay`` call each.
+    """One ``events``-event session on each of one framework's stores, a process each.
 
-    A store that has not finished within ``budget`` seconds is stopped and recorded as
-    ``timed_out`` (with no time); its leftover Redis keys are removed.
+    Each store runs in a child process (``--long-only URL``) with its reference, so a
+    store that has not finished within ``budget`` seconds can be stopped for certain:
+    the child is killed, the store recorded as ``timed_out`` (with no time), and its
+    leftover Redis keys removed (its SQL tables go with the framework's schema).
     """
-    case = _long_case(events)
     out: dict[str, dict[str, Any]] = {}
     for url in urls:
         spec = parse_store_url(url, Path("."))
         name = spec.name if spec is not None else url.split(":", 1)[0]
-        with tempfile.TemporaryDirectory(prefix="bench-frameworks-long-") as workdir:
-            try:
-                report = await asyncio.wait_for(replay([case], [url], workdir=workdir), budget)
-            except TimeoutError:
-                out[name] = {"long_case_s": None, "long_case_status": "timed_out"}
-                print(f"  {events} events on {name}: over {budget:g} s, stopped", flush=True)
-                _drop_redis_keys(f"*replay.long_{events}.*")
-                continue
-        data = report.to_dict()
-        diverged = {d["backend"] for c in data["cases"] for d in c["differences"]}
-        status = {r["backend"]: r["status"] for c in data["cases"] for r in c["runs"]}
-        for run in data["timings"]["runs"]:
-            store = run["backend"]
-            if store in out and store != name:
-                continue  # the reference, run again beside another store
-            out[store] = {
-                "long_case_s": round(run["seconds"], 3),
-                "long_case_status": status[store],
-                "long_case_agreed": store not in diverged,
-            }
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--long-only",
+            url,
+            "--events",
+            str(events),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            stdout, _ = await asyncio.wait_for(child.communicate(), budget)
+        except TimeoutError:
+            child.kill()
+            await child.wait()
+            out[name] = {"long_case_s": None, "long_case_status": "timed_out"}
+            print(f"  {events} events on {name}: over {budget:g} s, stopped", flush=True)
+            _drop_redis_keys(f"*replay.long_{events}.*")
+            continue
+        found: dict[str, dict[str, Any]] = json.loads(stdout.decode().splitlines()[-1])
+        for store, row in found.items():
             if store == name or store not in out:
-                print(f"  {events} events on {store}: {run['seconds']:.2f} s", flush=True)
+                out[store] = row
+        print(f"  {events} events on {name}: {out[name]['long_case_s']} s", flush=True)
     return out
+
+
+async def long_only(url: str, events: int) -> dict[str, dict[str, Any]]:
+    """The child of `run_long_case`: the long case on one store (and its reference)."""
+    case = _long_case(events)
+    with tempfile.TemporaryDirectory(prefix="bench-frameworks-long-") as workdir:
+        report = await replay([case], [url], workdir=workdir)
+    data = report.to_dict()
+    diverged = {d["backend"] for c in data["cases"] for d in c["differences"]}
+    status = {r["backend"]: r["status"] for c in data["cases"] for r in c["runs"]}
+    return {
+        run["backend"]: {
+            "long_case_s": round(run["seconds"], 3),
+            "long_case_status": status[run["backend"]],
+            "long_case_agreed": run["backend"] not in diverged,
+        }
+        for run in data["timings"]["runs"]
+    }
 
 
 def _drop_redis_keys(pattern: str) -> None:
@@ -258,12 +278,16 @@ def _drop_redis_keys(pattern: str) -> None:
         client.close()
 
 
-async def main_async(repeat: int, servers: bool, events: int, budget: float) -> dict[str, Any]:
+def _quiet() -> None:
     # trpc-agent-py prints a warning to stdout for every append dated in the past.
     quiet = logging.getLogger("trpc_agent_sdk")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     warnings.simplefilter("ignore")  # frameworks' own deprecation and SQLAlchemy warnings
+
+
+async def main_async(repeat: int, servers: bool, events: int, budget: float) -> dict[str, Any]:
+    _quiet()
     token = uuid.uuid4().hex[:8]
     spaces = {f: f"bench_{f.replace('-', '_')}_{token}" for f in FRAMEWORKS}
     rows: dict[str, dict[str, Any]] = {}
@@ -300,7 +324,12 @@ def main() -> None:
     parser.add_argument("--no-servers", dest="servers", action="store_false")
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--budget", type=float, default=180.0)
+    parser.add_argument("--long-only", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.long_only:
+        _quiet()
+        print(json.dumps(asyncio.run(long_only(args.long_only, args.events))))
+        return
     # A terminated run still drops the schemas and databases it made (``server_space``).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     measured = _measured.start()
