@@ -244,7 +244,7 @@ async def run_long_case(
         for store, row in found.items():
             if store == name or store not in out:
                 out[store] = row
-        print(f"  {events} events on {name}: {out[name]['long_case_s']} s", flush=True)
+                print(f"  {events} events on {store}: {row['long_case_s']} s", flush=True)
     return out
 
 
