@@ -1,6 +1,6 @@
 """Framework stores: the hostile pack's time on every store, and what each store agrees on.
 
-Run: ``uv run python benchmarks/bench_frameworks.py [--repeat 1] [--no-servers]``
+Run: ``uv run python benchmarks/bench_frameworks.py [--repeat 1] [--no-servers] [--events 2000]``
 
 Measured in one run and written to ``benchmarks/results/frameworks.json``: for every
 store of every framework the package ships an adapter for (and Steadyloop's own six
@@ -13,6 +13,14 @@ in-memory store (Steadyloop's with ``sqlite``), at the versions pinned in
 ``STEADYLOOP_POSTGRES_URL``, ``STEADYLOOP_MYSQL_URL`` and ``STEADYLOOP_REDIS_URL`` (the
 local servers by default), each framework in a schema or database of its own that is
 dropped afterwards.
+
+In the same run, one case appending ``--events`` events (2,000 by default) to one
+session runs on every store, each store in a child process of its own with its
+reference (``bench_replay.py``'s long case): ``long_case_s`` is the seconds it took on
+the store (operations, restarts and read-back), ``long_case_agreed`` whether the store's
+snapshot agreed with its reference's. The aim is at most 60 s on every store; a store
+still running after ``--budget`` seconds (180 by default) is stopped and recorded as
+``timed_out``.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import json
 import logging
 import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
@@ -37,7 +46,8 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import _measured
-from steadyloop.replay import load_cases, pack_cases, replay
+from bench_replay import _long_case
+from steadyloop.replay import load_cases, pack_cases, parse_store_url, replay
 
 RESULTS = Path(__file__).parent / "results" / "frameworks.json"
 PG = os.environ.get("STEADYLOOP_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/test"
@@ -151,7 +161,9 @@ def server_space(spaces: list[str], servers: bool) -> Iterator[None]:
             mysql(f"DROP DATABASE IF EXISTS `{space}`")
 
 
-async def run_framework(framework: str, urls: list[str], repeat: int) -> dict[str, dict[str, Any]]:
+async def run_framework(
+    framework: str, urls: list[str], repeat: int, events: int, budget: float
+) -> dict[str, dict[str, Any]]:
     """Run the pack on one framework's stores ``repeat`` times; the rows of its stores."""
     cases = load_cases([pack_cases("hostile")])
     seconds: dict[str, list[float]] = {}
@@ -183,6 +195,7 @@ async def run_framework(framework: str, urls: list[str], repeat: int) -> dict[st
                 )
                 counts[key] += 1
     rows: dict[str, dict[str, Any]] = {}
+    long_rows = await run_long_case(framework, urls, events, budget)
     for store, values in seconds.items():
         row: dict[str, Any] = {"pack_median_s": round(statistics.median(values), 3)}
         if store in outcome:
@@ -190,16 +203,91 @@ async def run_framework(framework: str, urls: list[str], repeat: int) -> dict[st
         else:
             row["reference"] = True
         row["framework"] = framework
+        row.update(long_rows.get(store, {}))
         rows[store if "+" in store else f"{framework}+{store}"] = row
     return rows
 
 
-async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
+async def run_long_case(
+    framework: str, urls: list[str], events: int, budget: float
+) -> dict[str, dict[str, Any]]:
+    """One ``events``-event session on each of one framework's stores, a process each.
+
+    Each store runs in a child process (``--long-only URL``) with its reference, so a
+    store that has not finished within ``budget`` seconds can be stopped for certain:
+    the child is killed, the store recorded as ``timed_out`` (with no time), and its
+    leftover Redis keys removed (its SQL tables go with the framework's schema).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for url in urls:
+        spec = parse_store_url(url, Path("."))
+        name = spec.name if spec is not None else url.split(":", 1)[0]
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            __file__,
+            "--long-only",
+            url,
+            "--events",
+            str(events),
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            stdout, _ = await asyncio.wait_for(child.communicate(), budget)
+        except TimeoutError:
+            child.kill()
+            await child.wait()
+            out[name] = {"long_case_s": None, "long_case_status": "timed_out"}
+            print(f"  {events} events on {name}: over {budget:g} s, stopped", flush=True)
+            _drop_redis_keys(f"*replay.long_{events}.*")
+            continue
+        found: dict[str, dict[str, Any]] = json.loads(stdout.decode().splitlines()[-1])
+        for store, row in found.items():
+            if store == name or store not in out:
+                out[store] = row
+                print(f"  {events} events on {store}: {row['long_case_s']} s", flush=True)
+    return out
+
+
+async def long_only(url: str, events: int) -> dict[str, dict[str, Any]]:
+    """The child of `run_long_case`: the long case on one store (and its reference)."""
+    case = _long_case(events)
+    with tempfile.TemporaryDirectory(prefix="bench-frameworks-long-") as workdir:
+        report = await replay([case], [url], workdir=workdir)
+    data = report.to_dict()
+    diverged = {d["backend"] for c in data["cases"] for d in c["differences"]}
+    status = {r["backend"]: r["status"] for c in data["cases"] for r in c["runs"]}
+    return {
+        run["backend"]: {
+            "long_case_s": round(run["seconds"], 3),
+            "long_case_status": status[run["backend"]],
+            "long_case_agreed": run["backend"] not in diverged,
+        }
+        for run in data["timings"]["runs"]
+    }
+
+
+def _drop_redis_keys(pattern: str) -> None:
+    """Remove what a stopped run left in Redis (its keys hold the case's app name)."""
+    import redis
+
+    client = redis.Redis.from_url(REDIS)
+    try:
+        for key in client.scan_iter(match=pattern, count=1000):
+            client.delete(key)
+    finally:
+        client.close()
+
+
+def _quiet() -> None:
     # trpc-agent-py prints a warning to stdout for every append dated in the past.
     quiet = logging.getLogger("trpc_agent_sdk")
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     warnings.simplefilter("ignore")  # frameworks' own deprecation and SQLAlchemy warnings
+
+
+async def main_async(repeat: int, servers: bool, events: int, budget: float) -> dict[str, Any]:
+    _quiet()
     token = uuid.uuid4().hex[:8]
     spaces = {f: f"bench_{f.replace('-', '_')}_{token}" for f in FRAMEWORKS}
     rows: dict[str, dict[str, Any]] = {}
@@ -209,7 +297,7 @@ async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
         for framework in FRAMEWORKS:
             urls = stores(framework, spaces[framework], servers)
             started = time.perf_counter()
-            rows.update(await run_framework(framework, urls, repeat))
+            rows.update(await run_framework(framework, urls, repeat, events, budget))
             walls[framework] = round(time.perf_counter() - started, 3)
     versions = {}
     for framework, package in PACKAGES.items():
@@ -223,6 +311,7 @@ async def main_async(repeat: int, servers: bool) -> dict[str, Any]:
         "pack": "hostile",
         "cases": cases,
         "repeat": repeat,
+        "long_case": {"events": events, "aim_seconds": 60.0, "budget_seconds": budget},
         "versions": versions,
         "wall_seconds": walls,
         "rows": rows,
@@ -233,9 +322,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--no-servers", dest="servers", action="store_false")
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--budget", type=float, default=180.0)
+    parser.add_argument("--long-only", metavar="URL", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.long_only:
+        _quiet()
+        print(json.dumps(asyncio.run(long_only(args.long_only, args.events))))
+        return
+    # A terminated run still drops the schemas and databases it made (``server_space``).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     measured = _measured.start()
-    result = asyncio.run(main_async(args.repeat, args.servers))
+    result = asyncio.run(main_async(args.repeat, args.servers, args.events, args.budget))
     result["measured"] = measured.entry()
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -246,7 +344,11 @@ def main() -> None:
             else f"{row['agreed']} agreed, {row['diverged']} diverged, "
             f"{row['not_applicable']} not applicable"
         )
-        print(f"{store:<32} {row['pack_median_s']:>8.3f} s   {counts}")
+        print(
+            f"{store:<32} {row['pack_median_s']:>8.3f} s   {counts}; "
+            f"{result['long_case']['events']} events {row['long_case_s']} s "
+            f"({row['long_case_status']})"
+        )
     print(f"versions {result['versions']}; written to {RESULTS}")
 
 

@@ -1573,9 +1573,98 @@ def render_effects_pydantic(data: Fields, lang: str) -> str:
     return table(header, rows) + "\n" + f"`{data['shape']}`\n"
 
 
+_FRAMEWORKS_LABELS = {
+    "en": {
+        "store": "store",
+        "framework": "framework",
+        "pack": "hostile pack (s)",
+        "long": "{n}-event case (s)",
+        "agreed": "`agreed`",
+        "diverged": "`diverged`",
+        "na": "`not_applicable`",
+        "reference": "reference",
+        "chart": "One {n}-event session on each store (seconds, aim ≤ {aim:g} s)",
+        "seconds": "seconds",
+        "aim": "aim",
+        "versions": "Versions",
+        "long_not_run": "not applicable",
+        "timed_out": "stopped after {budget:g} s",
+    },
+    "zh": {
+        "store": "存储",
+        "framework": "框架",
+        "pack": "恶意取值用例包（秒）",
+        "long": "{n} 个事件的用例（秒）",
+        "agreed": "`agreed`",
+        "diverged": "`diverged`",
+        "na": "`not_applicable`",
+        "reference": "参照",
+        "chart": "每个存储上一个 {n} 个事件的会话（秒，目标 ≤ {aim:g} 秒）",
+        "seconds": "秒",
+        "aim": "目标",
+        "versions": "版本",
+        "long_not_run": "不适用",
+        "timed_out": "{budget:g} 秒后停止",
+    },
+}
+
+
+def render_frameworks(data: Fields, lang: str) -> str:
+    """``frameworks.json``: per store, the pack's time and outcome and the long case's time."""
+    t = _FRAMEWORKS_LABELS[lang]
+    long: Fields = data["long_case"]
+    events, aim = long["events"], long.number("aim_seconds")
+    rows: Fields = data["rows"]
+    names = list(rows)
+    seconds: list[float | None] = []
+    lines = []
+    for name in names:
+        row: Fields = rows[name]
+        status = row["long_case_status"]
+        long_s = row.number("long_case_s") if status == "ran" else None
+        seconds.append(long_s)
+        long_cell = {
+            "ran": fmt(long_s),
+            "not_applicable": t["long_not_run"],
+            "timed_out": t["timed_out"].format(budget=long.number("budget_seconds")),
+        }[status]
+        if row.optional("reference"):
+            counts = [t["reference"], "", ""]
+        else:
+            counts = [fmt(row["agreed"]), fmt(row["diverged"]), fmt(row["not_applicable"])]
+        lines.append(
+            [
+                f"`{name}`",
+                str(row["framework"]),
+                fmt(row.number("pack_median_s")),
+                long_cell,
+                *counts,
+            ]
+        )
+    chart = bar_chart(
+        t["chart"].format(n=fmt(events), aim=aim),
+        names,
+        [Series(t["seconds"], seconds)],
+        reference=(t["aim"], float(aim or 0)),
+    )
+    versions: Fields = data["versions"]
+    used = ", ".join(f"{k} {versions[k]}" for k in versions)
+    header = [
+        t["store"],
+        t["framework"],
+        t["pack"],
+        t["long"].format(n=fmt(events)),
+        t["agreed"],
+        t["diverged"],
+        t["na"],
+    ]
+    return chart + "\n" + table(header, lines) + f"\n{t['versions']}: {used}\n"
+
+
 RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "audit.json": render_audit,
     "audit_chaos.json": render_audit_chaos,
+    "frameworks.json": render_frameworks,
     "cpu.json": render_cpu,
     "docs.json": render_docs,
     "durable.json": render_durable,

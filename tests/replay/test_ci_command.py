@@ -136,7 +136,30 @@ def test_framework_warnings_go_to_the_report_and_to_the_terminal_only_with_v(
 ) -> None:
     """The trpc store's warnings are in the report's warnings; the terminal shows them only with -v."""
     pytest.importorskip("trpc_agent_sdk")
-    multi = str(bundled_cases() / "multi_turn.jsonl")
+    # Events dated in the past (explicit times): trpc's SQL service warns that the
+    # session is stale on each append. The harness's own clock no longer provokes it.
+    multi = str(tmp_path / "past.jsonl")
+    lines = [
+        {
+            "op": "case",
+            "case_id": "past",
+            "description": "Events dated in 2023.",
+            "reference_only": True,
+        },
+        {"op": "create_session", "session": "s", "user": "ada", "session_id": "s"},
+        *(
+            {
+                "op": "append_event",
+                "session": "s",
+                "event_id": f"e{i}",
+                "author": "user",
+                "text": f"m{i}",
+                "time": 1_700_000_000_123_457 + i * 1_234_567,
+            }
+            for i in range(3)
+        ),
+    ]
+    Path(multi).write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     report_file = tmp_path / "report.json"
     out = replay_cli("run", multi, "-b", "trpc+sqlite", "--report", str(report_file))
     assert out.returncode == 0, out.stdout + out.stderr

@@ -22,6 +22,7 @@ PROBES = {
     "hostile_big_text",
     "hostile_equal_times",
     "hostile_non_utc_tz",
+    "hostile_dst_fold",
     "hostile_create_twice",
     "hostile_caller_edit",
     "hostile_append_twice",
@@ -48,6 +49,7 @@ def test_the_pack_is_shipped_with_every_probe_and_a_description_of_it() -> None:
         assert case.reference_only, case.case_id
         assert case.description.startswith("Probes "), case.case_id
     assert next(c for c in cases if c.case_id == "hostile_non_utc_tz").tz == "Asia/Kathmandu"
+    assert next(c for c in cases if c.case_id == "hostile_dst_fold").tz == "America/New_York"
 
 
 async def test_the_events_only_probes_need_nothing_but_events() -> None:

@@ -152,6 +152,25 @@ CLOCK_STEP = 1_234_567
 """The step clock's step, in microseconds (not a round number, on purpose)."""
 
 
+def clock_shift(case: Case) -> int:
+    """The whole seconds, in microseconds, the step clock of a run of `case` is moved by.
+
+    The step clock starts at `CLOCK_START` moved forward to the current second, so
+    its readings are as recent as a live agent's: a framework that treats an event
+    older than its store's own update time as stale (trpc-agent-py's SQL session
+    service reloads the whole session on every such append) stays on the path it
+    takes in production. The normaliser moves times that are not readings back by the
+    same amount (see [`Normaliser`][steadyloop.replay.Normaliser]), so reports keep
+    the bytes a clock starting at `CLOCK_START` gives. A whole-second move keeps every
+    reading's microseconds, and its float seconds in the same binary range, so a lossy
+    backend loses the same digits. A case with a `tz` runs on the fixed clock: a time
+    zone's offset depends on the date.
+    """
+    if case.tz is not None:
+        return 0
+    return max(0, int(time.time()) - CLOCK_START // 1_000_000) * 1_000_000
+
+
 @dataclass(frozen=True)
 class Backend:
     """A backend the harness can run cases on.
@@ -468,8 +487,11 @@ class _Runner:
         self.own = store if isinstance(store, JournalStore) else None
         self.app = f"replay.{case.case_id}.{uuid.uuid4().hex[:10]}"
         self.ids = _RecordingIds(SequentialIds("id") if ids == "sequential" else RandomIds())
+        self.shift = clock_shift(case) if ids == "sequential" else 0
         self.clock = _RecordingClock(
-            StepClock(CLOCK_START, CLOCK_STEP) if ids == "sequential" else SystemClock()
+            StepClock(CLOCK_START + self.shift, CLOCK_STEP)
+            if ids == "sequential"
+            else SystemClock()
         )
         self.records = RecordFactory(clock=self.clock, ids=self.ids)
         self.snapshot = empty_snapshot()
@@ -501,7 +523,7 @@ class _Runner:
             case_id=self.case.case_id,
             backend=self.store.name,
             snapshot=self.snapshot,
-            normaliser=Normaliser(self.ids.values, self.clock.values),
+            normaliser=Normaliser(self.ids.values, self.clock.values, shift=self.shift),
             injections=self.injections,
             seconds=seconds,
             framework=self.store.framework,

@@ -14,7 +14,11 @@ Four rules, applied to a snapshot before it is compared:
    clock become positional tokens ``<t:N>``, N being the reading's position. A missing
    or malformed time (not an integer, or not a reading — for example one that lost its
    microseconds), or a time earlier than the one before it in an ordered list (events,
-   historical events, summaries), stays raw, so it differs.
+   historical events, summaries), stays raw, so it differs. A raw integer time within
+   a day of the run's readings is moved back by the clock's ``shift`` (the whole
+   seconds the harness moved its step clock to the present), so it reads as if the
+   clock had started at its fixed start; a time a case gave explicitly is elsewhere
+   and stays as it is.
 4. **Key order** does not matter: snapshots compare as JSON objects and are encoded
    with sorted keys.
 
@@ -187,6 +191,8 @@ class Normaliser:
     Args:
         ids: The ids the run's id source generated, in order.
         times: The readings of the run's clock, in order.
+        shift: Microseconds the run's clock was moved forward by; a raw integer time
+            within a day of the readings is reported that much earlier.
 
     Attributes:
         aliases: Generated id to alias.
@@ -195,8 +201,10 @@ class Normaliser:
 
     ids: Sequence[str] = ()
     times: Sequence[int] = ()
+    shift: int = 0
     aliases: dict[str, str] = field(init=False)
     tokens: dict[int, tuple[int, str]] = field(init=False)
+    _near: tuple[int, int] = field(init=False)
 
     def __post_init__(self) -> None:
         # Built back to front, so that a value handed out twice keeps its first position.
@@ -204,6 +212,15 @@ class Normaliser:
         self.aliases = {generated: f"<id:{i}>" for i, generated in reversed(ids)}
         times = list(enumerate(self.times, start=1))
         self.tokens = {reading: (i, f"<t:{i}>") for i, reading in reversed(times)}
+        day = 86_400_000_000
+        self._near = (
+            (min(self.times) - day, max(self.times) + day) if self.shift and self.times else (1, 0)
+        )
+
+    def _unshift(self, value: int) -> int:
+        """A raw time near the readings, moved back by the clock's shift."""
+        low, high = self._near
+        return value - self.shift if low <= value <= high else value
 
     def __call__(self, value: Any) -> Any:
         """Return a normalised copy of a snapshot (or of any part of one).
@@ -335,6 +352,7 @@ class Normaliser:
             hit = self.tokens.get(value)
             if hit is not None:
                 return hit[1]
+            return self._unshift(value)
         return self._data(value)
 
     def _check_order(self, raw: Sequence[Any], items: list[Any]) -> None:
@@ -352,6 +370,6 @@ class Normaliser:
             if hit is None:
                 continue
             if hit[0] < last:
-                items[i]["time"] = value
+                items[i]["time"] = self._unshift(value)
             else:
                 last = hit[0]

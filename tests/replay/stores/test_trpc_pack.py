@@ -30,7 +30,8 @@ ANY = object()
 """A reference or backend value the test does not pin."""
 
 SQL_FINDINGS = [
-    # Equal-time events come back in reverse order, an earlier one first.
+    # An earlier event comes back first, and equal-time ones reversed (SQLite, PostgreSQL;
+    # MariaDB orders them by event id descending, which these rising ids make the same).
     ("hostile_equal_times", "s1", "/sessions/s1/events/0/id", "e1", "e4"),
     # An event whose only text part is "" comes back with no parts.
     (
@@ -46,6 +47,9 @@ SQL_FINDINGS = [
     ("hostile_append_twice", None, "/outcomes/4/error", None, "IntegrityError"),
     # A second create keeps the first session's event (memory silently drops it).
     ("hostile_create_twice", "s1", "/sessions/s1/events/0/id", "e2", "e1"),
+    # A time in the repeated hour of a DST fold comes back an hour earlier (naive local
+    # time, read back as the fold's first occurrence).
+    ("hostile_dst_fold", "s1", "/sessions/s1/events/1/time", 1699166400123457, 1699162800123457),
 ]
 FINDINGS: dict[str, list[tuple[str, str | None, str, Any, Any]]] = {
     "sqlite": SQL_FINDINGS,

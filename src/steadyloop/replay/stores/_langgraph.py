@@ -21,19 +21,27 @@ way LangGraph's Pregel loop does:
 
 - a session is the thread `<app>/<session id>` in the root namespace `""`; its
   first checkpoint (`source: "input"`, step -1) holds the initial state, one channel
-  per state key, and the channel `messages`, the list of events;
-- an append is one super-step: the adapter reads the thread's latest tuple
-  (`get_tuple`), hands the saver the step's task writes with `put_writes` (task id:
-  the event id; writes: `("messages", event)` and one `(key, value)` per state key),
+  per state key, and the channel `messages`, the list of events, laid out as
+  LangGraph's `DeltaChannel` lays out an append-only list: a checkpoint holds it whole
+  (a `_DeltaSnapshot`) at the start and every `SNAPSHOT_EVERY` events, and otherwise
+  not at all, the events being the `messages` writes of its ancestors;
+- an append is one super-step: the adapter takes the thread's newest checkpoint
+  config (the one its own last `put` returned, as a running graph holds it; after a
+  restart or for a thread's first step, the latest tuple's, by `get_tuple`), hands
+  the saver the step's task writes with `put_writes` (task id: the event id; writes:
+  `("messages", event)` and one `(key, value)` per state key),
   reads the checkpoint back by id and applies its `pending_writes` as a resumed graph
-  does (a `messages` write is appended, any other write replaces its channel), then
+  does (a `messages` write is appended to the list the running graph holds, rebuilt
+  after a restart as below; any other write replaces its channel), then
   `put`s the next checkpoint, its parent the one read, with the saver's own
   `get_next_version` for every channel written and `new_versions` naming only those;
 - metadata carries `app`, `user` and `step`; listing a user's sessions is
   `list(None, filter={"app": …, "user": …})`, the distinct thread ids in the saver's
   order; deleting a session is `delete_thread`;
 - reading back is `get_tuple` of the thread's latest checkpoint after a restart: its
-  `messages` are the events, its other channels the state (a `user:`, `app:` or
+  `messages` (restored as LangGraph's loop restores a `DeltaChannel`: the snapshot the
+  checkpoint holds, or the saver's `get_delta_channel_history` seed and writes
+  replayed) are the events, its other channels the state (a `user:`, `app:` or
   `temp:` key, a channel like any other, in the scope its prefix names), its
   metadata's `user` the user.
 
@@ -48,7 +56,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -99,7 +107,24 @@ scope their prefix names, so they are compared only with the in-memory saver. No
 generated ids (a graph's caller names the thread) and no memory."""
 
 MESSAGES = "messages"
-"""The channel that holds a session's events."""
+"""The channel that holds a session's events: a LangGraph `DeltaChannel` (see the module doc)."""
+
+SNAPSHOT_EVERY = 100
+"""Every this many events the `messages` channel is checkpointed whole (a `_DeltaSnapshot`),
+as `DeltaChannel`'s default `snapshot_frequency` does."""
+
+
+def _whole(messages: list[Any]) -> Any:
+    """The `messages` channel stored whole: LangGraph's `_DeltaSnapshot` blob."""
+    from langgraph.checkpoint.serde.types import _DeltaSnapshot
+
+    return _DeltaSnapshot(messages)
+
+
+def _extend(state: list[Any], writes: Sequence[Any]) -> list[Any]:
+    """The `messages` reducer: the writes appended, in order (batching-invariant)."""
+    return [*state, *writes]
+
 
 _KINDS = ("memory", "sqlite", "async+sqlite", "postgresql", "async+postgresql")
 
@@ -210,6 +235,11 @@ class CheckpointerStore:
         self._conn: Any = None
         self._threads: dict[str, set[str]] = {}
         self._handed: dict[tuple[SessionRef, str], dict[str, Any]] = {}
+        # The config `put` returned for each thread's newest checkpoint, as a running
+        # graph knows it; a restart forgets it (`open`), and the next append reads the
+        # latest tuple again.
+        self._latest: dict[SessionRef, Any] = {}
+        self._messages: dict[SessionRef, list[Any]] = {}
 
     # -- the saver's calls, sync or async ---------------------------------------------
 
@@ -229,6 +259,8 @@ class CheckpointerStore:
     # -- life -------------------------------------------------------------------------
 
     async def open(self) -> None:
+        self._latest.clear()
+        self._messages.clear()
         if self._fixed is not None:
             self.saver = self._fixed
             return
@@ -329,7 +361,7 @@ class CheckpointerStore:
         if session_id is None:  # pragma: no cover - outside the capabilities
             raise NotImplementedError("a LangGraph thread id is the caller's")
         self._threads.setdefault(app, set()).add(session_id)
-        values = {MESSAGES: [], **copy.deepcopy(dict(state))}
+        values: dict[str, Any] = {MESSAGES: _whole([]), **copy.deepcopy(dict(state))}
         channels = list(values)
         versions = self._versions({}, channels)
         checkpoint = self._checkpoint(-1, values, versions, channels)
@@ -340,33 +372,66 @@ class CheckpointerStore:
     async def append_event(
         self, ref: SessionRef, event: StoreEvent, *, idempotency_key: str | None = None
     ) -> None:
-        latest = await self._call("get_tuple", self._config(ref.app, ref.session_id))
-        if latest is None:
-            raise LookupError(f"thread {ref.session_id!r} has no checkpoint")
+        config = self._latest.get(ref)
+        if config is None:
+            latest = await self._call("get_tuple", self._config(ref.app, ref.session_id))
+            if latest is None:
+                raise LookupError(f"thread {ref.session_id!r} has no checkpoint")
+            config = latest.config
         body = event.to_dict()
         self._handed[(ref, event.id)] = body
         writes = [(MESSAGES, body), *((k, v) for k, v in event.state_delta.items())]
-        await self._call("put_writes", latest.config, writes, event.id)
-        read = await self._call("get_tuple", latest.config)
+        await self._call("put_writes", config, writes, event.id)
+        read = await self._call("get_tuple", config)
         if read is None:
-            raise LookupError(f"checkpoint {latest.config!r} vanished after put_writes")
+            raise LookupError(f"checkpoint {config!r} vanished after put_writes")
+        messages = self._messages.get(ref)
+        if messages is None:
+            messages = await self._read_messages(read)
         old = read.checkpoint
-        values = dict(old["channel_values"])
+        values = {k: v for k, v in old["channel_values"].items() if k != MESSAGES}
         updated: list[str] = []
         for _task, channel, value in read.pending_writes or ():
             if channel == MESSAGES:
-                values[MESSAGES] = [*values.get(MESSAGES, []), value]
+                messages = [*messages, value]
             else:
                 values[channel] = value
             if channel not in updated:
                 updated.append(channel)
+        if len(messages) % SNAPSHOT_EVERY == 0:
+            values[MESSAGES] = _whole(messages)
         step = int(read.metadata.get("step", -1)) + 1
         versions = dict(old["channel_versions"])
         new_versions = self._versions(versions, updated)
         versions.update(new_versions)
         checkpoint = self._checkpoint(step, values, versions, updated)
         metadata = {**read.metadata, "source": "loop", "step": step}
-        await self._call("put", read.config, checkpoint, metadata, new_versions)
+        self._latest.pop(ref, None)
+        self._messages.pop(ref, None)
+        made = await self._call("put", read.config, checkpoint, metadata, new_versions)
+        self._latest[ref] = made
+        self._messages[ref] = messages
+
+    async def _read_messages(self, tup: Any) -> list[Any]:
+        """The `messages` channel of a checkpoint, as LangGraph's loop rebuilds a delta channel.
+
+        A checkpoint holding the channel (a `_DeltaSnapshot`) restores it directly;
+        otherwise the saver's `get_delta_channel_history` gives the nearest stored
+        value up the parent chain and the writes after it, replayed oldest first. The
+        checkpoint's own pending writes are the next step's, never part of its value.
+        """
+        from langgraph.channels.delta import DeltaChannel
+
+        channel = DeltaChannel(_extend, list)
+        values = tup.checkpoint["channel_values"]
+        if MESSAGES in values:
+            return list(channel.from_checkpoint(values[MESSAGES]).get())
+        history = (
+            await self._call("get_delta_channel_history", config=tup.config, channels=[MESSAGES])
+        )[MESSAGES]
+        restored = channel.from_checkpoint(history.get("seed"))
+        restored.replay_writes(history["writes"])
+        return list(restored.get())
 
     async def edit_appended(self, ref: SessionRef, event_id: str, edit: EventEdit) -> None:
         body = self._handed[(ref, event_id)]
@@ -381,8 +446,8 @@ class CheckpointerStore:
         got = await self._call("get_tuple", self._config(ref.app, ref.session_id))
         if got is None:
             return None
-        values = dict(got.checkpoint["channel_values"])
-        events = values.pop(MESSAGES, [])
+        events = await self._read_messages(got)
+        values = {k: v for k, v in got.checkpoint["channel_values"].items() if k != MESSAGES}
         state: dict[str, dict[str, Any]] = {scope: {} for scope in SCOPE_NAMES}
         for key, value in values.items():
             state[scope_of(key)][key] = value
@@ -402,6 +467,8 @@ class CheckpointerStore:
         return found
 
     async def delete_session(self, ref: SessionRef) -> None:
+        self._latest.pop(ref, None)
+        self._messages.pop(ref, None)
         await self._call("delete_thread", f"{ref.app}/{ref.session_id}")
 
     async def add_session_to_memory(self, ref: SessionRef) -> None:  # pragma: no cover
@@ -413,6 +480,8 @@ class CheckpointerStore:
         raise NotImplementedError("a checkpointer has no memory")
 
     async def cleanup(self, app: str) -> None:
+        self._latest = {k: v for k, v in self._latest.items() if k.app != app}
+        self._messages = {k: v for k, v in self._messages.items() if k.app != app}
         for session_id in sorted(self._threads.pop(app, set())):
             await self._call("delete_thread", f"{app}/{session_id}")
         self._handed = {k: v for k, v in self._handed.items() if k[0].app != app}

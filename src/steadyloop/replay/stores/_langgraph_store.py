@@ -18,20 +18,24 @@ the way an application keeps one there:
 - the case's app becomes the first namespace label `a<sha256 of the app, 16 hex>`
   (a label may hold no `.`, and the app does), the user the second;
 - a session is the item `(app, user, "sessions")` / session id, its value
-  `{"user_id", "session_id", "events": […], "state": {…}}`; an append `get`s it,
-  adds the event and the state delta's keys, and `put`s it back;
+  `{"user_id", "session_id", "events": N, "state": {…}}`, N its count of events; the
+  n-th event (from 0) is the item `(app, user, "events")` / `<session id>/<n, 8
+  digits>`, its value the event (one item per event, so an append writes one event,
+  not the whole list); an append `get`s the session, then `put`s in one `batch` the
+  event as item N and the session with N + 1 and the state delta's keys; reading
+  back `get`s the session, then its N events in one `batch`;
 - `user:` keys live in the item `(app, user, "scopes")` / `user`, `app:` keys in
   `(app, "~app", "scopes")` / `app`, each read, updated and put back when a create or
   an append sets some; `temp:` keys are not stored (the common contract);
 - listing a user's sessions is `search((app, user, "sessions"), limit=1000)`, the keys
-  in the store's order; deleting a session is `delete`;
+  in the store's order; deleting a session is `delete` of the session and its events;
 - a session stored into memory is one item per text event under
   `(app, user, "memory")`, key `<session id>/<event id>`, value `{"text", "session_id",
   "event_id", "author", "time"}`; a memory search is `search((app, user, "memory"),
   query=…, limit=…)` (without an index the store ignores the query), the hits in the
   store's order;
 - `cleanup` finds the app's namespaces with `list_namespaces(prefix=(app,))` and
-  deletes every item `search` returns in each.
+  deletes every item `search` returns in each, searching again until none is left.
 
 Nothing is repaired: values, order and errors are the store's. The `InMemoryStore`
 lives in this store object, so a restart keeps it; the others get a new connection on
@@ -113,6 +117,17 @@ def parse_target(spec: StoreSpec) -> tuple[str, str]:
     if not path or path == "/":
         raise UnknownBackend(f"store URL {spec.redacted!r} names no file")
     return kind, path
+
+
+def _event_key(session_id: str, n: int) -> str:
+    """The key of a session's n-th event item."""
+    return f"{session_id}/{n:08d}"
+
+
+def _count(value: Any) -> int:
+    """A session item's count of events (0 when it holds no integer count)."""
+    count = value.get("events") if isinstance(value, Mapping) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else 0
 
 
 def _label(app: str) -> str:
@@ -202,7 +217,7 @@ class LangGraphStore:
         value = {
             "user_id": user,
             "session_id": session_id,
-            "events": [],
+            "events": 0,
             "state": self._scoped(app, user, state),
         }
         self.store.put(self._ns(app, user, "sessions"), session_id, value)
@@ -250,10 +265,19 @@ class LangGraphStore:
         value = dict(item.value)
         body = event.to_dict()
         self._handed[(ref, event.id)] = body
-        value["events"] = [*value.get("events", []), body]
+        count = _count(value)
+        value["events"] = count + 1
         own = self._scoped(ref.app, ref.user, event.state_delta)
         value["state"] = {**value.get("state", {}), **own}
-        self.store.put(ns, ref.session_id, value)
+        from langgraph.store.base import PutOp
+
+        events = self._ns(ref.app, ref.user, "events")
+        self.store.batch(
+            [
+                PutOp(events, _event_key(ref.session_id, count), body),
+                PutOp(ns, ref.session_id, value),
+            ]
+        )
 
     async def edit_appended(self, ref: SessionRef, event_id: str, edit: EventEdit) -> None:
         body = self._handed[(ref, event_id)]
@@ -269,10 +293,16 @@ class LangGraphStore:
         if item is None:
             return None
         value = item.value
+        from langgraph.store.base import GetOp
+
+        ns = self._ns(ref.app, ref.user, "events")
+        got = self.store.batch(
+            [GetOp(ns, _event_key(ref.session_id, n)) for n in range(_count(value))]
+        )
         return StoredSession(
             user_id=str(value.get("user_id")),
             session_id=str(item.key),
-            events=list(value.get("events", [])),
+            events=[event.value for event in got if event is not None],
             state={
                 "session": dict(value.get("state", {})),
                 "user": self._read_scope(ref.app, ref.user, "user"),
@@ -286,7 +316,19 @@ class LangGraphStore:
         return [str(item.key) for item in items]
 
     async def delete_session(self, ref: SessionRef) -> None:
-        self.store.delete(self._ns(ref.app, ref.user, "sessions"), ref.session_id)
+        ns = self._ns(ref.app, ref.user, "sessions")
+        item = self.store.get(ns, ref.session_id)
+        self.store.delete(ns, ref.session_id)
+        if item is not None:
+            from langgraph.store.base import PutOp
+
+            events = self._ns(ref.app, ref.user, "events")
+            self.store.batch(
+                [
+                    PutOp(events, _event_key(ref.session_id, n), None)
+                    for n in range(_count(item.value))
+                ]
+            )
 
     async def add_session_to_memory(self, ref: SessionRef) -> None:
         session = await self.get_session(ref)
@@ -317,8 +359,9 @@ class LangGraphStore:
     async def cleanup(self, app: str) -> None:
         prefix = (_label(app),)
         for ns in self.store.list_namespaces(prefix=prefix, limit=_MANY):
-            for item in self.store.search(ns, limit=_MANY):
-                self.store.delete(ns, item.key)
+            while items := self.store.search(ns, limit=_MANY):
+                for item in items:
+                    self.store.delete(ns, item.key)
         self._handed = {k: v for k, v in self._handed.items() if k[0].app != app}
 
 

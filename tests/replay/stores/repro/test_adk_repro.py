@@ -170,6 +170,29 @@ async def test_negative_zero_in_state(adk_factory: Any, backend: str, signed: bo
     assert math.copysign(1.0, got.state["z"]) == (-1.0 if signed else 1.0)
 
 
+@pytest.mark.parametrize(
+    ("backend", "kept"),
+    [
+        ("memory", True),
+        ("sqlite", True),
+        ("database+sqlite", True),
+        pytest.param("postgresql", False, marks=pytest.mark.server),
+        pytest.param("mysql", True, marks=pytest.mark.server),
+    ],
+)
+async def test_huge_float_in_state(adk_factory: Any, backend: str, kept: bool) -> None:
+    """State `1e300` reads back as the float it was everywhere but on PostgreSQL (JSONB), which returns the integer 10**300 (the value's type is lost)."""
+    svc = await adk_factory(backend)
+    s = await svc.create_session(app_name=APP, user_id="u", session_id="s")
+    await svc.append_event(s, event("x", "e1", T0, {"huge": 1e300}))
+    got = await (await adk_factory(backend)).get_session(app_name=APP, user_id="u", session_id="s")
+    value = got.state["huge"]
+    if kept:
+        assert type(value) is float and value == 1e300
+    else:
+        assert type(value) is int and value == 10**300
+
+
 # --- order -----------------------------------------------------------------------------
 
 

@@ -22,6 +22,13 @@ from trpc_stores import SQL_BACKENDS, event, redis_app, sql_url, texts, time_zon
 pytest.importorskip("trpc_agent_sdk", reason="the trpc extra is not installed")
 
 APP = "repro"
+
+TIED_ORDER = {
+    "sqlite": ["a", "c", "b"],  # appended b, c, a: reverse append order
+    "postgres": ["a", "c", "b"],  # the same
+    "mysql": ["c", "b", "a"],  # MariaDB: by event id descending, whatever the append order
+}
+"""How SqlSessionService returns three equal-time events appended as b, c, a, per database."""
 NFC = unicodedata.normalize("NFC", "café")
 NFD = unicodedata.normalize("NFD", "café")
 
@@ -74,22 +81,29 @@ def in_memory() -> Any:
 
 
 @pytest.mark.parametrize("sql", SQL_BACKENDS, indirect=True)
-async def test_sql_reorders_events_by_timestamp(sql: Callable[[], Any]) -> None:
-    """SqlSessionService returns equal-time events in reverse append order and sorts an earlier one first."""
+async def test_sql_reorders_events_by_timestamp(
+    sql: Callable[[], Any], request: pytest.FixtureRequest
+) -> None:
+    """SqlSessionService sorts an earlier event first and returns equal-time ones reversed (SQLite, PostgreSQL) or by event id descending (MariaDB), never in append order."""
     service = sql()
     session = await service.create_session(app_name=APP, user_id="u", session_id="s")
     t = 1_750_000_000.25
-    for name, at in [("e0", t), ("e1", t), ("e2", t), ("early", t - 10)]:
+    # Ids that do not rise with appends, so an order by id and an order by append differ.
+    appended = [("b", t), ("c", t), ("a", t), ("early", t - 10)]
+    for name, at in appended:
         await service.append_event(session, event(name, event_id=name, timestamp=at))
     back = await sql().get_session(app_name=APP, user_id="u", session_id="s")
-    assert [e.id for e in back.events] == ["early", "e2", "e1", "e0"]
+    assert [e.id for e in back.events] == [
+        "early",
+        *TIED_ORDER[request.node.callspec.params["sql"]],
+    ]
 
     memory = in_memory()
     session = await memory.create_session(app_name=APP, user_id="u", session_id="s")
-    for name, at in [("e0", t), ("e1", t), ("e2", t), ("early", t - 10)]:
+    for name, at in appended:
         await memory.append_event(session, event(name, event_id=name, timestamp=at))
     back = await memory.get_session(app_name=APP, user_id="u", session_id="s")
-    assert [e.id for e in back.events] == ["e0", "e1", "e2", "early"]
+    assert [e.id for e in back.events] == ["b", "c", "a", "early"]
 
 
 @pytest.mark.parametrize("sql", SQL_BACKENDS, indirect=True)
