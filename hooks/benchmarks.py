@@ -740,7 +740,21 @@ def bar_chart(
     label_width = max(150, 16 + max((_text_width(c) for c in categories), default=0))
     plot_w = width - label_width - right_pad
     group_h = bar_h * len(series) + gap
-    legend_h = 22 if len(series) > 1 or reference else 0
+    # The legend: a swatch per series (when there are several) and the reference line,
+    # laid out left to right from the plot's edge and wrapped before the chart's edge.
+    items: list[tuple[int, str]] = [(j, s.label) for j, s in enumerate(series) if len(series) > 1]
+    if reference is not None:
+        items.append((-1, f"{reference[0]} = {fmt(reference[1])}"))
+    legend_rows: list[list[tuple[float, int, str]]] = []
+    x_at = float(width)
+    for j, label in items:
+        item_w = 24 + _text_width(label)
+        if x_at + item_w > width - 4 and (not legend_rows or legend_rows[-1]):
+            legend_rows.append([])
+            x_at = float(label_width if item_w <= width - label_width else 8)
+        legend_rows[-1].append((x_at, j, label))
+        x_at += item_w
+    legend_h = 22 * len(legend_rows)
     height = top + group_h * len(categories) + legend_h + 6
     values = [v for s in series for v in s.values if v is not None]
     peak = max([*values, reference[1] if reference else 0.0, 0.0]) or 1.0
@@ -785,25 +799,22 @@ def bar_chart(
             f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{plot_bottom}" '
             'stroke="currentColor" stroke-dasharray="4 3"/>'
         )
-    if legend_h:
-        y = height - 12
-        x = label_width
-        for j, s in enumerate(series if len(series) > 1 else []):
+    for row, entries in enumerate(legend_rows):
+        y = top + group_h * len(categories) + 22 * row + 16
+        for x, j, label in entries:
+            if j >= 0:  # a series' swatch
+                out.append(
+                    f'<rect x="{x:.1f}" y="{y - 9}" width="10" height="10" '
+                    f'style="fill:{PALETTE[j % len(PALETTE)]}"/>'
+                )
+            else:  # the reference line's dashes
+                out.append(
+                    f'<line x1="{x:.1f}" y1="{y - 4}" x2="{x + 16:.1f}" y2="{y - 4}" '
+                    'stroke="currentColor" stroke-dasharray="4 3"/>'
+                )
+            text_x = x + (14 if j >= 0 else 20)
             out.append(
-                f'<rect x="{x}" y="{y - 9}" width="10" height="10" '
-                f'style="fill:{PALETTE[j % len(PALETTE)]}"/>'
-            )
-            label = html.escape(s.label)
-            out.append(f'<text x="{x + 14}" y="{y}" fill="currentColor">{label}</text>')
-            x += 24 + _text_width(s.label)
-        if reference is not None:
-            out.append(
-                f'<line x1="{x}" y1="{y - 4}" x2="{x + 16}" y2="{y - 4}" '
-                'stroke="currentColor" stroke-dasharray="4 3"/>'
-            )
-            out.append(
-                f'<text x="{x + 20}" y="{y}" fill="currentColor">'
-                f"{html.escape(reference[0])} = {fmt(reference[1])}</text>"
+                f'<text x="{text_x:.1f}" y="{y}" fill="currentColor">{html.escape(label)}</text>'
             )
     out += ["</svg>", f"<figcaption>{html.escape(title)}</figcaption>", "</figure>"]
     return "\n".join(out) + "\n"
