@@ -118,3 +118,33 @@ async def test_cancel_mid_never_effect_suspends_the_run_for_a_decision() -> None
     await resolve(journal, APP, "r1", "r1/2", Happened("waited"))
     result = await resume(agent, journal, APP, "r1")
     assert (result.stop_reason, result.output) == (StopReason.COMPLETED, "done")
+
+
+class DownAfterHang(HangingJournal):
+    """Hangs the ``nth`` run-stream append; from then on every read fails."""
+
+    async def _head(self, namespace: str, stream: str) -> int:
+        if self.hanging.is_set():
+            raise ConnectionError("the server went away")
+        return await super()._head(namespace, stream)
+
+
+async def test_a_cancel_the_journal_cannot_record_is_said_and_the_run_stays_as_recorded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A cancelled run whose journal fails while its end is recorded logs one warning and stays as its last durable record says."""
+    journal, paid = MemoryJournal(), []
+    down = DownAfterHang(journal, 3)
+    task = asyncio.create_task(run(pay_agent(paid), down, APP, "ada", "s1", "r1", "go"))
+    await down.hanging.wait()
+    task.cancel()
+    with (
+        caplog.at_level("WARNING", logger="steadyloop.loop"),
+        pytest.raises(asyncio.CancelledError),
+    ):
+        await task
+    warned = [r for r in caplog.records if "could not record how the cancelled run" in r.message]
+    assert len(warned) == 1 and "ConnectionError" in warned[0].getMessage()
+    info = await load_run(journal, APP, "r1")
+    assert info.state.ended is None
+    assert paid == ["paid"]

@@ -677,8 +677,16 @@ class _Driver:
                 )
                 return
             await self._end(StopReason.CANCELLED, "the task driving the run was cancelled", None)
-        except Exception:
-            pass
+        except Exception as exc:
+            # Best effort: the run stays as its last durable record says, and resume
+            # reads it from there. Say why nothing more was recorded.
+            _log.warning(
+                "run %r: could not record how the cancelled run stands (%s: %s); "
+                "it stays as its journal says",
+                self.state.run_id,
+                type(exc).__name__,
+                exc,
+            )
 
 
 def _what(intent: Mapping[str, Any]) -> str:
