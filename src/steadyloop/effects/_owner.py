@@ -67,9 +67,8 @@ class Owner:
     def me(cls, token: str) -> Owner:
         """This process, with a driver token.
 
-        The process's identity is read once per process (a forked child reads its own):
-        every intent names its owner, and reading ``/proc`` for each cost more than the
-        rest of building the record.
+        The process's identity is read once per process (a forked child reads its own),
+        not from ``/proc`` again for every intent that names its owner.
         """
         pid = os.getpid()
         known = _ME.get(pid)
