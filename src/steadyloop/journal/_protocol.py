@@ -43,6 +43,7 @@ __all__ = [
     "StoredKey",
     "StreamWrite",
     "check_name",
+    "prepare_batch",
 ]
 
 MAX_NAME_BYTES = 400
