@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import _measured
-from bench_loop import APP, CountingJournal, bench_agent
+from bench_loop import APP, CountingJournal, bench_agent, floor
 from steadyloop.journal import Files, Journal, JSONLJournal, MemoryJournal, SQLiteJournal, _jsonl
 from steadyloop.loop import run
 from steadyloop.records import canonical_json, decode
@@ -71,26 +71,6 @@ KINDS = {
 """The journals measured, by key in the result file."""
 CONCURRENT_RUNS = (1, 4, 16, 32, 64)
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def floor(directory: Path, n: int) -> list[float]:
-    """Seconds per ``os.write`` + ``os.fsync`` of a 200-byte record, ``n`` times."""
-    path = directory / "floor.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    record = b"x" * 199 + b"\n"
-    samples = []
-    try:
-        os.write(fd, record)
-        os.fsync(fd)
-        for _ in range(n):
-            t = time.perf_counter()
-            os.write(fd, record)
-            os.fsync(fd)
-            samples.append(time.perf_counter() - t)
-    finally:
-        os.close(fd)
-        path.unlink()
-    return samples
 
 
 class Counted:
