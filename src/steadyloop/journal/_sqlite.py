@@ -383,6 +383,12 @@ class SQLiteJournal(PlanJournal):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+        return self._committed(conn, outcomes)
+
+    def _committed(
+        self, conn: sqlite3.Connection, outcomes: list[tuple[Any, BaseException | None]]
+    ) -> list[tuple[Any, BaseException | None]]:
+        """Commit a group's transaction: a failed ``COMMIT`` fails every plan of it."""
         try:
             self._commit(conn)
         except BackendUnavailable as exc:
@@ -427,11 +433,7 @@ class SQLiteJournal(PlanJournal):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        try:
-            self._commit(conn)
-        except BackendUnavailable as exc:
-            return [(None, exc if error is None else error) for _, error in outcomes]
-        return outcomes
+        return self._committed(conn, outcomes)
 
     def _in_savepoints(
         self, makers: list[Callable[[], Plan]]
