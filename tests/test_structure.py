@@ -421,3 +421,68 @@ def test_no_module_but_the_url_module_parses_a_url() -> None:
         for line, what in url_parsing(mod.tree, words)
     ]
     assert offenders == [], "parse URLs through steadyloop._urls instead:\n" + "\n".join(offenders)
+
+
+_BROAD = frozenset({"Exception", "BaseException"})
+_LOG_METHODS = frozenset({"debug", "info", "warning", "error", "exception", "critical", "log"})
+
+
+def _broad(handler: ast.ExceptHandler) -> bool:
+    """Whether a handler catches everything (bare, `Exception`, `BaseException`)."""
+    if handler.type is None:
+        return True
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(name, ast.Name) and name.id in _BROAD for name in names)
+
+
+def silent_handlers(tree: ast.AST) -> list[int]:
+    """Lines of broad handlers that neither re-raise, log, nor hand the exception on."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ExceptHandler) or not _broad(node):
+            continue
+        inner = [n for stmt in node.body for n in ast.walk(stmt)]
+        raises = any(isinstance(n, ast.Raise) for n in inner)
+        logs = any(
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in _LOG_METHODS
+            for n in inner
+        )
+        handed_on = node.name is not None and any(
+            isinstance(n, ast.Name) and n.id == node.name for n in inner
+        )
+        if not (raises or logs or handed_on):
+            found.append(node.lineno)
+    return found
+
+
+def test_the_silent_handler_finder_finds_each_silent_broad_handler() -> None:
+    """A broad handler that drops its exception is found; narrow, logging or re-raising ones are not."""
+    source = "\n".join(
+        [
+            "try: a()",  # 1
+            "except Exception: pass",  # 2: silent
+            "try: a()",  # 3
+            "except: return",  # 4: silent (bare)
+            "try: a()",  # 5
+            "except (OSError, BaseException): x = 1",  # 6: silent
+            "try: a()",  # 7
+            "except Exception as exc: _log.debug('why: %s', exc)",  # 8
+            "try: a()",  # 9
+            "except Exception: raise",  # 10
+            "try: a()",  # 11
+            "except Exception as exc: errors.append(exc)",  # 12: handed on
+            "try: a()",  # 13
+            "except KeyError: pass",  # 14: narrow, an expected case
+        ]
+    )
+    assert silent_handlers(ast.parse(source)) == [2, 4, 6]
+
+
+def test_no_broad_handler_swallows_an_error_silently() -> None:
+    """Every handler that catches everything re-raises, logs why, or hands the exception on."""
+    offenders = [
+        f"{mod.name}:{line}" for mod in modules().values() for line in silent_handlers(mod.tree)
+    ]
+    assert offenders == [], "log what was caught, at least at DEBUG:\n" + "\n".join(offenders)

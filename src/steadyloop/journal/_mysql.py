@@ -37,6 +37,7 @@ so the batch is all or nothing, and resubmitting with the same idempotency key i
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -58,6 +59,8 @@ from steadyloop.journal._sql_async import (
     retry_transaction,
     run_async,
 )
+
+_log = logging.getLogger(__name__)
 
 try:
     import asyncmy
@@ -337,7 +340,8 @@ class MySQLJournal(PlanJournal):
                 except BaseException:
                     try:
                         await conn.rollback()
-                    except Exception:
+                    except Exception as exc:
+                        _log.info("MySQL rollback failed (%s); dropping the connection", exc)
                         conn.close()  # the pool drops a closed connection
                     raise
                 return result

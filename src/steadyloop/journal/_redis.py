@@ -48,6 +48,7 @@ Key layout (names are percent-encoded, ``%``, ``:``, ``{``, ``}``, ``*``, ``?``,
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from steadyloop._errors import (
@@ -62,6 +63,8 @@ from steadyloop._seal import damaged_snapshot
 from steadyloop._urls import URL, as_url, bad_url
 from steadyloop.journal._protocol import AppendResult, Journal, PreparedBatch, StoredKey
 from steadyloop.records import Record, StoredRecord, canonical_json, decode
+
+_log = logging.getLogger(__name__)
 
 try:
     import redis.asyncio as aioredis
@@ -346,7 +349,10 @@ class RedisJournal(Journal):
         for name in ("appendonly", "appendfsync", "save"):
             try:
                 got = await client.config_get(name)
-            except redis_errors.ResponseError:
+            except redis_errors.ResponseError as exc:
+                _log.info(
+                    "%s: CONFIG GET %s refused (%s); its setting is unknown", self.url, name, exc
+                )
                 got = {}  # CONFIG renamed or forbidden (managed Redis)
             except redis_errors.RedisError as exc:
                 raise BackendUnavailable(f"{self.url}: {_describe(exc)}") from exc

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import queue
 import sqlite3
@@ -42,6 +43,8 @@ from steadyloop.journal._sql import (
     migrate_plan,
     run_sync,
 )
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["SQLiteJournal"]
 
@@ -375,9 +378,12 @@ class SQLiteJournal(PlanJournal):
             outcomes = run_sync(
                 group_append_plan(self._dialect, [batch for batch, _ in payloads]), self._execute
             )
-        except Exception:
+        except Exception as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            _log.debug(
+                "a group of %d appends failed (%s); writing it plan by plan", len(payloads), exc
+            )
             return self._plans_transaction([make for _, make in payloads])
         except BaseException:
             if conn.in_transaction:

@@ -805,7 +805,8 @@ class _Runner:
             got = await self.store.get_session(ref)
         except BackendUnavailable:
             raise
-        except Exception:
+        except Exception as exc:
+            _log.debug("session %r unreadable after a restart: %s", ref, exc)
             return None
         return None if got is None else got.to_dict()
 

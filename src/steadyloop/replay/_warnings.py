@@ -47,8 +47,8 @@ class _Forward(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             message = record.getMessage()
-        except Exception:  # a framework's malformed record must not stop the run
-            message = str(record.msg)
+        except Exception as exc:  # a framework's malformed record must not stop the run
+            message = f"{record.msg} (its arguments did not format: {type(exc).__name__})"
         _keep(self.sink, record.name, message)
 
 

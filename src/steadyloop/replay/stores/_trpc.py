@@ -43,6 +43,7 @@ restarts (there is no other process to reach).
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
@@ -65,6 +66,8 @@ from steadyloop.replay._store import (
     us_to_seconds,
 )
 from steadyloop.replay.stores._common import describe, require_postgres_schema
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["TRPC_CAPABILITIES", "TrpcStore", "open_store"]
 
@@ -118,13 +121,15 @@ async def _check_schema(url: str, store: str) -> None:
 
     try:
         engine = create_async_engine(url)
-    except Exception:  # a driver without asyncio: the framework's own probe reports
+    except Exception as exc:  # a driver without asyncio: the framework's own probe reports
+        _log.debug("%s: no schema check, the engine did not open (%s)", store, exc)
         return
     try:
         await require_postgres_schema(engine, store)
     except BackendUnavailable:
         raise
-    except Exception:  # unreachable: the framework's own probe says why, in its words
+    except Exception as exc:  # unreachable: the framework's own probe says why, in its words
+        _log.debug("%s: no schema check, the server did not answer (%s)", store, exc)
         return
     finally:
         await engine.dispose()
