@@ -293,6 +293,16 @@ LABELS: dict[str, dict[str, str]] = {
         "durable_kind_jsonl_before": "JSONL, records encoded twice (before)",
         "durable_kind_jsonl_unsynced": "JSONL without fsync (not durable)",
         "durable_kind_postgresql": "PostgreSQL (server)",
+        "snap_chart": "Resume of a summarised run, in milliseconds (median)",
+        "snap_row": "{n} steps",
+        "snap_row_scoped": "{n} steps, {o} other sessions' state",
+        "snap_row_bare": "{n} steps, {o} other sessions' state, no state snapshots",
+        "snap_case": "resume",
+        "snap_ms": "ms (median)",
+        "snap_reads": "records read",
+        "snap_ratio": "slowest ÷ fastest, with state snapshots (goal ≤ 2)",
+        "snap_bytes": "latest session snapshot, {n} random-id events (bytes)",
+        "snap_bytes_ratio": "10,000 ÷ 1,000 events (goal ≤ 2)",
     },
     "zh": {
         "file": "结果文件",
@@ -517,6 +527,16 @@ LABELS: dict[str, dict[str, str]] = {
         "durable_kind_jsonl_before": "JSONL，记录编码两遍（改动前）",
         "durable_kind_jsonl_unsynced": "JSONL，不做 fsync（不持久）",
         "durable_kind_postgresql": "PostgreSQL（服务器）",
+        "snap_chart": "恢复一个做过摘要的运行，单位毫秒（中位数）",
+        "snap_row": "{n} 步",
+        "snap_row_scoped": "{n} 步，另有 {o} 个会话的状态",
+        "snap_row_bare": "{n} 步，另有 {o} 个会话的状态，不写状态快照",
+        "snap_case": "恢复",
+        "snap_ms": "毫秒（中位数）",
+        "snap_reads": "读取的记录数",
+        "snap_ratio": "最慢 ÷ 最快，有状态快照（目标 ≤ 2）",
+        "snap_bytes": "最新的会话快照，{n} 个随机 id 的事件（字节）",
+        "snap_bytes_ratio": "10,000 ÷ 1,000 个事件（目标 ≤ 2）",
     },
 }
 
@@ -1540,6 +1560,43 @@ def render_durable(data: Fields, lang: str) -> str:
     return chart + "\n" + table(header, body) + "\n" + cc_chart + "\n" + table(cc_header, cc_body)
 
 
+def render_snapshots(data: Fields, lang: str) -> str:
+    """``snapshots.json``: resume flat in run length and scoped state; snapshot bytes flat."""
+    t = LABELS[lang]
+    resume: Fields = data["resume"]
+    others = f"{int(data['other_sessions']):,}"
+
+    def label(key: str) -> str:
+        steps, _, scoped = key.partition("_")
+        n = f"{int(steps):,}"
+        if not scoped:
+            return t["snap_row"].format(n=n)
+        name = "snap_row_bare" if "without" in scoped else "snap_row_scoped"
+        return t[name].format(n=n, o=others)
+
+    keys = sorted(resume, key=lambda k: (int(k.partition("_")[0]), len(k)))
+    shown = [k for k in keys if "without" not in k]
+    chart = bar_chart(
+        t["snap_chart"],
+        [label(k) for k in shown],
+        [Series(t["snap_ms"], [resume[k].number("ms") for k in shown])],
+    )
+    rows = [[label(k), fmt(resume[k]["ms"]), fmt(resume[k]["records_read"])] for k in keys]
+    sizes: Fields = data["session_snapshot_bytes"]
+    facts = [
+        [t["snap_ratio"], fmt(data["resume_ratio_slowest_fastest"])],
+        *[[t["snap_bytes"].format(n=f"{int(n):,}"), fmt(sizes[n])] for n in ("1000", "10000")],
+        [t["snap_bytes_ratio"], fmt(data["snapshot_ratio_10000_1000"])],
+    ]
+    return (
+        chart
+        + "\n"
+        + table([t["snap_case"], t["snap_ms"], t["snap_reads"]], rows)
+        + "\n\n"
+        + table([t["metric"], t["value"]], facts)
+    )
+
+
 def render_effects_pydantic(data: Fields, lang: str) -> str:
     """``effects_pydantic.json``: Pydantic AI alone and on DBOS, without and with the guard.
 
@@ -1686,6 +1743,7 @@ RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "loop.json": render_loop,
     "repeats.json": render_repeats,
     "replay.json": render_replay,
+    "snapshots.json": render_snapshots,
     "soak.json": render_soak,
 }
 
