@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from session_helpers import APP
 
 from steadyloop import Journal, StreamWrite
-from steadyloop.journal import MemoryJournal
-from steadyloop.records import Record, canonical_json
+from steadyloop.journal import ForwardingJournal, MemoryJournal
+from steadyloop.records import Record, StoredRecord, canonical_json
 from steadyloop.sessions import SessionError, SessionService, TextPart, session_stream
 from steadyloop.sessions._fold import SessionFold, snapshot_problems
 from steadyloop.sessions._history import BITS, KEEP, History, IdFilter
@@ -205,3 +205,44 @@ async def test_a_snapshot_written_before_id_filters_is_read_and_passes_doctor(
         await SessionService(old, APP).append_event(
             part, service.new_event("user", event_id=whole.historical_events[-5].id)
         )
+
+
+class WholeReads(ForwardingJournal):
+    """Counts reads of a session stream from its first record (whole reads)."""
+
+    def __init__(self, inner: Journal) -> None:
+        super().__init__(inner)
+        self.whole = 0
+
+    async def read(
+        self, namespace: str, stream: str, start: int = 1, limit: int | None = None
+    ) -> list[StoredRecord]:
+        if stream.startswith('["session"') and start == 1 and limit is None:
+            self.whole += 1
+        return await super().read(namespace, stream, start=start, limit=limit)
+
+
+async def test_a_partial_session_reads_its_history_once_for_all_its_successors(
+    service: SessionService,
+) -> None:
+    """After one whole read for an unsure id, later appends need none, and still refuse."""
+    await _random_session(service, "s1", 600)
+    counting = WholeReads(service.journal)
+    reader = SessionService(counting, APP, records=service.records)
+    s = await reader.get_session("u1", "s1", history=False)
+    history = s._history
+    assert history is not None
+    unsure = [f"new-{k}" for k in range(400) if history.ids.may_hold(f"new-{k}")][:3]
+    assert len(unsure) == 3
+    before = counting.whole
+    s = await reader.append_event(s, reader.new_event("user", event_id=unsure[0]))
+    assert counting.whole == before + 1
+    s = await reader.append_event(s, reader.new_event("user", event_id=unsure[1]))
+    whole = await service.get_session("u1", "s1")
+    dropped = next(e.id for e in whole.historical_events if e.id not in history.ids)
+    after = counting.whole
+    with pytest.raises(SessionError, match="already has an event"):
+        await reader.append_event(s, reader.new_event("user", event_id=dropped))
+    s = await reader.append_event(s, reader.new_event("user", event_id=unsure[2]))
+    assert counting.whole == after  # the successors share the first read
+    assert [e.id for e in (await service.get_session("u1", "s1")).events][-3:] == unsure

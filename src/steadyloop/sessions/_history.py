@@ -260,6 +260,12 @@ class History:
     count: int
     ids: IdFilter
     summaries: IdFilter
+    read: dict[str, frozenset[str]] = field(
+        default_factory=dict, repr=False, compare=False, hash=False
+    )
+    """Filled by the first whole read a writer made for it: ``"events"``, every historical
+    event id (the history never changes, so the sessions that share this history need no
+    second read)."""
 
     def to_json(self) -> dict[str, JSONValue]:
         """The history as JSON, for a snapshot."""

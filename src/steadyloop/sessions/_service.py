@@ -580,9 +580,17 @@ class SessionService:
             and summary_id not in history.summaries
             and history.summaries.may_hold(summary_id)
         )
+        known = history.read.get("events")
+        if known is not None:  # read whole before, for this history
+            taken = [i for i in unsure if i in known]
+            if taken:
+                raise SessionError(f"session {session.id!r} already has an event {taken[0]!r}")
+            unsure = []
         if not unsure and not summary_unsure:
             return
         whole = await self.get_session(session.user_id, session.id)
+        if len(whole.all_events) >= history.count:
+            history.read["events"] = frozenset(e.id for e in whole.all_events[: history.count])
         for event_id in unsure:
             if whole.has_event(event_id):
                 raise SessionError(f"session {session.id!r} already has an event {event_id!r}")
