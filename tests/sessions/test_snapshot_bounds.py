@@ -205,6 +205,22 @@ async def test_a_snapshot_written_before_id_filters_is_read_and_passes_doctor(
         await SessionService(old, APP).append_event(
             part, service.new_event("user", event_id=whole.historical_events[-5].id)
         )
+    # The next summary from that partial session writes the new form, as doctor folds it.
+    moving = SessionService(old, APP)
+    s = await moving.append_event(part, moving.new_event("user", [TextPart("after")]))
+    s = await moving.summarize(
+        s,
+        "on",
+        summary_id="sum-2",
+        version=2,
+        replaces="sum-1",
+        covers_through=s.events[-2].id,
+    )
+    after = await old.read(APP, stream)
+    assert "events" in after[-1].payload["history"]  # type: ignore[operator]
+    assert snapshot_problems(APP, "u1", "s1", after) == []
+    again = await moving.get_session("u1", "s1", history=False)
+    assert again.events == (await moving.get_session("u1", "s1")).events
 
 
 class WholeReads(ForwardingJournal):

@@ -202,6 +202,7 @@ class SessionFold:
         self.summaries: list[Summary] = []  # held summaries
         self.covered = 0  # events the latest summary covers
         self.partial = False  # started from a snapshot
+        self.legacy = False  # ... written before id filters (steadyloop.sessions._history)
         self.last: StoredRecord | None = None  # the last record folded
 
     def _where(self, rec: StoredRecord) -> str:
@@ -289,6 +290,7 @@ class SessionFold:
             self.covered,
             self.history.union(e.id for e in self.events[:split]),
             self.older.union(s.id for s in self.summaries[:-1]),
+            legacy=self.legacy,
         )
 
     def _legacy_history(self) -> JSONValue:
@@ -367,6 +369,7 @@ class SessionFold:
             fold.base = fold.covered = history.count
             fold.history = history.ids
             fold.older = history.summaries
+            fold.legacy = history.legacy
             fold.summaries = [latest]
             if not history.ids.may_hold(latest.covers_through):
                 raise ValueError(f"its summary covers an unknown event {latest.covers_through!r}")

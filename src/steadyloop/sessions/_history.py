@@ -263,6 +263,9 @@ class History:
     read: dict[str, frozenset[str]] = field(
         default_factory=dict, repr=False, compare=False, hash=False
     )
+    legacy: bool = field(default=False, compare=False)
+    """Read from a snapshot written before id filters: its filters hold the right ids but
+    not in the order of the events, so the next snapshot builds them from a whole read."""
     """Filled by the first whole read a writer made for it: ``"events"``, every historical
     event id (the history never changes, so the sessions that share this history need no
     second read)."""
@@ -292,7 +295,7 @@ class History:
                 raise ValueError(f"the history counts {count!r} events but holds {len(every)} ids")
             if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
                 raise ValueError("a history's 'summaries' must be a list of text")
-            return cls(count, IdFilter().union(every), IdFilter().union(listed))
+            return cls(count, IdFilter().union(every), IdFilter().union(listed), legacy=True)
         if not isinstance(data, Mapping) or set(data) != {"count", "events", "summaries"}:
             raise ValueError("a history must be an object with 'count', 'events' and 'summaries'")
         count = data["count"]

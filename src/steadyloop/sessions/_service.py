@@ -29,7 +29,7 @@ from steadyloop.sessions._fold import (
     scope_snapshot_payload,
     snapshot_of,
 )
-from steadyloop.sessions._history import History, Known, Positions
+from steadyloop.sessions._history import History, IdFilter, Known, Positions
 from steadyloop.sessions._memory import MemoryHit, memory_records, rank, read_entries
 from steadyloop.sessions._model import (
     Event,
@@ -725,6 +725,14 @@ class SessionService:
         )
         every = session.all_events
         history = session._history
+        if history is not None and history.legacy:
+            # Its filters are not in event order: build them as a whole fold would.
+            whole = await self.get_session(session.user_id, session.id)
+            history = History(
+                history.count,
+                IdFilter().union(e.id for e in whole.all_events[: history.count]),
+                IdFilter().union(s.id for s in whole.summaries[:-1]),
+            )
         if history is None:
             successor = _with(
                 session,
