@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from session_helpers import APP
 
@@ -262,3 +263,68 @@ async def test_a_partial_session_reads_its_history_once_for_all_its_successors(
     s = await reader.append_event(s, reader.new_event("user", event_id=unsure[2]))
     assert counting.whole == after  # the successors share the first read
     assert [e.id for e in (await service.get_session("u1", "s1")).events][-3:] == unsure
+
+
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.sampled_from(["a", "b", "run/7:reply", "x"])),
+        st.tuples(st.just("again"), st.integers(0, 40)),
+        st.tuples(st.just("summarize"), st.integers(0, 5)),
+        st.tuples(st.just("partial"), st.just(0)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops=_ops)
+@example(
+    ops=[
+        *[("append", "a")] * 6,
+        *[("summarize", 4), ("partial", 0), ("again", 1), ("again", 4), ("append", "a")],
+        *[("summarize", 1), ("partial", 0), ("again", 6), ("append", "a")],
+    ]
+)
+async def test_with_a_tiny_filter_reads_agree_and_every_duplicate_is_refused(
+    ops: list[tuple[str, Any]],
+) -> None:
+    """With 2 ids kept by name, partial and whole reads agree, doctor is clean, no id repeats."""
+    from unittest import mock
+
+    from steadyloop.sessions import _history
+
+    journal = MemoryJournal()
+    service = SessionService(journal, APP)
+    with mock.patch.object(_history, "KEEP", 2):
+        s = await service.create_session("u1", "p")
+        used: list[str] = []
+        for k, (op, arg) in enumerate(ops):
+            if op == "append":
+                letters = "".join(chr(97 + int(d)) for d in str(k))  # no digits: not a run
+                event_id = f"{arg}-{letters}" if arg != "run/7:reply" else f"run/{k}:reply"
+                s = await service.append_event(s, service.new_event("user", event_id=event_id))
+                used.append(event_id)
+            elif op == "again" and used:
+                with pytest.raises(SessionError, match="already has an event"):
+                    await service.append_event(
+                        s, service.new_event("user", event_id=used[arg % len(used)])
+                    )
+            elif op == "partial":
+                s = await service.get_session("u1", "p", history=False)
+            elif op == "summarize" and s.events:
+                latest = s.latest_summary
+                s = await service.summarize(
+                    s,
+                    f"through {k}",
+                    summary_id=f"sum{k}",
+                    version=1 if latest is None else latest.version + 1,
+                    replaces=None if latest is None else latest.id,
+                    covers_through=s.events[min(arg, len(s.events) - 1)].id,
+                )
+        whole = await service.get_session("u1", "p")
+        part = await service.get_session("u1", "p", history=False)
+        records = await journal.read(APP, session_stream("u1", "p"))
+        assert snapshot_problems(APP, "u1", "p", records) == []
+    assert [e.id for e in whole.all_events] == used
+    assert (part.events, part.version) == (whole.events, whole.version)
+    assert part.summaries == whole.summaries[-1:]
