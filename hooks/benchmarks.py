@@ -303,6 +303,19 @@ LABELS: dict[str, dict[str, str]] = {
         "snap_ratio": "slowest ÷ fastest, with state snapshots (goal ≤ 2)",
         "snap_bytes": "latest session snapshot, {n} random-id events (bytes)",
         "snap_bytes_ratio": "10,000 ÷ 1,000 events (goal ≤ 2)",
+        "scale_chart": "One run in a growing journal, in milliseconds",
+        "scale_row": "{backend}, {n} records",
+        "scale_resume": "resume of one run",
+        "scale_show": "runs show",
+        "scale_metric": "{backend}, records in the journal",
+        "scale_runs": "runs",
+        "scale_bytes": "bytes on disk per record",
+        "scale_list": "runs list (ms; no pages: every run)",
+        "scale_show_ms": "runs show (ms)",
+        "scale_resume_ms": "resume of one run (ms)",
+        "scale_doctor": "journal doctor (records/s)",
+        "scale_copy": "journal copy, comparison included (records/s)",
+        "scale_prune": "journal prune of every finished run (records/s)",
     },
     "zh": {
         "file": "结果文件",
@@ -537,6 +550,19 @@ LABELS: dict[str, dict[str, str]] = {
         "snap_ratio": "最慢 ÷ 最快，有状态快照（目标 ≤ 2）",
         "snap_bytes": "最新的会话快照，{n} 个随机 id 的事件（字节）",
         "snap_bytes_ratio": "10,000 ÷ 1,000 个事件（目标 ≤ 2）",
+        "scale_chart": "日志不断变大时的单个运行，单位毫秒",
+        "scale_row": "{backend}，{n} 条记录",
+        "scale_resume": "恢复一个运行",
+        "scale_show": "runs show",
+        "scale_metric": "{backend}，日志中的记录数",
+        "scale_runs": "运行数",
+        "scale_bytes": "每条记录占用的磁盘字节数",
+        "scale_list": "runs list（毫秒；不分页：读取每一个运行）",
+        "scale_show_ms": "runs show（毫秒）",
+        "scale_resume_ms": "恢复一个运行（毫秒）",
+        "scale_doctor": "journal doctor（记录/秒）",
+        "scale_copy": "journal copy，含比较（记录/秒）",
+        "scale_prune": "journal prune 删除每个已结束的运行（记录/秒）",
     },
 }
 
@@ -1597,6 +1623,47 @@ def render_snapshots(data: Fields, lang: str) -> str:
     )
 
 
+SCALE_BACKENDS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+
+def render_scale(data: Fields, lang: str) -> str:
+    """``scale.json``: a journal's costs at each size it reached, per backend."""
+    t = LABELS[lang]
+    backends: Fields = data["backends"]
+    names = [b for b in SCALE_BACKENDS if b in backends]
+    cats, resume, show = [], [], []
+    for b in names:
+        rows: Fields = backends[b]
+        for n in sorted(rows, key=int):
+            cats.append(t["scale_row"].format(backend=SCALE_BACKENDS[b], n=f"{int(n):,}"))
+            resume.append(rows[n].number("resume_ms"))
+            show.append(rows[n].number("runs_show_ms"))
+    chart = bar_chart(
+        t["scale_chart"],
+        cats,
+        [Series(t["scale_resume"], resume), Series(t["scale_show"], show)],
+    )
+    metrics = [
+        ("scale_runs", "runs"),
+        ("scale_bytes", "bytes_per_record"),
+        ("scale_list", "runs_list_ms"),
+        ("scale_show_ms", "runs_show_ms"),
+        ("scale_resume_ms", "resume_ms"),
+        ("scale_doctor", "doctor_records_per_s"),
+        ("scale_copy", "copy_records_per_s"),
+        ("scale_prune", "prune_records_per_s"),
+    ]
+    tables = []
+    for b in names:
+        rows = backends[b]
+        sizes = sorted(rows, key=int)
+        header = [t["scale_metric"].format(backend=SCALE_BACKENDS[b])]
+        header += [fmt(rows[n]["records"]) for n in sizes]
+        body = [[t[label], *[fmt(rows[n][key]) for n in sizes]] for label, key in metrics]
+        tables.append(table(header, body))
+    return chart + "\n" + "\n\n".join(tables)
+
+
 def render_effects_pydantic(data: Fields, lang: str) -> str:
     """``effects_pydantic.json``: Pydantic AI alone and on DBOS, without and with the guard.
 
@@ -1743,6 +1810,7 @@ RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "loop.json": render_loop,
     "repeats.json": render_repeats,
     "replay.json": render_replay,
+    "scale.json": render_scale,
     "snapshots.json": render_snapshots,
     "soak.json": render_soak,
 }

@@ -280,3 +280,34 @@ def test_the_snapshots_figure_draws_every_case_in_both_languages() -> None:
             assert f"{figures['records_read']:,}" in drawn
         for size in data["session_snapshot_bytes"].values():
             assert f"{size:,}" in drawn
+
+
+SCALE_PAGE = """# P
+
+<!-- benchmark-if scale.json -->
+## Scale
+
+<!-- benchmark-chart scale.json -->
+<!-- benchmark-end scale.json -->
+"""
+
+
+def test_the_scale_figure_names_a_missing_field(tmp_path: Path) -> None:
+    """scale.json without a figure its renderer draws stops the render, naming the field."""
+    data = copy.deepcopy(result("scale.json"))
+    row = data["backends"]["sqlite"]["10000"]
+    del row["copy_records_per_s"]
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - the type is checked below
+        hook.render_page(SCALE_PAGE, "en", results_dir(tmp_path, scale=data))
+    assert type(caught.value).__name__ == "FigureError"
+    assert "`backends.sqlite.10000.copy_records_per_s`" in str(caught.value)
+
+
+def test_the_scale_figure_shows_every_size_reached_in_both_languages() -> None:
+    """Each backend's sizes and their records appear on both pages."""
+    data = result("scale.json")
+    for lang in ("en", "zh"):
+        drawn, _ = hook.render_page(SCALE_PAGE, lang, RESULTS)
+        for rows in data["backends"].values():
+            for row in rows.values():
+                assert f"{row['records']:,}" in drawn
