@@ -278,6 +278,7 @@ _ops = st.lists(
 
 @settings(max_examples=40, deadline=None)
 @given(ops=_ops)
+@example(ops=[("append", "a"), ("append", "a"), ("append", "b"), ("append", "a"), ("summarize", 3)])
 @example(
     ops=[
         *[("append", "a")] * 6,
