@@ -568,9 +568,9 @@ class SessionService:
         Raises:
             SessionError: If an event id or the summary id is already used.
         """
-        history = session._history
-        if not isinstance(session, Session) or history is None:
-            return
+        history = session._history if isinstance(session, Session) else None
+        if history is None:
+            return  # a whole session checks every id itself; a wrong type is refused later
         unsure = _unsure(session, event_ids)
         latest = session.latest_summary
         summary_unsure = (
