@@ -293,6 +293,29 @@ LABELS: dict[str, dict[str, str]] = {
         "durable_kind_jsonl_before": "JSONL, records encoded twice (before)",
         "durable_kind_jsonl_unsynced": "JSONL without fsync (not durable)",
         "durable_kind_postgresql": "PostgreSQL (server)",
+        "snap_chart": "Resume of a summarised run, in milliseconds (median)",
+        "snap_row": "{n} steps",
+        "snap_row_scoped": "{n} steps, {o} other sessions' state",
+        "snap_row_bare": "{n} steps, {o} other sessions' state, no state snapshots",
+        "snap_case": "resume",
+        "snap_ms": "ms (median)",
+        "snap_reads": "records read",
+        "snap_ratio": "slowest ÷ fastest, with state snapshots (goal ≤ 2)",
+        "snap_bytes": "latest session snapshot, {n} random-id events (bytes)",
+        "snap_bytes_ratio": "10,000 ÷ 1,000 events (goal ≤ 2)",
+        "scale_chart": "One run in a growing journal, in milliseconds",
+        "scale_row": "{backend}, {n} records",
+        "scale_resume": "resume of one run",
+        "scale_show": "runs show",
+        "scale_metric": "{backend}, records in the journal",
+        "scale_runs": "runs",
+        "scale_bytes": "bytes on disk per record",
+        "scale_list": "runs list (ms; no pages: every run)",
+        "scale_show_ms": "runs show (ms)",
+        "scale_resume_ms": "resume of one run (ms)",
+        "scale_doctor": "journal doctor (records/s)",
+        "scale_copy": "journal copy, comparison included (records/s)",
+        "scale_prune": "journal prune of every finished run (records/s)",
     },
     "zh": {
         "file": "结果文件",
@@ -517,6 +540,29 @@ LABELS: dict[str, dict[str, str]] = {
         "durable_kind_jsonl_before": "JSONL，记录编码两遍（改动前）",
         "durable_kind_jsonl_unsynced": "JSONL，不做 fsync（不持久）",
         "durable_kind_postgresql": "PostgreSQL（服务器）",
+        "snap_chart": "恢复一个做过摘要的运行，单位毫秒（中位数）",
+        "snap_row": "{n} 步",
+        "snap_row_scoped": "{n} 步，另有 {o} 个会话的状态",
+        "snap_row_bare": "{n} 步，另有 {o} 个会话的状态，不写状态快照",
+        "snap_case": "恢复",
+        "snap_ms": "毫秒（中位数）",
+        "snap_reads": "读取的记录数",
+        "snap_ratio": "最慢 ÷ 最快，有状态快照（目标 ≤ 2）",
+        "snap_bytes": "最新的会话快照，{n} 个随机 id 的事件（字节）",
+        "snap_bytes_ratio": "10,000 ÷ 1,000 个事件（目标 ≤ 2）",
+        "scale_chart": "日志不断变大时的单个运行，单位毫秒",
+        "scale_row": "{backend}，{n} 条记录",
+        "scale_resume": "恢复一个运行",
+        "scale_show": "runs show",
+        "scale_metric": "{backend}，日志中的记录数",
+        "scale_runs": "运行数",
+        "scale_bytes": "每条记录占用的磁盘字节数",
+        "scale_list": "runs list（毫秒；不分页：读取每一个运行）",
+        "scale_show_ms": "runs show（毫秒）",
+        "scale_resume_ms": "恢复一个运行（毫秒）",
+        "scale_doctor": "journal doctor（记录/秒）",
+        "scale_copy": "journal copy，含比较（记录/秒）",
+        "scale_prune": "journal prune 删除每个已结束的运行（记录/秒）",
     },
 }
 
@@ -1540,6 +1586,84 @@ def render_durable(data: Fields, lang: str) -> str:
     return chart + "\n" + table(header, body) + "\n" + cc_chart + "\n" + table(cc_header, cc_body)
 
 
+def render_snapshots(data: Fields, lang: str) -> str:
+    """``snapshots.json``: resume flat in run length and scoped state; snapshot bytes flat."""
+    t = LABELS[lang]
+    resume: Fields = data["resume"]
+    others = f"{int(data['other_sessions']):,}"
+
+    def label(key: str) -> str:
+        steps, _, scoped = key.partition("_")
+        n = f"{int(steps):,}"
+        if not scoped:
+            return t["snap_row"].format(n=n)
+        name = "snap_row_bare" if "without" in scoped else "snap_row_scoped"
+        return t[name].format(n=n, o=others)
+
+    keys = sorted(resume, key=lambda k: (int(k.partition("_")[0]), len(k)))
+    shown = [k for k in keys if "without" not in k]
+    chart = bar_chart(
+        t["snap_chart"],
+        [label(k) for k in shown],
+        [Series(t["snap_ms"], [resume[k].number("ms") for k in shown])],
+    )
+    rows = [[label(k), fmt(resume[k]["ms"]), fmt(resume[k]["records_read"])] for k in keys]
+    sizes: Fields = data["session_snapshot_bytes"]
+    facts = [
+        [t["snap_ratio"], fmt(data["resume_ratio_slowest_fastest"])],
+        *[[t["snap_bytes"].format(n=f"{int(n):,}"), fmt(sizes[n])] for n in ("1000", "10000")],
+        [t["snap_bytes_ratio"], fmt(data["snapshot_ratio_10000_1000"])],
+    ]
+    return (
+        chart
+        + "\n"
+        + table([t["snap_case"], t["snap_ms"], t["snap_reads"]], rows)
+        + "\n\n"
+        + table([t["metric"], t["value"]], facts)
+    )
+
+
+SCALE_BACKENDS = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+
+def render_scale(data: Fields, lang: str) -> str:
+    """``scale.json``: a journal's costs at each size it reached, per backend."""
+    t = LABELS[lang]
+    backends: Fields = data["backends"]
+    names = [b for b in SCALE_BACKENDS if b in backends]
+    cats, resume, show = [], [], []
+    for b in names:
+        rows: Fields = backends[b]
+        for n in sorted(rows, key=int):
+            cats.append(t["scale_row"].format(backend=SCALE_BACKENDS[b], n=f"{int(n):,}"))
+            resume.append(rows[n].number("resume_ms"))
+            show.append(rows[n].number("runs_show_ms"))
+    chart = bar_chart(
+        t["scale_chart"],
+        cats,
+        [Series(t["scale_resume"], resume), Series(t["scale_show"], show)],
+    )
+    metrics = [
+        ("scale_runs", "runs"),
+        ("scale_bytes", "bytes_per_record"),
+        ("scale_list", "runs_list_ms"),
+        ("scale_show_ms", "runs_show_ms"),
+        ("scale_resume_ms", "resume_ms"),
+        ("scale_doctor", "doctor_records_per_s"),
+        ("scale_copy", "copy_records_per_s"),
+        ("scale_prune", "prune_records_per_s"),
+    ]
+    tables = []
+    for b in names:
+        rows = backends[b]
+        sizes = sorted(rows, key=int)
+        header = [t["scale_metric"].format(backend=SCALE_BACKENDS[b])]
+        header += [fmt(rows[n]["records"]) for n in sizes]
+        body = [[t[label], *[fmt(rows[n][key]) for n in sizes]] for label, key in metrics]
+        tables.append(table(header, body))
+    return chart + "\n" + "\n\n".join(tables)
+
+
 def render_effects_pydantic(data: Fields, lang: str) -> str:
     """``effects_pydantic.json``: Pydantic AI alone and on DBOS, without and with the guard.
 
@@ -1686,6 +1810,8 @@ RENDERERS: dict[str, Callable[[Fields, str], str]] = {
     "loop.json": render_loop,
     "repeats.json": render_repeats,
     "replay.json": render_replay,
+    "scale.json": render_scale,
+    "snapshots.json": render_snapshots,
     "soak.json": render_soak,
 }
 

@@ -235,3 +235,79 @@ def test_the_repeats_table_has_a_row_per_measured_shape(lang: str) -> None:
         assert any(title in line for line in lines), row["shape"]
     backends = {k.split("_")[1] for k in data["rows"][0] if k.startswith("aimed_")}
     assert sum(b in lines[0] for b in backends) == len(backends)
+
+
+SNAPSHOTS_PAGE = """# P
+
+<!-- benchmark-if snapshots.json -->
+## Snapshots
+
+<!-- benchmark-chart snapshots.json -->
+<!-- benchmark-end snapshots.json -->
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        (("session_snapshot_bytes", "10000"), "session_snapshot_bytes.10000"),
+        (("resume", "100", "records_read"), "resume.100.records_read"),
+        (("snapshot_ratio_10000_1000",), "snapshot_ratio_10000_1000"),
+    ],
+)
+def test_the_snapshots_figure_names_a_missing_field(
+    tmp_path: Path, path: tuple[str, ...], field: str
+) -> None:
+    """snapshots.json without a field its renderer draws stops the render, naming the field."""
+    data = copy.deepcopy(result("snapshots.json"))
+    inner = data
+    for key in path[:-1]:
+        inner = inner[key]
+    del inner[path[-1]]
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - the type is checked below
+        hook.render_page(SNAPSHOTS_PAGE, "zh", results_dir(tmp_path, snapshots=data))
+    assert type(caught.value).__name__ == "FigureError"
+    assert "snapshots.json" in str(caught.value) and f"`{field}`" in str(caught.value)
+
+
+def test_the_snapshots_figure_draws_every_case_in_both_languages() -> None:
+    """Every resume case and both snapshot sizes of snapshots.json appear on both pages."""
+    data = result("snapshots.json")
+    for lang in ("en", "zh"):
+        drawn, _ = hook.render_page(SNAPSHOTS_PAGE, lang, RESULTS)
+        assert drawn.count("<svg") == 1
+        for figures in data["resume"].values():
+            assert f"{figures['records_read']:,}" in drawn
+        for size in data["session_snapshot_bytes"].values():
+            assert f"{size:,}" in drawn
+
+
+SCALE_PAGE = """# P
+
+<!-- benchmark-if scale.json -->
+## Scale
+
+<!-- benchmark-chart scale.json -->
+<!-- benchmark-end scale.json -->
+"""
+
+
+def test_the_scale_figure_names_a_missing_field(tmp_path: Path) -> None:
+    """scale.json without a figure its renderer draws stops the render, naming the field."""
+    data = copy.deepcopy(result("scale.json"))
+    row = data["backends"]["sqlite"]["10000"]
+    del row["copy_records_per_s"]
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - the type is checked below
+        hook.render_page(SCALE_PAGE, "en", results_dir(tmp_path, scale=data))
+    assert type(caught.value).__name__ == "FigureError"
+    assert "`backends.sqlite.10000.copy_records_per_s`" in str(caught.value)
+
+
+def test_the_scale_figure_shows_every_size_reached_in_both_languages() -> None:
+    """Each backend's sizes and their records appear on both pages."""
+    data = result("scale.json")
+    for lang in ("en", "zh"):
+        drawn, _ = hook.render_page(SCALE_PAGE, lang, RESULTS)
+        for rows in data["backends"].values():
+            for row in rows.values():
+                assert f"{row['records']:,}" in drawn

@@ -19,10 +19,20 @@ from backends import ALL_BACKENDS, CONNECT_TIMEOUT, server_store, store_url
 from steadyloop import _names
 from steadyloop.cli import app
 from steadyloop.cli._journal import diagnose, parse_cutoff
-from steadyloop.journal import Journal, StreamWrite, journal_digests, open_journal
+from steadyloop.journal import (
+    AppendResult,
+    ForwardingJournal,
+    Journal,
+    StreamWrite,
+    journal_digests,
+    open_journal,
+)
+from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.loop import StopReason, erase_user, load_run, prune_runs, resume, run
+from steadyloop.loop._retention import APP_COPY
 from steadyloop.records import RecordFactory, SequentialIds, StepClock
-from steadyloop.sessions import SessionService
+from steadyloop.sessions import SessionService, app_stream
+from steadyloop.sessions._streams import KIND_STATE_SNAPSHOT, STATE_SNAPSHOT_EVERY
 
 runner = CliRunner()
 
@@ -254,6 +264,24 @@ async def raw_bytes(backend: str, url: str, prefix: str, path: Path) -> bytes:
         await client.aclose()
 
 
+async def _app_changes(service: SessionService, user: str, value: str) -> dict[str, object]:
+    """Bob's sessions make 99 ``app:`` changes, then the user one, which a state snapshot covers.
+
+    Returns the app state afterwards. The user's change is the record a state snapshot's
+    seal names, so clearing it must rebuild that snapshot.
+    """
+    bob = await service.create_session("bob", "app-writer")
+    for k in range(STATE_SNAPSHOT_EVERY - 1 - await service.journal.head(APP, app_stream())):
+        bob = await service.append_event(
+            bob, service.new_event("bob", state_delta={f"app:bob{k % 3}": k})
+        )
+    s = await service.create_session(user, "app-changer")
+    await service.append_event(s, service.new_event("user", state_delta={"app:last": value}))
+    records = await service.journal.read(APP, app_stream())
+    assert records[-1].kind == KIND_STATE_SNAPSHOT and records[-2].payload["user_id"] == user
+    return (await service.get_session("bob", "app-writer")).scope_state("app")
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "jsonl", "postgres", "mysql", "redis"])
 async def test_erase_leaves_no_planted_value_in_raw_storage(backend: str, tmp_path: Path) -> None:
     """After erasing a user, none of the values planted for them is in the raw storage; others' are."""
@@ -293,6 +321,8 @@ async def test_erase_leaves_no_planted_value_in_raw_storage(backend: str, tmp_pa
             chat = await service.get_session(user, "chat")
             await service.store_memory(chat)
             await service.create_session("bob", "b1", state={"user:secret": theirs})
+            app_value = f"APPVALUE{uuid.uuid4().hex}"  # the app's: it stays, unnamed
+            app_before = await _app_changes(service, user, app_value)
             await run(counting_agent(1, str(sink)), journal, APP, "bob", "b1", "bob-run", theirs)
             assert mine.encode() in await raw_bytes(backend, url, prefix, path)
             report = await erase_user(journal, user)
@@ -301,10 +331,15 @@ async def test_erase_leaves_no_planted_value_in_raw_storage(backend: str, tmp_pa
             assert [f for f in await diagnose(journal) if f.severity == "error"] == []
             assert (await load_run(journal, APP, "bob-run")).state.ended is not None
             assert (await service.get_session("bob", "b1")).state["user:secret"] == theirs
+            assert any("app: change(s)" in line for line in report.cleared)
+            bob = await service.get_session("bob", "b1")
+            assert bob.scope_state("app") == app_before  # the app's state is untouched
+            assert await journal.head(APP, APP_COPY) == 0
         raw = await raw_bytes(backend, url, prefix, path)
         assert mine.encode() not in raw
         assert user.encode() not in raw
         assert theirs.encode() in raw
+        assert app_value.encode() in raw
     finally:
         if ctx is not None:
             await ctx.__aexit__(None, None, None)
@@ -329,3 +364,65 @@ def test_erase_cli_reports_and_refuses_a_bad_user_id(tmp_path: Path) -> None:
     assert "VACUUM" in done.output
     shown = runner.invoke(app, ["journal", "show", url, "--json"])
     assert '"bob"' not in shown.output and '"ada"' in shown.output
+
+
+class DieOnWrite(ForwardingJournal):
+    """Dies at the k-th append or deletion that touches the app stream or its copy."""
+
+    def __init__(self, inner: Journal, k: int) -> None:
+        super().__init__(inner)
+        self.k, self.seen = k, 0
+
+    def _tick(self, streams: list[str]) -> None:
+        if any(s in (app_stream(), APP_COPY) for s in streams):
+            self.seen += 1
+            if self.seen == self.k:
+                raise Crash
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        self._tick([w.stream for w in batch.writes])
+        return await super()._append(batch)
+
+    async def _delete_stream(self, namespace: str, stream: str) -> None:
+        self._tick([stream])
+        await super()._delete_stream(namespace, stream)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+async def test_an_erasure_killed_while_it_clears_the_app_stream_is_finished_by_a_rerun(
+    backend: str, k: int, tmp_path: Path
+) -> None:
+    """Killed before each write of the app stream's swap, a rerun clears it, losing nothing."""
+    ctx = None
+    if backend == "memory":
+        url = "memory://"
+    elif backend == "sqlite":
+        url = f"sqlite://{tmp_path}/k.db"
+    else:
+        ctx = server_store(backend)
+        url, _ = await ctx.__aenter__()
+    try:
+        async with await open_journal(url) as journal:
+            service = SessionService(journal, APP)
+            await service.create_session("bob", "b0", state={"app:first": 1})
+            before = await _app_changes(service, "erin", "erin's value")
+            old = await journal.read(APP, app_stream())
+            with pytest.raises(Crash):
+                await erase_user(DieOnWrite(journal, k), "erin")
+            report = await erase_user(journal, "erin")
+            assert report.kept == []
+            now = await journal.read(APP, app_stream())
+            assert [r.record.id for r in now] == [
+                r.record.id for r in old
+            ]  # none lost, none doubled
+            assert all(r.payload.get("user_id") != "erin" for r in now)
+            assert [r.payload.get("user_id") for r in now].count("bob") == sum(
+                r.payload.get("user_id") == "bob" for r in old
+            )
+            assert (await service.get_session("bob", "b0")).scope_state("app") == before
+            assert await journal.head(APP, APP_COPY) == 0
+            assert [f for f in await diagnose(journal) if f.severity == "error"] == []
+    finally:
+        if ctx is not None:
+            await ctx.__aexit__(None, None, None)

@@ -430,6 +430,8 @@ def _print_removal(report: RemovalReport, as_json: bool, url: str, verb: str) ->
         console.print(table)
     for line in report.kept:
         console.print(Text(f"kept: {printable(line)}", style="yellow"))
+    for line in report.cleared:
+        console.print(Text(f"cleared: {printable(line)}"))
     done = "would be removed" if report.dry_run else "removed"
     console.print(Text(f"{len(report.removed)} stream(s), {report.records} record(s) {done}"))
     if report.reclaimed:
@@ -488,8 +490,9 @@ def erase(
 ) -> None:
     """Remove everything stored about one user: sessions, state, memory, runs.
 
-    Exit 0 when everything went; 1 when something was kept (a run a live driver holds);
-    2 on bad input.
+    The ``app:`` changes their sessions made stay, cleared of the user's name. Exit 0
+    when everything went; 1 when something was kept (a run a live driver holds, or an
+    app stream written during the erasure); 2 on bad input.
     """
     try:
         user_stream(user)
@@ -498,7 +501,7 @@ def erase(
         raise typer.Exit(EXIT_UNUSABLE) from None
     report = run_async(_erase, url, user, dry_run, namespace)
     _print_removal(report, as_json, url, "erased")
-    if any("live driver" in k for k in report.kept):
+    if any(w in k for k in report.kept for w in ("live driver", "by hand", "erase again")):
         raise typer.Exit(EXIT_PROBLEM)
 
 

@@ -6,6 +6,16 @@ Both work through the journal protocol only
 backend, and both delete one stream at a time: each deletion is atomic, so a prune or
 an erasure killed half-way has removed some streams whole and left the others whole,
 and running it again finishes it.
+
+An erasure also rewrites the app stream (``["app"]``) once, to clear the user's name from
+the ``app:`` changes their sessions made (the changes stay: they belong to the app). A
+journal has no update, so the rewrite goes through a copy: the cleared stream is first
+written whole, in one batch, to ``["erasure", "app"]``; then the app stream is deleted and
+written again from that copy in one batch, and the copy deleted. Killed at any point,
+the next run finds the copy and finishes the swap, so nothing of the app's state is lost
+or doubled. Run an erasure while no session writes ``app:`` state: a write that lands
+between the deletion and the rewrite would be lost, and one that lands before the copy
+is swapped in makes the erasure start the copy again.
 """
 
 from __future__ import annotations
@@ -14,12 +24,21 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from steadyloop import _names
 from steadyloop._errors import CorruptionError, SessionError
-from steadyloop.journal import Journal
+from steadyloop.journal import Journal, StreamWrite
 from steadyloop.loop._run import load_run
 from steadyloop.loop._state import parse_run_stream
-from steadyloop.records import INTENT_KIND, RESULT_KIND, StoredRecord
-from steadyloop.sessions import memory_stream, parse_session_stream, user_stream
+from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, Record, StoredRecord
+from steadyloop.sessions import (
+    KIND_STATE_DELTA,
+    app_stream,
+    memory_stream,
+    parse_session_stream,
+    user_stream,
+)
+from steadyloop.sessions._fold import fold_scope_state, scope_snapshot_payload
+from steadyloop.sessions._streams import KIND_STATE_SNAPSHOT
 
 __all__ = ["RemovalReport", "Removed", "erase_user", "prune_runs"]
 
@@ -65,12 +84,15 @@ class RemovalReport:
         kept: Old finished runs kept, each with the reason (``namespace/run: why``).
         dry_run: Whether nothing was deleted.
         reclaimed: What the backend did to give the space back (empty in a dry run).
+        cleared: Of an erasure, the records kept but cleared of the user's name
+            (``namespace/stream: what``).
     """
 
     removed: list[Removed] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     dry_run: bool = False
     reclaimed: str = ""
+    cleared: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -84,6 +106,7 @@ class RemovalReport:
             "removed": [r.to_dict() for r in self.removed],
             "records": self.records,
             "kept": list(self.kept),
+            "cleared": list(self.cleared),
             "reclaimed": self.reclaimed,
         }
 
@@ -219,10 +242,12 @@ async def erase_user(
     ([`reclaim_space`][steadyloop.journal.Journal.reclaim_space]), so the bytes leave
     the SQLite file and the JSONL files too.
 
-    Not removed: ``app:`` state changes the user's sessions made (they belong to the
-    app; each names the session that made it), audit task trails that name one of
-    the user's runs (reported), and idempotency keys (they hold digests and positions,
-    not content).
+    Cleared, not removed: the ``app:`` state changes the user's sessions made. They
+    belong to the app, so they stay, but the user, session and event they name are set
+    to ``null`` (the app stream is rewritten through a copy; see the module docstring).
+
+    Not removed: audit task trails that name one of the user's runs (reported), and
+    idempotency keys (they hold digests and positions, not content).
 
     Args:
         journal: The journal.
@@ -270,6 +295,95 @@ async def erase_user(
             if not dry_run:
                 await journal.delete_stream(ns, stream)
                 await _notify(on_progress, removed)
+        await _clear_app_changes(journal, ns, user_id, report)
     if not dry_run:
         report.reclaimed = await journal.reclaim_space()
     return report
+
+
+APP_COPY = _names.stream_name("erasure", "app")
+"""Where an erasure writes the cleared app stream before it swaps it in."""
+
+_SWAP_ATTEMPTS = 5
+"""Copies an erasure makes of the app stream when writers keep moving it meanwhile."""
+
+
+def _clear(rec: StoredRecord, user_id: str) -> dict[str, JSONValue] | None:
+    """The payload of a ``state.delta`` of the user, cleared of their name; else ``None``."""
+    p = rec.payload
+    if rec.kind != KIND_STATE_DELTA or p.get("user_id") != user_id:
+        return None
+    return {**p, "user_id": None, "session_id": None, "event_id": None}
+
+
+def _cleared_stream(ns: str, records: list[StoredRecord], user_id: str) -> list[Record]:
+    """The app stream with the user's changes cleared and every state snapshot made anew.
+
+    A snapshot's seal covers the record before it, so each is rebuilt from the fold of
+    the cleared records (the state is the same: only the names changed).
+    """
+    out: list[Record] = []
+    state: dict[str, JSONValue] = {}
+    for rec in records:
+        payload: dict[str, JSONValue] = dict(rec.payload)
+        if rec.kind == KIND_STATE_SNAPSHOT and out:
+            before = out[-1]
+            payload = scope_snapshot_payload(
+                rec.seq - 1, "app", state, (before.kind, before.payload)
+            )
+        else:
+            payload = _clear(rec, user_id) or payload
+            if rec.kind == KIND_STATE_DELTA:
+                state.update(fold_scope_state(ns, [rec], "app"))
+        out.append(Record(rec.kind, payload, rec.record.id, rec.record.time))
+    return out
+
+
+def _same(records: list[StoredRecord], copy: list[StoredRecord]) -> bool:
+    return [(r.kind, r.payload) for r in records] == [(r.kind, r.payload) for r in copy]
+
+
+async def _clear_app_changes(
+    journal: Journal, ns: str, user_id: str, report: RemovalReport
+) -> None:
+    """Rewrite the app stream without the user's name, through a copy (resumable)."""
+    app = app_stream()
+    where = f"{ns}/{app}"
+    for _ in range(_SWAP_ATTEMPTS):
+        copy = await journal.read(ns, APP_COPY)
+        records = await journal.read(ns, app)
+        if not copy:
+            mine = sum(_clear(r, user_id) is not None for r in records)
+            if not mine:
+                return
+            report.cleared.append(f"{where}: {mine} app: change(s) of the user no longer name them")
+            if report.dry_run:
+                return
+            cleared = _cleared_stream(ns, records, user_id)
+            await journal.append(ns, StreamWrite(APP_COPY, cleared, expected_next=1))
+            continue  # read both again: the swap below starts from what is stored
+        if report.dry_run:
+            report.cleared.append(f"{where}: an earlier erasure's rewrite is to be finished")
+            return
+        ids, copied = [r.record.id for r in records], [r.record.id for r in copy]
+        if ids[: len(copied)] == copied and len(ids) > len(copied):
+            # Written meanwhile: the copy is stale; make it again.
+            await journal.delete_stream(ns, APP_COPY)
+            continue
+        if records and ids != copied:
+            # Written between our deletion and our rewrite: keep the copy for a person.
+            report.kept.append(
+                f"{where}: written while an erasure swapped it; its earlier state is in "
+                f"{APP_COPY}, to merge by hand"
+            )
+            return
+        if records and not _same(records, copy):  # the old stream, not yet deleted
+            await journal.delete_stream(ns, app)
+            records = []
+        if not records:
+            await journal.append(ns, StreamWrite(app, [r.record for r in copy], expected_next=1))
+        await journal.delete_stream(ns, APP_COPY)
+        if not report.cleared:
+            report.cleared.append(f"{where}: an earlier erasure's rewrite, finished")
+        # Then once more: this user's own changes, if the finished rewrite was another's.
+    report.kept.append(f"{where}: written during every attempt to clear it; erase again")

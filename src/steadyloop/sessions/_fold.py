@@ -29,7 +29,7 @@ from typing import Any
 from steadyloop._errors import CorruptionError, SessionError, SessionNotFound
 from steadyloop._seal import SEAL, seal_problem, sealed, skippable, unsealed
 from steadyloop.records import JSONValue, StoredRecord, canonical_json
-from steadyloop.sessions._history import History, IdSet, Positions
+from steadyloop.sessions._history import History, IdFilter, Known, Positions, legacy_history
 from steadyloop.sessions._model import Event, Scope, Session, Summary, key_scope
 from steadyloop.sessions._streams import (
     KIND_CREATED,
@@ -196,12 +196,13 @@ class SessionFold:
         self.events: list[Event] = []  # held: every event, or those after ``base``
         self.base = 0  # events before ``events[0]`` that are not held
         self.positions: dict[str, int] = {}  # held event id -> index among all events
-        self.history = IdSet()  # ids of the events not held
-        self.older: tuple[str, ...] = ()  # ids of the summaries not held
+        self.history = IdFilter()  # ids of the events not held
+        self.older = IdFilter()  # ids of the summaries not held
         self.pending: dict[str, Summary] = {}  # begin record id -> summary
         self.summaries: list[Summary] = []  # held summaries
         self.covered = 0  # events the latest summary covers
         self.partial = False  # started from a snapshot
+        self.legacy = False  # ... written before id filters (steadyloop.sessions._history)
         self.last: StoredRecord | None = None  # the last record folded
 
     def _where(self, rec: StoredRecord) -> str:
@@ -227,6 +228,8 @@ class SessionFold:
             self._created(rec)
         elif kind == KIND_EVENT:
             event = Event.from_dict(p.get("event"))
+            # Of a partial fold, an id the history may hold (its bit is set) was checked
+            # against the whole session by its writer (steadyloop.sessions._history).
             if event.id in self.positions or event.id in self.history:
                 raise SessionError(f"event id {event.id!r} appears twice")
             if any(key_scope(k) == "temp" for k in event.state_delta):
@@ -244,7 +247,7 @@ class SessionFold:
             if p.get("summary_id") != summary.id or p.get("version") != summary.version:
                 raise SessionError("summary.commit does not match its begin record")
             latest = self.summaries[-1] if self.summaries else None
-            used = {*self.older, *(s.id for s in self.summaries)}
+            used = Known(self.older, {s.id for s in self.summaries})
             self.covered = check_next_summary(
                 self.session_id, latest, used, self._positions(), summary
             )
@@ -278,7 +281,7 @@ class SessionFold:
             return Positions(self.positions)
         # The last event not held is the one the snapshot's summary covers through.
         last = self.summaries[0].covers_through
-        return Positions(self.positions, History(self.base, self.history, ()), last)
+        return Positions(self.positions, History(self.base, self.history, self.older), last)
 
     def _history_now(self) -> History:
         """What a snapshot or a partial session keeps of the history, as ids."""
@@ -286,11 +289,24 @@ class SessionFold:
         return History(
             self.covered,
             self.history.union(e.id for e in self.events[:split]),
-            (*self.older, *(s.id for s in self.summaries[:-1])),
+            self.older.union(s.id for s in self.summaries[:-1]),
+            legacy=self.legacy,
         )
 
-    def snapshot(self) -> dict[str, JSONValue]:
+    def _legacy_history(self) -> JSONValue:
+        if self.partial:
+            raise SessionError("a partial fold cannot list every id of its history")
+        return legacy_history(
+            self.covered,
+            (e.id for e in self.events[: self.covered]),
+            (s.id for s in self.summaries[:-1]),
+        )
+
+    def snapshot(self, *, legacy: bool = False) -> dict[str, JSONValue]:
         """The fold so far as the payload of a ``session.snapshot`` written after it.
+
+        ``legacy`` gives the history as snapshots wrote it before id filters (every id
+        listed), which ``doctor`` compares older snapshots with; a whole fold only.
 
         Raises:
             SessionError: If no summary has committed yet (a snapshot needs one).
@@ -304,7 +320,7 @@ class SessionFold:
             self.state,
             self.summaries[-1],
             self.events[self.covered - self.base :],
-            self._history_now(),
+            self._legacy_history() if legacy else self._history_now(),
             None if self.last is None else (self.last.kind, self.last.payload),
         )
 
@@ -353,8 +369,9 @@ class SessionFold:
             fold.base = fold.covered = history.count
             fold.history = history.ids
             fold.older = history.summaries
+            fold.legacy = history.legacy
             fold.summaries = [latest]
-            if latest.covers_through not in history.ids:
+            if not history.ids.may_hold(latest.covers_through):
                 raise ValueError(f"its summary covers an unknown event {latest.covers_through!r}")
             for item in p["events"]:
                 event = Event.from_dict(item)
@@ -409,7 +426,7 @@ def snapshot_payload(  # noqa: PLR0917 - the snapshot's fields, each needed
     state: Mapping[str, JSONValue],
     latest: Summary,
     events: Sequence[Event],
-    history: History,
+    history: History | JSONValue,
     covered: tuple[str, Mapping[str, Any]] | None,
 ) -> dict[str, JSONValue]:
     """The payload of a ``session.snapshot`` record that follows ``head`` records.
@@ -421,7 +438,8 @@ def snapshot_payload(  # noqa: PLR0917 - the snapshot's fields, each needed
         state: The session-scope state.
         latest: The latest committed summary.
         events: The events it does not cover.
-        history: The events it covers and the older summaries, as ids.
+        history: The events it covers and the older summaries, as ids (or, for
+            ``doctor``, the JSON of a history as older snapshots wrote it).
         covered: The kind and payload of the record at ``head``, for the seal (see
             `steadyloop._seal`).
 
@@ -436,7 +454,7 @@ def snapshot_payload(  # noqa: PLR0917 - the snapshot's fields, each needed
         "state": {k: state[k] for k in sorted(state)},
         "summary": latest.to_dict(),
         "events": [e.to_dict() for e in events],
-        "history": history.to_json(),
+        "history": history.to_json() if isinstance(history, History) else history,
     }
     return sealed(body, head, covered)
 
@@ -458,8 +476,8 @@ def snapshot_of(
     if history is None:
         history = History(
             len(session.historical_events),
-            IdSet().union(e.id for e in session.historical_events),
-            tuple(s.id for s in session.summaries[:-1]),
+            IdFilter().union(e.id for e in session.historical_events),
+            IdFilter().union(s.id for s in session.summaries[:-1]),
         )
     state = {k: v for k, v in session.state.items() if key_scope(k) == "session"}
     return snapshot_payload(
@@ -569,8 +587,10 @@ def snapshot_problems(
     for rec in records:
         if rec.kind == KIND_SNAPSHOT:
             mine: dict[str, Any] | None
+            history = rec.payload.get("history")
+            legacy = isinstance(history, Mapping) and "ids" in history  # before id filters
             try:
-                mine = fold.snapshot()
+                mine = fold.snapshot(legacy=legacy)
             except SessionError:
                 mine = None
             if mine is not None and SEAL not in rec.payload:  # written before seals

@@ -8,24 +8,36 @@ whole history still need to see them:
 * an event id may appear only once in a session, historical events included;
 * a summary may not reuse an older summary's id, nor cover less than the latest one.
 
-So the snapshot keeps the ids of the historical events and of the older summaries
-([`History`][steadyloop.sessions._history.History]), and the checks use them. Event ids
-are stored as runs of a common stem, a decimal number and a common tail, the number
-going up by a fixed step (``run/1:reply``, ``run/3:reply``, ``run/5:reply`` … is one
-run), because the ids a loop gives its events are numbered: a loop session's history
-stays a few runs long however many events it holds. Ids without a number (random ids)
-are kept one by one, so a snapshot of such a session grows with its history.
+So the snapshot keeps what it can of the ids of the historical events and of the older
+summaries ([`History`][steadyloop.sessions._history.History]), in bounded space: an
+[`IdFilter`][steadyloop.sessions._history.IdFilter]. Numbered ids are stored as runs of a
+common stem, a decimal number and a common tail, the number going up by a fixed step
+(``run/1:reply``, ``run/3:reply``, ``run/5:reply`` … is one run), because the ids a loop
+gives its events are numbered: a loop session's history stays a few runs long however many
+events it holds. Up to [`KEEP`][steadyloop.sessions._history.KEEP] runs and other ids are
+kept by name; every id beyond sets one bit of a fixed bitmap. So a snapshot's size follows
+the state it holds, not the history: a session of 10,000 random ids keeps 64 of them and
+256 bytes of bits.
+
+The rule that refuses a duplicate is then: the writer refuses an id the session holds or
+the filter names; an id whose bit is set may be historical, and the writer reads the
+session whole from the journal before it writes (`SessionService.append_event`,
+``summarize``), so the answer is exact. The fold from a snapshot refuses a named duplicate
+and trusts that check for the others; the full fold (``journal doctor``, a whole read)
+refuses every duplicate.
 """
 
 from __future__ import annotations
 
+import base64
 import re
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from steadyloop.records import JSONValue
 
-__all__ = ["History", "IdSet", "Positions"]
+__all__ = ["BITS", "KEEP", "History", "IdFilter", "IdSet", "Known", "Positions", "legacy_history"]
 
 _NUMBERED = re.compile(r"^(.*?)(0|[1-9][0-9]{0,17})([^0-9]*)$", re.S)
 """An id as stem, number (no leading zero, so the text comes back the same) and tail."""
@@ -135,6 +147,104 @@ class IdSet:
         return cls({k: tuple(v) for k, v in runs.items()}, frozenset(ids))
 
 
+KEEP = 64
+"""Ids (runs of numbered ids count as one) a snapshot keeps by name; the rest go to its bitmap."""
+
+BITS = 2048
+"""Bits of the bitmap of the ids a snapshot does not keep by name."""
+
+
+def _bit(value: str) -> int:
+    return zlib.crc32(value.encode("utf-8", "surrogatepass")) % BITS
+
+
+@dataclass(frozen=True)
+class IdFilter:
+    """The ids of a session's history, in bounded space: some by name, the rest as bits.
+
+    It keeps ids by name (runs of numbered ids, as an [`IdSet`][steadyloop.sessions._history.IdSet],
+    and ids one by one) until it holds [`KEEP`][steadyloop.sessions._history.KEEP] entries;
+    a run already kept still grows, so a loop's numbered ids stay named however many there
+    are. Every other id sets one bit of a bitmap of [`BITS`][steadyloop.sessions._history.BITS]
+    bits (its CRC-32). So an id is known to be in the history (named), known not to be (its
+    bit is clear), or perhaps in it (its bit is set): the writer that needs an exact answer
+    then reads the history from the journal (see `steadyloop.sessions._service`).
+
+    Attributes:
+        named: The ids kept by name.
+        bits: The bitmap of the others (``0`` when there are none).
+    """
+
+    named: IdSet = field(default_factory=IdSet)
+    bits: int = 0
+
+    def __contains__(self, value: object) -> bool:
+        """Whether the id is known to be in the history (kept by name)."""
+        return value in self.named
+
+    def may_hold(self, value: str) -> bool:
+        """Whether the id is in the history or perhaps is (named, or its bit is set)."""
+        return value in self.named or bool(self.bits >> _bit(value) & 1)
+
+    def union(self, ids: Iterable[str]) -> IdFilter:
+        """A new filter that also holds ``ids`` (in order)."""
+        runs = {key: list(value) for key, value in self.named.runs.items()}
+        plain = set(self.named.plain)
+        entries = len(plain) + sum(len(v) for v in runs.values())
+        bits = self.bits
+        for value in ids:
+            parts = _split(value)
+            if parts is not None:
+                stem, n, tail = parts
+                known = runs.get((stem, tail))
+                if known:
+                    first, step, count = known[-1]
+                    if count == 1 and n > first:
+                        known[-1] = (first, n - first, 2)
+                        continue
+                    if n == first + count * step:
+                        known[-1] = (first, step, count + 1)
+                        continue
+            if value in plain:
+                continue
+            if entries >= KEEP:
+                bits |= 1 << _bit(value)
+                continue
+            entries += 1
+            if parts is None:
+                plain.add(value)
+            else:
+                runs.setdefault((parts[0], parts[2]), []).append((parts[1], 1, 1))
+        return IdFilter(IdSet({k: tuple(v) for k, v in runs.items()}, frozenset(plain)), bits)
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """The filter as JSON: the named ids as an id set, the bitmap in base64 (or ``""``)."""
+        named = self.named.to_json()
+        raw = self.bits.to_bytes(BITS // 8, "little") if self.bits else b""
+        return {**named, "bits": base64.b64encode(raw).decode("ascii")}
+
+    @classmethod
+    def from_json(cls, data: object) -> IdFilter:
+        """Rebuild a filter from [`to_json`][steadyloop.sessions._history.IdFilter.to_json].
+
+        Raises:
+            ValueError: If the data is malformed.
+        """
+        if not isinstance(data, Mapping) or set(data) != {"runs", "ids", "bits"}:
+            raise ValueError("an id filter must be an object with 'runs', 'ids' and 'bits'")
+        named = IdSet.from_json({"runs": data["runs"], "ids": data["ids"]})
+        text = data["bits"]
+        if not isinstance(text, str):
+            raise ValueError("an id filter's 'bits' must be text")
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except ValueError:
+            raise ValueError("an id filter's 'bits' must be base64") from None
+        if raw and len(raw) != BITS // 8:
+            raise ValueError(f"an id filter's bitmap must be {BITS // 8} bytes, not {len(raw)}")
+        return cls(named, int.from_bytes(raw, "little"))
+
+
 @dataclass(frozen=True)
 class History:
     """The part of a session a partial session does not hold.
@@ -142,34 +252,82 @@ class History:
     Attributes:
         count: How many historical events there are (they come before the session's
             ``events``).
-        ids: The ids of those events.
-        summaries: The ids of the committed summaries before the latest, oldest first.
+        ids: The ids of those events, in bounded space (an
+            [`IdFilter`][steadyloop.sessions._history.IdFilter]).
+        summaries: The ids of the committed summaries before the latest, likewise.
     """
 
     count: int
-    ids: IdSet
-    summaries: tuple[str, ...]
+    ids: IdFilter
+    summaries: IdFilter
+    read: dict[str, frozenset[str]] = field(
+        default_factory=dict, repr=False, compare=False, hash=False
+    )
+    legacy: bool = field(default=False, compare=False)
+    """Read from a snapshot written before id filters: its filters hold the right ids but
+    not in the order of the events, so the next snapshot builds them from a whole read."""
+    """Filled by the first whole read a writer made for it: ``"events"``, every historical
+    event id (the history never changes, so the sessions that share this history need no
+    second read)."""
 
     def to_json(self) -> dict[str, JSONValue]:
         """The history as JSON, for a snapshot."""
-        return {"count": self.count, "ids": self.ids.to_json(), "summaries": list(self.summaries)}
+        return {
+            "count": self.count,
+            "events": self.ids.to_json(),
+            "summaries": self.summaries.to_json(),
+        }
 
     @classmethod
     def from_json(cls, data: object) -> History:
         """Rebuild a history from [`to_json`][steadyloop.sessions._history.History.to_json].
 
+        A history written before id filters (every id listed: ``ids`` and a list of
+        ``summaries``) is read too, into filters that hold the same ids.
+
         Raises:
-            ValueError: If the data is malformed or its count does not match its ids.
+            ValueError: If the data is malformed.
         """
-        if not isinstance(data, Mapping) or set(data) != {"count", "ids", "summaries"}:
-            raise ValueError("a history must be an object with 'count', 'ids' and 'summaries'")
-        count, summaries = data["count"], data["summaries"]
-        ids = IdSet.from_json(data["ids"])
-        if type(count) is not int or count != len(ids):
-            raise ValueError(f"the history counts {count!r} events but holds {len(ids)} ids")
-        if not isinstance(summaries, list) or not all(isinstance(s, str) for s in summaries):
-            raise ValueError("a history's 'summaries' must be a list of text")
-        return cls(count, ids, tuple(summaries))
+        if isinstance(data, Mapping) and set(data) == {"count", "ids", "summaries"}:
+            count, listed = data["count"], data["summaries"]
+            every = IdSet.from_json(data["ids"])
+            if type(count) is not int or count != len(every):
+                raise ValueError(f"the history counts {count!r} events but holds {len(every)} ids")
+            if not isinstance(listed, list) or not all(isinstance(s, str) for s in listed):
+                raise ValueError("a history's 'summaries' must be a list of text")
+            return cls(count, IdFilter().union(every), IdFilter().union(listed), legacy=True)
+        if not isinstance(data, Mapping) or set(data) != {"count", "events", "summaries"}:
+            raise ValueError("a history must be an object with 'count', 'events' and 'summaries'")
+        count = data["count"]
+        if type(count) is not int or count < 1:
+            raise ValueError(f"a history's count must be an integer >= 1, not {count!r}")
+        return cls(count, IdFilter.from_json(data["events"]), IdFilter.from_json(data["summaries"]))
+
+
+def legacy_history(count: int, events: Iterable[str], summaries: Iterable[str]) -> JSONValue:
+    """A history as snapshots wrote it before id filters (every id listed), for ``doctor``."""
+    return {
+        "count": count,
+        "ids": IdSet().union(events).to_json(),
+        "summaries": list(summaries),
+    }
+
+
+class Known:
+    """Ids held in full, and those a history's filter names: a ``Container`` for checks.
+
+    Args:
+        older: The history's filter.
+        held: The ids held.
+    """
+
+    __slots__ = ("_held", "_older")
+
+    def __init__(self, older: IdFilter, held: set[str]) -> None:
+        self._older, self._held = older, held
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._held or value in self._older
 
 
 class Positions:
@@ -204,7 +362,9 @@ class Positions:
             return got
         if event_id == self._last:
             return self._history.count - 1
-        return -1 if event_id in self._history.ids else None
+        # Perhaps historical (its bit is set) counts as historical: a summary may only
+        # cover through a held event, so either way it is refused.
+        return -1 if self._history.ids.may_hold(event_id) else None
 
     def __getitem__(self, event_id: str) -> int:
         got = self.get(event_id)

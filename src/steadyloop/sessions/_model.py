@@ -538,9 +538,9 @@ class Session:
     ([`partial`][steadyloop.sessions.Session.partial]): read from the session's latest
     snapshot, it holds everything an agent continues from (``events``, ``state``,
     ``version`` and the latest summary) but not the history: ``historical_events`` is
-    empty and ``summaries`` holds only the latest summary. Its checks still see the
-    whole history: [`has_event`][steadyloop.sessions.Session.has_event] and the summary
-    chain use the ids the snapshot keeps.
+    empty and ``summaries`` holds only the latest summary. Its writes still check the
+    whole history: the snapshot keeps the history's ids in bounded space, and an id it
+    cannot rule out is checked against the whole session before it is written.
     """
 
     app: str
@@ -568,9 +568,14 @@ class Session:
 
     @property
     def event_ids(self) -> frozenset[str]:
-        """The ids of every event of the session, historical ones included."""
+        """The ids of every event of the session, historical ones included.
+
+        Of a partial session: the ids it holds and those of its history its snapshot
+        names (a snapshot keeps the history's ids in bounded space; see
+        `steadyloop.sessions._history`).
+        """
         held = frozenset(e.id for e in self.all_events)
-        return held if self._history is None else held | frozenset(self._history.ids)
+        return held if self._history is None else held | frozenset(self._history.ids.named)
 
     @functools.cached_property
     def _view(self) -> tuple[_EventChain, int, int]:
@@ -582,7 +587,11 @@ class Session:
         """Whether the session (historical events included) has an event with this id.
 
         Takes constant time, however long the session, so an agent loop can check
-        every append.
+        every append. Of a partial session, a historical id is known when its snapshot
+        names it; for the others
+        [`append_event`][steadyloop.sessions.SessionService.append_event] reads the
+        session whole when the snapshot cannot rule them out, so a duplicate is refused
+        all the same.
         """
         chain, _, end = self._view
         if any(pos < end for pos in chain.positions.get(event_id, ())):

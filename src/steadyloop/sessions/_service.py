@@ -29,7 +29,7 @@ from steadyloop.sessions._fold import (
     scope_snapshot_payload,
     snapshot_of,
 )
-from steadyloop.sessions._history import History, Positions
+from steadyloop.sessions._history import History, IdFilter, Known, Positions
 from steadyloop.sessions._memory import MemoryHit, memory_records, rank, read_entries
 from steadyloop.sessions._model import (
     Event,
@@ -442,7 +442,15 @@ class SessionService:
                 [`Event`][steadyloop.sessions.Event], or an event id is already used.
         """
         session = self._check_session(session)
-        return self._event_writes(session, self._events(session, event), checked=False)[0]
+        events = self._events(session, event)
+        unsure = _unsure(session, [e.id for e in events])
+        if unsure:
+            raise SessionError(
+                f"event id {unsure[0]!r} may be one of partial session {session.id!r}'s "
+                "historical events, which only a read of the whole session can tell: read it "
+                "with get_session(..., history=True), or use append_event"
+            )
+        return self._event_writes(session, events, checked=False)[0]
 
     def _event_writes(
         self, session: Session, events: list[Event], *, checked: bool
@@ -520,6 +528,8 @@ class SessionService:
         """
         session = self._check_session(session)
         events = self._events(session, event)
+        if session._history is not None:
+            await self._check_history(session, [e.id for e in events])
         writes, stored = self._event_writes(session, events, checked=True)
         if extra:
             ours = {w.stream for w in writes}
@@ -544,6 +554,51 @@ class SessionService:
             temp = {k: v for k, v in state.items() if key_scope(k) == "temp"}
             return _with(fresh, state={**fresh.state, **temp})
         return session._appended(stored, state, result.positions[writes[0].stream][1])
+
+    async def _check_history(
+        self, session: Session, event_ids: Sequence[str] = (), summary_id: str | None = None
+    ) -> None:
+        """Refuse an id a partial session's history may hold, after reading it whole.
+
+        A snapshot keeps the ids of the history in bounded space
+        (`steadyloop.sessions._history`): an id it does not name but whose bit is set
+        may be historical. Only then is the session read whole, and the id refused if it
+        is there; nothing is read for a whole session or for ids the filter rules out.
+
+        Raises:
+            SessionError: If an event id or the summary id is already used.
+        """
+        history = session._history if isinstance(session, Session) else None
+        if history is None:
+            return  # a whole session checks every id itself; a wrong type is refused later
+        unsure = _unsure(session, event_ids)
+        latest = session.latest_summary
+        summary_unsure = (
+            summary_id is not None
+            and isinstance(summary_id, str)
+            and (latest is None or summary_id != latest.id)
+            and summary_id not in history.summaries
+            and history.summaries.may_hold(summary_id)
+        )
+        known = history.read.get("events")
+        if known is not None:  # read whole before, for this history
+            taken = [i for i in unsure if i in known]
+            if taken:
+                raise SessionError(f"session {session.id!r} already has an event {taken[0]!r}")
+            unsure = []
+        if not unsure and not summary_unsure:
+            return
+        whole = await self.get_session(session.user_id, session.id)
+        if len(whole.all_events) >= history.count:
+            history.read["events"] = frozenset(e.id for e in whole.all_events[: history.count])
+        for event_id in unsure:
+            if whole.has_event(event_id):
+                raise SessionError(f"session {session.id!r} already has an event {event_id!r}")
+        if summary_unsure and any(s.id == summary_id for s in whole.summaries):
+            raise SessionError(
+                f"summary {summary_id!r} reuses the id of an older summary of session "
+                f"{session.id!r}"
+            )
 
     # -- memory -------------------------------------------------------------------
 
@@ -613,7 +668,8 @@ class SessionService:
         base = 0 if history is None else history.count
         latest = session.latest_summary
         held = {e.id: base + i for i, e in enumerate(session.all_events)}
-        used = {s.id for s in session.summaries}.union(() if history is None else history.summaries)
+        held_ids = {s.id for s in session.summaries}
+        used = held_ids if history is None else Known(history.summaries, held_ids)
         positions = Positions(held, history, None if latest is None else latest.covers_through)
         covered = check_next_summary(session.id, latest, used, positions, summary)
         return session, summary, covered - base
@@ -653,6 +709,7 @@ class SessionService:
             ConflictError: Another writer appended to the session first. If this comes
                 from the second batch, the attempt failed and stays invisible.
         """
+        await self._check_history(session, summary_id=summary_id)
         session, summary, covered = self._summary(
             session,
             text,
@@ -668,6 +725,14 @@ class SessionService:
         )
         every = session.all_events
         history = session._history
+        if history is not None and history.legacy:
+            # Its filters are not in event order: build them as a whole fold would.
+            whole = await self.get_session(session.user_id, session.id)
+            history = History(
+                history.count,
+                IdFilter().union(e.id for e in whole.all_events[: history.count]),
+                IdFilter().union(s.id for s in whole.summaries[:-1]),
+            )
         if history is None:
             successor = _with(
                 session,
@@ -685,7 +750,7 @@ class SessionService:
                 history=History(
                     history.count + covered,
                     history.ids.union(e.id for e in every[:covered]),
-                    (*history.summaries, *(s.id for s in session.summaries)),
+                    history.summaries.union(s.id for s in session.summaries),
                 ),
             )
         commit = commit_record(self.records, summary, begin)
@@ -723,6 +788,7 @@ class SessionService:
         Returns:
             The session unchanged but for ``version``, which counts the begin record.
         """
+        await self._check_history(session, summary_id=summary_id)
         session, summary, _ = self._summary(
             session,
             text,
@@ -774,3 +840,15 @@ def _stream_of(session: Session) -> str:
     if known is None:
         known = session.__dict__["_stream"] = session_stream(session.user_id, session.id)
     return known
+
+
+def _unsure(session: Session, event_ids: Sequence[str]) -> list[str]:
+    """The ids a partial session neither holds nor rules out: its history may hold them."""
+    history = session._history
+    if history is None:
+        return []
+    return [
+        i
+        for i in event_ids
+        if not session.has_event(i) and i not in history.ids and history.ids.may_hold(i)
+    ]

@@ -37,8 +37,12 @@ Record kinds (payload fields in brackets):
     ``events``, ``history``, ``seal``)
     The fold of the ``head`` records before it, written in the batch of a
     ``summary.commit`` (no extra sync): the session-scope ``state``, the latest
-    ``summary``, the ``events`` it does not cover, and of the rest only ids: ``history``
-    (``count`` of covered events, their ``ids``, the ids of older ``summaries``).
+    ``summary``, the ``events`` it does not cover, and of the rest only ids, in bounded
+    space: ``history`` (``count`` of covered events; ``events`` and ``summaries``, the
+    ids of the covered events and of older summaries, each as up to 64 ``runs`` and
+    ``ids`` by name and the rest as the base64 ``bits`` of a 2,048-bit map). A snapshot
+    written before that form lists every id (``ids``, and ``summaries`` as a list); it
+    is read as well.
     Resume reads the latest
     snapshot and what follows it once its ``seal`` holds (see `steadyloop._seal`); a
     full fold passes over it, and ``journal doctor`` checks it against the fold of the

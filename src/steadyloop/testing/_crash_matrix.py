@@ -70,7 +70,7 @@ from steadyloop.loop._types import (
     ToolSpec,
 )
 from steadyloop.records import INTENT_KIND, JSONValue, RecordFactory
-from steadyloop.sessions import SessionService
+from steadyloop.sessions import Session, SessionService
 from steadyloop.testing._effects import EffectSink, Repeat, abandon
 
 __all__ = ["CrashCase", "CrashMatrixReport", "CrashingJournal", "crash_matrix"]
@@ -207,7 +207,7 @@ async def summarize_session(journal: Journal, app: str, user_id: str, session_id
     same = latest is not None and latest.covers_through == through
     await service.summarize(
         s,
-        f"a summary of the first {len(s.event_ids)} events",
+        f"a summary of the first {_event_count(s)} events",
         summary_id=latest.id if same and latest is not None else f"summary-{through}",
         version=1 if latest is None else latest.version + 1,
         replaces=None if latest is None else latest.id,
@@ -563,3 +563,10 @@ async def _cases(
             for j in seconds:
                 report.cases.append(await matrix.case(k, side, j, expected))
     return report
+
+
+def _event_count(session: Session) -> int:
+    """Every event of a session, historical ones included (of a partial one, by count)."""
+    history = session._history
+    held = len(session.all_events)
+    return held if history is None else history.count + held
