@@ -6,17 +6,23 @@ Measured in one run, on an empty notebook cache of its own (``STEADYLOOP_NOTEBOO
 in a temporary folder, so your own ``.cache/notebooks`` is neither used nor changed),
 and written to ``benchmarks/results/docs.json``:
 
-* ``nbmake_seconds``: ``pytest notebooks`` on the empty cache: nbmake executes every
-  notebook of both languages, one after the other, each once, into the cache. This is
-  what a fresh clone, or CI, pays for the notebooks.
+* ``nbmake_seconds``: ``pytest notebooks`` on the empty cache, two at a time: one
+  ``pytest notebooks/en`` and one ``pytest notebooks/zh``, side by side, each executing
+  its language's notebooks once into the cache (``parallel``: 2). This is what a fresh
+  clone pays for the notebooks on two cores.
 * ``build_seconds``: ``mkdocs build --strict`` of both languages after it; it executes
-  no notebook and renders the executed copies. Aim: under 120 s.
+  no notebook and renders the executed copies.
+* ``cold_seconds``: the two together, the cold strict build with every notebook
+  executed. Aim (``cold_aim_seconds``): at most 120 s on a quiet 2-core machine.
 * ``warm_nbmake_seconds``: ``pytest notebooks`` again; every notebook already passed in
   this state, so each test is skipped and nothing is executed.
 * ``notebook_seconds``: each notebook's nbmake test in the cold run (pytest's
-  ``--durations``, the call phase). Every notebook in ``notebooks/`` must be there: a
-  run that did not execute one of them writes no result.
-* ``measured``: the date and the load average (``benchmarks/_measured.py``).
+  ``--durations``, the call phase: kernel start and every cell). Aim
+  (``notebook_aim_seconds``): at most 20 s each. Every notebook in ``notebooks/`` must
+  be there: a run that did not execute one of them writes no result.
+* ``measured``: the date and the load average (``benchmarks/_measured.py``). The two
+  notebook runs share the machine's cores with each other and with anything else
+  running: a load above the core count slows every figure.
 """
 
 from __future__ import annotations
@@ -38,6 +44,10 @@ import _measured
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "docs.json"
 AIM_SECONDS = 120.0
+"""The cold strict build, notebooks included, on a quiet 2-core machine."""
+NOTEBOOK_AIM_SECONDS = 20.0
+"""One notebook's nbmake test (issue 22)."""
+LANGUAGES = ("en", "zh")
 _DURATION = re.compile(r"^([\d.]+)s call\s+(\S+\.ipynb)::", re.M)
 
 
@@ -50,14 +60,32 @@ def _timed(args: list[str], env: dict[str, str]) -> tuple[float, str]:
     return elapsed, out.stdout + out.stderr
 
 
+def _side_by_side(commands: list[list[str]], env: dict[str, str]) -> tuple[float, str]:
+    """Run ``commands`` at once; the wall time until the last ends, and their output."""
+    started = time.perf_counter()
+    children = [
+        subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        for args in commands
+    ]
+    outputs = [child.communicate()[0] for child in children]
+    elapsed = time.perf_counter() - started
+    for args, child, out in zip(commands, children, outputs, strict=True):
+        if child.returncode != 0:
+            sys.exit(f"{' '.join(args)} failed:\n{out[-3000:]}")
+    return elapsed, "\n".join(outputs)
+
+
 def measure(repeat: int) -> dict[str, Any]:
     """Run the notebooks cold, build, run them warm, ``repeat`` times; keep the best."""
     bindir = Path(sys.executable).parent
     measured = _measured.start()
     load_before = os.getloadavg()[0]
-    cold, builds, warm = [], [], []
+    cold, builds, totals, warm = [], [], [], []
     durations: dict[str, float] = {}
-    notebooks = [str(bindir / "pytest"), "notebooks", "-p", "no:cacheprovider", "-q"]
+    pytest = [str(bindir / "pytest"), "-p", "no:cacheprovider", "-q"]
+    notebooks = [*pytest, "notebooks"]
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
             env = {
@@ -66,7 +94,9 @@ def measure(repeat: int) -> dict[str, Any]:
                 "STEADYLOOP_NOTEBOOK_CACHE": str(Path(tmp) / "cache"),
             }
             env.pop("STEADYLOOP_DOCS_FAST", None)
-            seconds, log = _timed([*notebooks, "--durations=0", "--durations-min=0"], env)
+            timed = ["--durations=0", "--durations-min=0"]
+            per_language = [[*pytest, f"notebooks/{lang}", *timed] for lang in LANGUAGES]
+            seconds, log = _side_by_side(per_language, env)
             cold.append(seconds)
             for value, name in _DURATION.findall(log):
                 durations[name] = min(durations.get(name, float("inf")), float(value))
@@ -83,6 +113,7 @@ def measure(repeat: int) -> dict[str, Any]:
             ]
             seconds, _ = _timed(build, env)
             builds.append(seconds)
+            totals.append(cold[-1] + seconds)
             seconds, log = _timed(notebooks, env)
             if " passed" in log:
                 sys.exit(f"the second notebook run executed a notebook again:\n{log[-3000:]}")
@@ -97,9 +128,12 @@ def measure(repeat: int) -> dict[str, Any]:
         },
         "measured": measured.entry(),
         "repeat": repeat,
+        "parallel": len(LANGUAGES),
         "nbmake_seconds": round(min(cold), 2),
         "build_seconds": round(min(builds), 2),
-        "build_aim_seconds": AIM_SECONDS,
+        "cold_seconds": round(min(totals), 2),
+        "cold_aim_seconds": AIM_SECONDS,
+        "notebook_aim_seconds": NOTEBOOK_AIM_SECONDS,
         "warm_nbmake_seconds": round(min(warm), 2),
         "notebook_seconds": {k: round(v, 2) for k, v in sorted(durations.items())},
     }
@@ -111,15 +145,24 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each; the best is kept")
     args = parser.parse_args()
     result = measure(args.repeat)
-    aim = "within" if result["build_seconds"] <= AIM_SECONDS else "OVER"
-    print(f"notebooks through nbmake, empty cache:        {result['nbmake_seconds']:.1f} s")
+    aim = "within" if result["cold_seconds"] <= AIM_SECONDS else "OVER"
+    print(f"notebooks through nbmake, empty cache, 2 at a time: {result['nbmake_seconds']:.1f} s")
+    print(f"strict build, both languages, from the copies:      {result['build_seconds']:.1f} s")
     print(
-        f"strict build, both languages, from the copies: {result['build_seconds']:.1f} s"
+        f"cold strict build, notebooks included:              {result['cold_seconds']:.1f} s"
         f" ({aim} the {AIM_SECONDS:.0f} s aim)"
     )
-    print(f"notebooks again (each already passed):        {result['warm_nbmake_seconds']:.1f} s")
+    print(
+        f"notebooks again (each already passed):              {result['warm_nbmake_seconds']:.1f} s"
+    )
     for name, seconds in result["notebook_seconds"].items():
-        print(f"  {name:<45}{seconds:>7.2f} s")
+        over = "  OVER the 20 s aim" if seconds > NOTEBOOK_AIM_SECONDS else ""
+        print(f"  {name:<45}{seconds:>7.2f} s{over}")
+    measured = result["measured"]
+    print(
+        f"measured {measured['date']}, load average (1, 5, 15 min)"
+        f" {measured['load_average_at_start']} -> {measured['load_average_at_end']}"
+    )
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {RESULTS}")

@@ -27,6 +27,7 @@ RETIRED = {
     "并列许可": "同分豁免 (tie allowance)",
     "先睹为快": "a plain heading",
     "定点投放": "plain words: 在指定时刻 (aimed, of a SIGKILL)",
+    "sink ?文件": "副作用记录文件 (effect sink)",
 }
 
 
