@@ -444,7 +444,7 @@ LABELS: dict[str, dict[str, str]] = {
         "docs_nbmake_parallel": (
             "缓存为空时运行 `pytest notebooks`，同时跑 {n} 个：nbmake 把每个笔记本各执行一次（秒）"
         ),
-        "docs_cold_total": "冷启动的严格构建：先执行笔记本，再 `mkdocs build --strict`（秒）",
+        "docs_cold_total": "冷构建：先执行笔记本，再 `mkdocs build --strict`（秒）",
         "docs_slowest": "最慢的笔记本：`{name}`（秒）",
         "docs_notebook_aim": "单个笔记本的目标",
         "docs_covered": "被测构建中执行的笔记本",

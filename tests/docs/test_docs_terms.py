@@ -28,6 +28,7 @@ RETIRED = {
     "先睹为快": "a plain heading",
     "定点投放": "plain words: 在指定时刻 (aimed, of a SIGKILL)",
     "sink ?文件": "副作用记录文件 (effect sink)",
+    "重放(?=被测存储|用例|比对)": "回放 (replay, of a case; 重放 is workflow replay)",
 }
 
 
