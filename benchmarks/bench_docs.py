@@ -6,10 +6,10 @@ Measured in one run, on an empty notebook cache of its own (``STEADYLOOP_NOTEBOO
 in a temporary folder, so your own ``.cache/notebooks`` is neither used nor changed),
 and written to ``benchmarks/results/docs.json``:
 
-* ``nbmake_seconds``: ``pytest notebooks`` on the empty cache, two at a time: one
-  ``pytest notebooks/en`` and one ``pytest notebooks/zh``, side by side, each executing
-  its language's notebooks once into the cache (``parallel``: 2). This is what a fresh
-  clone pays for the notebooks on two cores.
+* ``nbmake_seconds``: the notebooks through nbmake on the empty cache, two at a time
+  (``parallel``): one ``pytest notebooks/<lang>/<name>.ipynb`` per notebook, the slowest
+  of the last result first, a new one starting as soon as one of the two ends. This is
+  what a fresh clone pays for the notebooks on two cores.
 * ``build_seconds``: ``mkdocs build --strict`` of both languages after it; it executes
   no notebook and renders the executed copies.
 * ``cold_seconds``: the two together, the cold strict build with every notebook
@@ -20,9 +20,13 @@ and written to ``benchmarks/results/docs.json``:
   ``--durations``, the call phase: kernel start and every cell). Aim
   (``notebook_aim_seconds``): at most 20 s each. Every notebook in ``notebooks/`` must
   be there: a run that did not execute one of them writes no result.
+* ``notebook_cpu_seconds``, ``build_cpu_seconds``: the CPU seconds (user and system) of
+  each notebook's pytest process with its kernel, and of the build, from ``wait4``. On a
+  shared machine the wall times grow with the load; these do not, so they say what a
+  quiet machine would take for the work that is not waiting on the disk.
 * ``measured``: the date and the load average (``benchmarks/_measured.py``). The two
   notebook runs share the machine's cores with each other and with anything else
-  running: a load above the core count slows every figure.
+  running: a load above the core count slows every wall time.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ AIM_SECONDS = 120.0
 """The cold strict build, notebooks included, on a quiet 2-core machine."""
 NOTEBOOK_AIM_SECONDS = 20.0
 """One notebook's nbmake test (issue 22)."""
-LANGUAGES = ("en", "zh")
+PARALLEL = 2
+"""Notebooks run at once: one per core of the 2-core machine the aim is for."""
 _DURATION = re.compile(r"^([\d.]+)s call\s+(\S+\.ipynb)::", re.M)
 
 
@@ -60,21 +65,67 @@ def _timed(args: list[str], env: dict[str, str]) -> tuple[float, str]:
     return elapsed, out.stdout + out.stderr
 
 
-def _side_by_side(commands: list[list[str]], env: dict[str, str]) -> tuple[float, str]:
-    """Run ``commands`` at once; the wall time until the last ends, and their output."""
+def _cpu(usage: Any) -> float:
+    return float(usage.ru_utime + usage.ru_stime)
+
+
+def _two_at_a_time(
+    commands: dict[str, list[str]], env: dict[str, str], order: list[str], logs: Path
+) -> tuple[float, dict[str, float], str]:
+    """Run ``commands`` two at a time, in ``order``; wall time, CPU seconds each, output.
+
+    A command's CPU seconds are those of its process and every child it waited for (the
+    notebook's kernel), from ``wait4``: unlike a wall time, they do not grow when other
+    work shares the cores.
+    """
     started = time.perf_counter()
-    children = [
-        subprocess.Popen(
-            args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        for args in commands
-    ]
-    outputs = [child.communicate()[0] for child in children]
-    elapsed = time.perf_counter() - started
-    for args, child, out in zip(commands, children, outputs, strict=True):
+    queue = list(order)
+    running: dict[int, tuple[str, subprocess.Popen[bytes], Path]] = {}
+    cpu: dict[str, float] = {}
+    outputs: list[str] = []
+    while queue or running:
+        while queue and len(running) < PARALLEL:
+            name = queue.pop(0)
+            log = logs / f"{len(cpu) + len(running)}.log"
+            with log.open("wb") as out:  # the child keeps its own copy of the descriptor
+                child = subprocess.Popen(commands[name], cwd=ROOT, env=env, stdout=out, stderr=out)
+            running[child.pid] = (name, child, log)
+        pid, status, usage = os.wait4(-1, 0)
+        if pid not in running:
+            continue
+        name, child, log = running.pop(pid)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out = log.read_text(encoding="utf-8", errors="replace")
         if child.returncode != 0:
-            sys.exit(f"{' '.join(args)} failed:\n{out[-3000:]}")
-    return elapsed, "\n".join(outputs)
+            sys.exit(f"{' '.join(commands[name])} failed:\n{out[-3000:]}")
+        cpu[name] = _cpu(usage)
+        outputs.append(out)
+    return time.perf_counter() - started, cpu, "\n".join(outputs)
+
+
+def _timed_cpu(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one command (its children included)."""
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    assert child.stderr is not None
+    err = child.stderr.read()
+    _pid, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    elapsed = time.perf_counter() - started
+    if child.returncode != 0:
+        sys.exit(f"{' '.join(args)} failed:\n{err.decode(errors='replace')[-3000:]}")
+    return elapsed, _cpu(usage)
+
+
+def _previous_seconds() -> dict[str, float]:
+    """The last result's seconds per notebook, to start the slowest first."""
+    try:
+        data = json.loads(RESULTS.read_text(encoding="utf-8"))
+        return {str(k): float(v) for k, v in data["notebook_seconds"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
 
 
 def measure(repeat: int) -> dict[str, Any]:
@@ -84,8 +135,14 @@ def measure(repeat: int) -> dict[str, Any]:
     load_before = os.getloadavg()[0]
     cold, builds, totals, warm = [], [], [], []
     durations: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    build_cpu: list[float] = []
     pytest = [str(bindir / "pytest"), "-p", "no:cacheprovider", "-q"]
-    notebooks = [*pytest, "notebooks"]
+    names = sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("notebooks/*/*.ipynb"))
+    previous = _previous_seconds()
+    order = sorted(names, key=lambda n: -previous.get(n, 0.0))  # slowest first
+    timed = ["--durations=0", "--durations-min=0"]
+    commands = {name: [*pytest, name, *timed] for name in names}
     for _ in range(repeat):
         with tempfile.TemporaryDirectory() as tmp:
             env = {
@@ -94,14 +151,13 @@ def measure(repeat: int) -> dict[str, Any]:
                 "STEADYLOOP_NOTEBOOK_CACHE": str(Path(tmp) / "cache"),
             }
             env.pop("STEADYLOOP_DOCS_FAST", None)
-            timed = ["--durations=0", "--durations-min=0"]
-            per_language = [[*pytest, f"notebooks/{lang}", *timed] for lang in LANGUAGES]
-            seconds, log = _side_by_side(per_language, env)
+            seconds, cpu_now, log = _two_at_a_time(commands, env, order, Path(tmp))
             cold.append(seconds)
+            for name, value in cpu_now.items():
+                cpu[name] = min(cpu.get(name, float("inf")), value)
             for value, name in _DURATION.findall(log):
                 durations[name] = min(durations.get(name, float("inf")), float(value))
-            executed = {p.relative_to(ROOT).as_posix() for p in ROOT.glob("notebooks/*/*.ipynb")}
-            missing = sorted(executed - set(durations))
+            missing = sorted(set(names) - set(durations))
             if missing:
                 sys.exit(f"the cold run did not execute {', '.join(missing)}; no result written")
             build = [
@@ -111,10 +167,11 @@ def measure(repeat: int) -> dict[str, Any]:
                 "--site-dir",
                 str(Path(tmp) / "site"),
             ]
-            seconds, _ = _timed(build, env)
+            seconds, seconds_cpu = _timed_cpu(build, env)
             builds.append(seconds)
+            build_cpu.append(seconds_cpu)
             totals.append(cold[-1] + seconds)
-            seconds, log = _timed(notebooks, env)
+            seconds, log = _timed([*pytest, "notebooks"], env)
             if " passed" in log:
                 sys.exit(f"the second notebook run executed a notebook again:\n{log[-3000:]}")
             warm.append(seconds)
@@ -128,7 +185,7 @@ def measure(repeat: int) -> dict[str, Any]:
         },
         "measured": measured.entry(),
         "repeat": repeat,
-        "parallel": len(LANGUAGES),
+        "parallel": PARALLEL,
         "nbmake_seconds": round(min(cold), 2),
         "build_seconds": round(min(builds), 2),
         "cold_seconds": round(min(totals), 2),
@@ -136,6 +193,8 @@ def measure(repeat: int) -> dict[str, Any]:
         "notebook_aim_seconds": NOTEBOOK_AIM_SECONDS,
         "warm_nbmake_seconds": round(min(warm), 2),
         "notebook_seconds": {k: round(v, 2) for k, v in sorted(durations.items())},
+        "notebook_cpu_seconds": {k: round(v, 2) for k, v in sorted(cpu.items())},
+        "build_cpu_seconds": round(min(build_cpu), 2),
     }
 
 
