@@ -10,10 +10,18 @@ version selector (``overrides/partials/header.html``), which is plain links draw
 build time: the selector fetches nothing, unlike mike's ``versions.json``. A build
 without those variables (``mkdocs build``, ``mkdocs serve``) has no selector.
 
-``--fast`` builds with ``STEADYLOOP_DOCS_FAST=1`` (notebooks shown without outputs,
-see ``hooks/notebook_cache.py``); without it every tree's notebooks must have executed
-copies, as for any strict build. A tag whose tree predates this module is built as it
-was and shows no selector; the others list it.
+Each version is built from its own source: the build, and every notebook it executes,
+runs with ``PYTHONPATH`` set to that tree's ``src/``, so the pages generated from the
+code (the CLI reference, the error classes, the record kinds, the JSON Schemas) are the
+tag's, not the installed package's. The toolchain (MkDocs, its plugins, nbmake) is the
+one this command runs in.
+
+Without ``--fast`` each tree's notebooks are executed first, through nbmake in that tree
+(``python -m pytest notebooks``, which skips every notebook that already has a current
+executed copy), into that tree's own cache, and the strict build renders those copies.
+``--fast`` executes nothing and builds with ``STEADYLOOP_DOCS_FAST=1`` (notebooks shown
+without outputs, see ``hooks/notebook_cache.py``). A tag whose tree predates this module
+is built as it was and shows no selector; the others list it.
 """
 
 from __future__ import annotations
@@ -83,14 +91,35 @@ def on_config(config: Any) -> Any:
 # -- the command --------------------------------------------------------------------------
 
 
-def build(tree: Path, out: Path, version: str, versions: list[str], *, fast: bool) -> None:
-    """Build ``tree``'s site into ``out`` as ``version``."""
+def tree_env(tree: Path, *, own_cache: bool) -> dict[str, str]:
+    """The environment of a build of ``tree``: its own ``src/`` first on the import path.
+
+    ``own_cache`` drops ``STEADYLOOP_NOTEBOOK_CACHE``, so a tag's executed notebooks go to
+    its own tree: a shared cache keeps one copy per notebook, and a tag's would replace
+    the branch's.
+    """
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    env["PYTHONPATH"] = str(tree / "src")
+    env.pop("STEADYLOOP_DOCS_FAST", None)
+    if own_cache:
+        env.pop("STEADYLOOP_NOTEBOOK_CACHE", None)
+    return env
+
+
+def build(
+    tree: Path, out: Path, version: str, versions: list[str], *, fast: bool, own_cache: bool
+) -> None:
+    """Build ``tree``'s site into ``out`` as ``version``, from ``tree``'s own source."""
+    env = tree_env(tree, own_cache=own_cache)
     env[_VERSION_ENV] = version
     env[_VERSIONS_ENV] = json.dumps(versions)
-    env.pop("PYTHONPATH", None)
     if fast:
         env["STEADYLOOP_DOCS_FAST"] = "1"
+    else:
+        notebooks = [sys.executable, "-m", "pytest", "notebooks", "-q", "-p", "no:cacheprovider"]
+        done = subprocess.run(notebooks, cwd=tree, env=env, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the notebooks of {version} failed ({done.returncode})")
     cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(tree / "mkdocs.yml")]
     done = subprocess.run([*cmd, "-d", str(out)], cwd=tree, env=env, check=False)
     if done.returncode != 0:
@@ -101,7 +130,7 @@ def build_all(repo: Path, site: Path, *, fast: bool) -> list[str]:
     """Build the branch into ``site`` and every tag into ``site/<tag>``; return the versions."""
     releases = tags(repo)
     versions = [BRANCH_VERSION, *releases]
-    build(repo, site, BRANCH_VERSION, versions, fast=fast)
+    build(repo, site, BRANCH_VERSION, versions, fast=fast, own_cache=False)
     for tag in releases:
         with tempfile.TemporaryDirectory(prefix=f"docs-{tag}-") as tmp:
             tree = Path(tmp) / "tree"
@@ -110,7 +139,7 @@ def build_all(repo: Path, site: Path, *, fast: bool) -> list[str]:
                 check=True,
             )
             try:
-                build(tree, site / tag, tag, versions, fast=fast)
+                build(tree, site / tag, tag, versions, fast=fast, own_cache=True)
             finally:
                 subprocess.run(
                     ["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],

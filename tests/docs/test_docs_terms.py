@@ -27,6 +27,10 @@ RETIRED = {
     "并列许可": "同分豁免 (tie allowance)",
     "先睹为快": "a plain heading",
     "定点投放": "plain words: 在指定时刻 (aimed, of a SIGKILL)",
+    "sink ?文件": "副作用记录文件 (effect sink)",
+    "重放(?=被测存储|用例|比对)": "回放 (replay, of a case; 重放 is workflow replay)",
+    "entry point ?组": "入口点组 (an entry point group)",
+    "嵌入式(?:日志|后端)": "内嵌日志、内嵌后端 (embedded journal, backend)",
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,13 @@ def versioned_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     tmp = tmp_path_factory.mktemp("versions")
     repo, site = tmp / "repo", tmp / "site"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
-    for tag in TAGS:
-        subprocess.run(["git", "-C", str(repo), "tag", tag], check=True)
+    # Each version's CLI says which version it is: v0.0.1 as cloned, then one commit
+    # for v0.0.2 and one more for the branch.
+    for version in VERSIONS[::-1]:
+        if version != TAGS[0]:
+            _mark_cli(repo, version)
+        if version != "main":
+            subprocess.run(["git", "-C", str(repo), "tag", version], check=True)
     done = subprocess.run(
         [sys.executable, str(repo / "hooks" / "versions.py"), str(site), "--fast"],
         cwd=repo,
@@ -34,6 +40,29 @@ def versioned_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     return repo, site
+
+
+CLI_HELP = "Keep LLM-agent runs trustworthy: inspect journals, run and resume agents."
+CLI_SOURCE = Path("src/steadyloop/cli/__init__.py")
+
+
+def _marker(version: str) -> str:
+    return f"cli-of-{version.replace('.', '-')}"
+
+
+def _mark_cli(repo: Path, version: str) -> None:
+    """Commit a CLI help text in ``repo`` that names ``version``."""
+    source = repo / CLI_SOURCE
+    text = source.read_text(encoding="utf-8")
+    text = re.sub(
+        re.escape(CLI_HELP[:-1]) + r"(?: cli-of-\S+)?\.",
+        CLI_HELP[:-1] + f" {_marker(version)}.",
+        text,
+    )
+    assert _marker(version) in text, "the CLI's help text moved: update CLI_HELP"
+    source.write_text(text, encoding="utf-8")
+    git = ["git", "-C", str(repo), "-c", "user.name=docs test", "-c", "user.email=docs@test"]
+    subprocess.run([*git, "commit", "--quiet", "-am", f"CLI help of {version}"], check=True)
 
 
 def _home(site: Path, version: str, lang: str) -> Path:
@@ -82,3 +111,19 @@ def test_a_tag_is_built_from_its_own_commit_at_its_own_address(
     sources = [a.attrs["href"] for a in page.find_all("a") if "steadyloop-source-link" in a.classes]
     assert sources and all(f"/blob/{commit}/" in s for s in sources)
     assert (site / TAGS[0] / "llms.txt").is_file() and (site / "llms.txt").is_file()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_each_versions_cli_page_comes_from_its_own_source(
+    versioned_site: tuple[Path, Path], lang: str
+) -> None:
+    """A version's CLI reference shows that version's CLI, never the installed package's."""
+    _repo, site = versioned_site
+    for version in VERSIONS:
+        folder = site if version == "main" else site / version
+        page = (folder / "zh" if lang == "zh" else folder) / "reference" / "cli" / "index.html"
+        text = page.read_text(encoding="utf-8")
+        shown = {v for v in VERSIONS if _marker(v) in text}
+        expected = set() if version == TAGS[0] else {version}
+        assert shown == expected, (version, shown)
+        assert CLI_HELP[:-1] in text, page

@@ -90,16 +90,19 @@ def test_ci_runs_lint_types_tests_and_notebooks() -> None:
 
 
 def test_docs_builds_strictly_and_deploys_to_pages() -> None:
-    """Docs: a strict build, the Pages artifact, and a deploy job with minimal rights."""
+    """Docs: every version built strictly, the Pages artifact, a deploy job with minimal rights."""
     wf = load("docs.yml")
     build, deploy = wf["jobs"]["build"], wf["jobs"]["deploy"]
     build_runs = [s.get("run", "") for s in steps(build)]
     assert "uv run pytest notebooks" in build_runs, (
         "nbmake executes the notebooks the build renders"
     )
-    assert build_runs.index("uv run pytest notebooks") < next(
-        i for i, run in enumerate(build_runs) if "mkdocs build --strict" in run
-    )
+    versioned = "uv run python hooks/versions.py site"
+    assert versioned in build_runs, "the versioned build: the branch and every tag"
+    assert build_runs.index("uv run pytest notebooks") < build_runs.index(versioned)
+    assert not any("--fast" in run or "mkdocs build" in run for run in build_runs)
+    checkout = next(s for s in steps(build) if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"].get("fetch-depth") == 0, "the tags the versioned build reads"
     build_uses = [s["uses"].split("@")[0] for s in steps(build) if "uses" in s]
     assert "actions/configure-pages" in build_uses
     assert "actions/upload-pages-artifact" in build_uses
