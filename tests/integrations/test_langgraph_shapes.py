@@ -136,8 +136,15 @@ def _two_unknown_charges(tmp_path: Any) -> tuple[Any, Any, dict[str, str], list[
 
     async def plant() -> None:
         for order in ("c", "d"):
-            key = ("t", "act", "[]", step, path, "charge", by_arguments({"order": order}))
-            begun = await guard.ledger.begin(key, "charge", ReplayPolicy.NEVER, {"order": order})
+            key = ("t", "act", "[]", step, path, "charge")
+            begun = await guard.ledger.begin(
+                key,
+                "charge",
+                ReplayPolicy.NEVER,
+                {"order": order},
+                call=by_arguments({"order": order}),
+                execution="planted",
+            )
             assert isinstance(begun, Begun)
             guard.ledger.abandon(begun)
             intents[order] = begun.intent_id
@@ -200,12 +207,6 @@ def _model_in_node(p: GraphProcess, cents: int) -> StateGraph[Orders]:
     return builder
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 18): outside a ToolNode call, a call's identity is its arguments, so "
-    "a model answering otherwise in the same node after a crash makes a new effect; the "
-    "how-to says to call the model in a node of its own or to use ToolRuntime",
-)
 def test_a_model_in_the_node_answering_otherwise_after_a_crash_is_asked_about(
     tmp_path: Any,
 ) -> None:

@@ -137,7 +137,7 @@ class LangGraphGuard(Guard):
     ) -> None:
         super().__init__(url, namespace=namespace, wrap=wrap, records=records)
         self._lock = threading.Lock()
-        self._calls: OrderedDict[int, tuple[object, Counter[tuple[Any, ...]]]] = OrderedDict()
+        self._calls: OrderedDict[int, _Execution] = OrderedDict()
 
     def effect(
         self,
@@ -253,7 +253,7 @@ class LangGraphGuard(Guard):
         An unknown `NEVER` effect stops the graph here (``interrupt``) until a decision
         naming its intent id comes back (see the module docstring).
         """
-        key = self._key(tool, arguments, runtime)
+        key, site = self._key(tool, arguments, runtime)
         ledger = self.ledger
         # LangGraph hands resume values to interrupt() calls by their index in the
         # task: ask again every question this effect already had answered, so that the
@@ -261,7 +261,9 @@ class LangGraphGuard(Guard):
         # read here that names another unknown effect is recorded for that effect.
         # When calls made at once read each other's answers, an effect may count more
         # answers than are left: once none is, asking again stops (no question).
-        found = yield ledger.begin(key, tool, policy, arguments, wait=wait, decided_first=True)
+        found = yield ledger.begin(
+            key, tool, policy, arguments, wait=wait, decided_first=True, **site
+        )
         for _ in range(found if isinstance(found, int) else 0):
             try:
                 answer = interrupt(
@@ -277,7 +279,7 @@ class LangGraphGuard(Guard):
             for intent_id, outcome in _named(answer):
                 yield _route(ledger, intent_id, outcome)
         if isinstance(found, int):
-            found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
+            found = yield ledger.begin(key, tool, policy, arguments, wait=wait, **site)
         refused = ""
         while not isinstance(found, Begun):
             if isinstance(found, Recorded):
@@ -303,22 +305,30 @@ class LangGraphGuard(Guard):
             if mine is None:
                 # Nothing for this effect: look again (another call may have recorded
                 # its decision), then ask again with the next interrupt.
-                found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
+                found = yield ledger.begin(key, tool, policy, arguments, wait=wait, **site)
                 continue
-            now = yield ledger.find(key, tool, policy, arguments)
+            now = yield ledger.find(key, tool, policy, arguments, **_seen(site))
             if not (isinstance(now, Unknown) and now.intent_id == found.intent_id):
-                found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
+                found = yield ledger.begin(key, tool, policy, arguments, wait=wait, **site)
                 continue
             decided = yield ledger.decide(found, mine)
             if decided is not None:
                 return cast(Recorded, decided)
-            found = yield ledger.begin(key, tool, policy, arguments, again=True, wait=wait)
+            found = yield ledger.begin(
+                key, tool, policy, arguments, again=True, wait=wait, claims=found.claims, **site
+            )
         return found
 
     def _key(
         self, tool: str, arguments: JSONValue = None, runtime: object = None
-    ) -> tuple[str | int, ...]:
-        """The identity of this call in its thread (see the module docstring)."""
+    ) -> tuple[tuple[str | int, ...], dict[str, Any]]:
+        """The identity of this call in its thread (see the module docstring).
+
+        Returns:
+            The key, and what else identifies the call to the ledger: for a call
+            outside a tool call, its task stream's ``call``, ``execution`` and
+            ``claimed`` (the calls this execution made so far).
+        """
         try:
             config = get_config()
         except RuntimeError:
@@ -355,25 +365,48 @@ class LangGraphGuard(Guard):
         else:
             what = ("tool_call", call[0], call[1])
         with self._lock:
-            entry = self._calls.get(id(scratchpad))
-            if entry is None or entry[0] is not scratchpad:
-                entry = (scratchpad, Counter())
-                self._calls[id(scratchpad)] = entry
+            execution = self._calls.get(id(scratchpad))
+            if execution is None or execution.scratchpad is not scratchpad:
+                execution = _Execution(scratchpad)
+                self._calls[id(scratchpad)] = execution
                 while len(self._calls) > _KEPT_EXECUTIONS:
                     self._calls.popitem(last=False)
-            counts = entry[1]
+            counts = execution.counts
             occurrence = counts[(attempt, tool, what)]
             counts[(attempt, tool, what)] += 1
+            identity = canonical_json([*what, occurrence])
+            made = execution.made.setdefault((attempt, tool), set())
+            made.add(identity)
         path = canonical_json([str(p) for p in meta.get("langgraph_path", ())])
-        return (
-            str(thread),
-            namespace,
-            parents,
-            int(meta["langgraph_step"]),
-            path,
-            tool,
-            canonical_json([*what, occurrence]),
-        )
+        task = (str(thread), namespace, parents, int(meta["langgraph_step"]), path, tool)
+        if call is not None:
+            return (*task, identity), {}
+
+        def claimed() -> frozenset[str]:
+            with self._lock:
+                return frozenset(made)
+
+        site = {"call": identity, "execution": f"{execution.id}/{attempt}", "claimed": claimed}
+        return task, site
+
+
+class _Execution:
+    """One execution of a node task: its calls so far, counted and named."""
+
+    __slots__ = ("counts", "id", "made", "scratchpad")
+
+    def __init__(self, scratchpad: object) -> None:
+        self.scratchpad = scratchpad
+        self.id = uuid.uuid4().hex
+        self.counts: Counter[tuple[Any, ...]] = Counter()
+        self.made: dict[tuple[int, str], set[str]] = {}
+
+
+def _seen(site: dict[str, Any]) -> dict[str, Any]:
+    """``site`` for `EffectLedger.find`: the calls made so far, not how to read them."""
+    if not site:
+        return {}
+    return {**site, "claimed": site["claimed"]()}
 
 
 def _digest(arguments: JSONValue) -> str:
