@@ -355,26 +355,6 @@ class _Task:
         return entry
 
 
-def _shared(recorded: object, arguments: object) -> int | None:
-    """How many arguments an earlier call shares with this one (None: it is another call).
-
-    A call whose every argument differs from an earlier call's is not that call
-    again, unless both take one and the same single parameter.
-    """
-    if not (isinstance(recorded, dict) and isinstance(arguments, dict)):
-        return None
-    same = sum(
-        1
-        for name in recorded.keys() & arguments.keys()
-        if canonical_json(recorded[name]) == canonical_json(arguments[name])
-    )
-    if same:
-        return same
-    if len(recorded) == len(arguments) == 1 and recorded.keys() == arguments.keys():
-        return 0
-    return None
-
-
 class EffectLedger:
     """The intents and results of effects, one journal stream per effect key.
 
@@ -490,7 +470,14 @@ class EffectLedger:
         if call is not None:
             task = await self._fold_task(self.stream(key))
             found, _ = self._judge_call(
-                key, tool, policy, arguments, task, call, execution, claimed
+                key,
+                tool,
+                policy,
+                arguments,
+                task,
+                call=call,
+                execution=execution,
+                claimed=claimed,
             )
             return found
         fold = await self._fold(self.stream(key))
@@ -625,10 +612,12 @@ class EffectLedger:
             execution: In a task stream, which execution of the task makes this call.
                 A `NEVER` call found under no ``call`` of the stream, while an earlier
                 execution left an intent that no call of this one has claimed, is
-                unknown (``arguments_changed``, naming that intent): the runtime runs
-                the task again with new arguments (a model in it answered otherwise).
-                Of several such intents it names the one sharing most arguments with
-                this call (the earliest on a tie); one sharing none is another call's.
+                unknown (``arguments_changed``, naming the first such intent): the
+                runtime runs the task again with new arguments (a model in it answered
+                otherwise). Only a task that makes its calls one after another may pass
+                it: with calls at once, the first unclaimed intent may be a sibling's
+                that has not been called yet. None: a call found under no ``call`` is
+                a new effect.
             claimed: In a task stream, the calls this execution has made so far (their
                 earlier intents are theirs, not candidates for this call).
             claims: With ``again``: the intent a decision about this call took over
@@ -750,6 +739,7 @@ class EffectLedger:
         policy: ReplayPolicy,
         arguments: JSONValue,
         task: _Task,
+        *,
         call: str,
         execution: str | None,
         claimed: Collection[str],
@@ -765,11 +755,12 @@ class EffectLedger:
                     found = replace(found, call=call, execution=execution)
                 return found, mine
             if policy is ReplayPolicy.NEVER and last.payload.get("execution") != execution:
-                return self._changed(key, tool, arguments, task, last, call, execution), last
+                return self._changed(
+                    key, tool, arguments, task, last, call=call, execution=execution
+                ), last
             return None, None  # taken over by a call of this execution: an effect of its own
         if policy is not ReplayPolicy.NEVER or execution is None:
             return None, None
-        best: tuple[tuple[int, int], _Entry] | None = None
         for entry in task.entries.values():
             p = entry.payload
             if (
@@ -781,12 +772,10 @@ class EffectLedger:
                 or task.calls(entry) & set(claimed)
             ):
                 continue
-            shared = _shared(p.get("arguments"), arguments)
-            if shared is not None and (best is None or (shared, -entry.index) > best[0]):
-                best = ((shared, -entry.index), entry)
-        if best is None:
-            return None, None
-        return self._changed(key, tool, arguments, task, best[1], call, execution), best[1]
+            return self._changed(
+                key, tool, arguments, task, entry, call=call, execution=execution
+            ), entry
+        return None, None
 
     @staticmethod
     def _changed(
@@ -795,6 +784,7 @@ class EffectLedger:
         arguments: JSONValue,
         task: _Task,
         last: _Entry,
+        *,
         call: str,
         execution: str | None,
     ) -> Unknown:
@@ -841,7 +831,14 @@ class EffectLedger:
                 else:
                     seen = claimed() if claimed is not None else ()
                     found, blocking = self._judge_call(
-                        key, tool, policy, arguments, task, call, execution, seen
+                        key,
+                        tool,
+                        policy,
+                        arguments,
+                        task,
+                        call=call,
+                        execution=execution,
+                        claimed=seen,
                     )
                 owner = None if blocking is None else blocking.open_owner()
                 if owner is None or owner.liveness() != "alive":
@@ -850,7 +847,16 @@ class EffectLedger:
                     if found is not None:
                         return found
                     return await self._write_intent(
-                        stream, key, tool, policy, arguments, task, call, execution, again, claims
+                        stream,
+                        key,
+                        tool,
+                        policy,
+                        arguments,
+                        task=task,
+                        call=call,
+                        execution=execution,
+                        again=again,
+                        claims=claims,
                     )
             if deadline is None or time.monotonic() >= deadline:
                 raise EffectBusy(
@@ -867,6 +873,7 @@ class EffectLedger:
         tool: str,
         policy: ReplayPolicy,
         arguments: JSONValue,
+        *,
         task: _Task,
         call: str,
         execution: str | None,

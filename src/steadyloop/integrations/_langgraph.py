@@ -146,6 +146,7 @@ class LangGraphGuard(Guard):
         name: str | None = None,
         not_happened_on: Raised = (),
         wait: float | None = None,
+        one_at_a_time: bool = False,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Guard a function (sync or async) that acts on the world.
 
@@ -172,6 +173,16 @@ class LangGraphGuard(Guard):
             wait: Seconds to wait when another live process is running the same
                 effect (two processes on one thread); by default the call raises
                 [EffectBusy][steadyloop.EffectBusy] at once.
+            one_at_a_time: Say that a node calls this effect one call after another,
+                never several at once (no ``asyncio.gather``, no threads, no
+                ``ToolNode`` parallel calls). A `NEVER` call whose arguments are new
+                when its node runs again (a model in the node answered otherwise)
+                is then asked about (reason ``"arguments_changed"``) if an earlier
+                execution of the node left an intent that no call of this execution
+                has taken: the first such one, which in a node calling one after
+                another is the call in this one's place. Without it such a call is a
+                new effect: with calls at once, which earlier intent a changed call
+                stands for cannot be told.
         """
 
         def decorate(fn: Callable[P, R]) -> Callable[P, R]:
@@ -202,7 +213,9 @@ class LangGraphGuard(Guard):
 
                 @functools.wraps(fn)
                 async def guarded_async(*args: P.args, **kwargs: P.kwargs) -> Any:
-                    steps = self._steps(tool, policy, wait, *arguments(args, kwargs))
+                    steps = self._steps(
+                        tool, policy, wait, *arguments(args, kwargs), one_at_a_time=one_at_a_time
+                    )
                     sent: Any = None
                     while True:
                         try:
@@ -221,7 +234,9 @@ class LangGraphGuard(Guard):
 
             @functools.wraps(fn)
             def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-                steps = self._steps(tool, policy, wait, *arguments(args, kwargs))
+                steps = self._steps(
+                    tool, policy, wait, *arguments(args, kwargs), one_at_a_time=one_at_a_time
+                )
                 sent: Any = None
                 while True:
                     try:
@@ -245,6 +260,8 @@ class LangGraphGuard(Guard):
         wait: float | None,
         arguments: JSONValue,
         runtime: object = None,
+        *,
+        one_at_a_time: bool = False,
     ) -> Generator[Coroutine[Any, Any, Any], Any, Recorded | Begun]:
         """The guard's part before an effect, for a sync or an async caller to drive.
 
@@ -253,7 +270,7 @@ class LangGraphGuard(Guard):
         An unknown `NEVER` effect stops the graph here (``interrupt``) until a decision
         naming its intent id comes back (see the module docstring).
         """
-        key, site = self._key(tool, arguments, runtime)
+        key, site = self._key(tool, arguments, runtime, one_at_a_time=one_at_a_time)
         ledger = self.ledger
         # LangGraph hands resume values to interrupt() calls by their index in the
         # task: ask again every question this effect already had answered, so that the
@@ -320,14 +337,20 @@ class LangGraphGuard(Guard):
         return found
 
     def _key(
-        self, tool: str, arguments: JSONValue = None, runtime: object = None
+        self,
+        tool: str,
+        arguments: JSONValue = None,
+        runtime: object = None,
+        *,
+        one_at_a_time: bool = False,
     ) -> tuple[tuple[str | int, ...], dict[str, Any]]:
         """The identity of this call in its thread (see the module docstring).
 
         Returns:
             The key, and what else identifies the call to the ledger: for a call
-            outside a tool call, its task stream's ``call``, ``execution`` and
-            ``claimed`` (the calls this execution made so far).
+            outside a tool call, its task stream's ``call`` and, for an effect
+            called one at a time, ``execution`` and ``claimed`` (the calls this
+            execution made so far).
         """
         try:
             config = get_config()
@@ -381,6 +404,8 @@ class LangGraphGuard(Guard):
         task = (str(thread), namespace, parents, int(meta["langgraph_step"]), path, tool)
         if call is not None:
             return (*task, identity), {}
+        if not one_at_a_time:
+            return task, {"call": identity}
 
         def claimed() -> frozenset[str]:
             with self._lock:
@@ -404,8 +429,8 @@ class _Execution:
 
 def _seen(site: dict[str, Any]) -> dict[str, Any]:
     """``site`` for `EffectLedger.find`: the calls made so far, not how to read them."""
-    if not site:
-        return {}
+    if "claimed" not in site:
+        return site
     return {**site, "claimed": site["claimed"]()}
 
 
