@@ -27,11 +27,19 @@ superstep, task path, effect name, call)``
   and its occurrence among the calls of that effect **with equal arguments** in one
   execution of the node (a node retried by its ``RetryPolicy`` counts from 0 again).
   So calls made at once (``asyncio.gather``, the threads ``ToolNode`` runs calls in)
-  are told apart however they interleave; equal calls are interchangeable. The price:
-  a node that computes an effect's arguments from a model call in the same node gets
-  a *new* effect when the model answers differently after a crash; call the model in
-  a node of its own (its answer is then checkpointed), or use ``ToolNode`` with a
-  ``ToolRuntime``.
+  are told apart however they interleave; equal calls are interchangeable. Such calls
+  of one effect by one task share one **task stream** (the key without the call), so
+  one read sees a call's siblings.
+* A node that computes an effect's arguments from a model call in the same node, and
+  calls it one call after another, declares it ``effect(one_at_a_time=True)``. When
+  the model answers otherwise after a crash, the call with new arguments finds no
+  record of its own while the earlier execution left an intent that no call of this
+  execution has taken: it is unknown (``arguments_changed``, naming that intent) and
+  asked about, and the decision is then recorded under the call's own identity.
+  Without the flag such a call is a *new* effect: with calls at once, the untaken
+  intent may be a sibling's that has not been called yet, so which one a changed call
+  stands for cannot be told. Call the model in a node of its own (its answer is then
+  checkpointed), or use ``ToolNode`` with a ``ToolRuntime``.
 
 Steps number a thread's history monotonically, so the same key is the same effect.
 Replaying or forking a thread from an earlier checkpoint (time travel) numbers its
