@@ -33,6 +33,17 @@ What a re-executed effect finds decides what happens (`EffectLedger.begin`):
   effect, unknown (the runtime asks for something else than it recorded);
 * nothing → a new intent, then the effect.
 
+**Task streams.** A runtime whose task makes several calls of one effect (a LangGraph
+node) may keep them in one stream, the task's, each call told apart by its ``call``
+(`EffectLedger.begin` with ``call=``): one read then sees a call's siblings. Its intents
+also record ``call`` and ``execution`` (which execution of the task wrote it), and an
+intent that takes an earlier one over ``claims`` (that intent's id). A `NEVER` call
+found under no ``call`` of the stream, passed an ``execution``, while an earlier
+execution left an intent that no call of this execution has claimed, is unknown
+(``arguments_changed``, naming that intent): answered "it happened", the call takes
+the intent over with the value given; answered "it did not", it runs under an intent
+of its own that takes the earlier one over. Either way no later execution asks again.
+
 Values are recorded as JSON, with tuples tagged (``{"$tuple": [...]}``, and an object
 whose one key is a tag wrapped as ``{"$object": {...}}``), so a replayed value has the
 type the effect returned.
