@@ -19,6 +19,7 @@ from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
 from langgraph.types import Command
 from lg_graphs import SHAPES, Chat, Orders, _late, agent, sqlite_saver
 
+from steadyloop import GuardError
 from steadyloop.effects import Begun
 from steadyloop.integrations._langgraph import _by_arguments as by_arguments
 from steadyloop.integrations._langgraph import _parent_steps
@@ -391,3 +392,33 @@ def test_a_call_with_new_arguments_is_asked_about_the_intent_an_earlier_executio
         assert result["receipts"] == ["charged 100" if happened else "charged 101"]
         assert calls == ([] if happened else [101])
         assert _asked(graph) == []
+
+
+def test_an_effect_declared_one_at_a_time_called_at_once_is_refused(tmp_path: Any) -> None:
+    """A one_at_a_time effect called while another call of it runs in the node is refused with GuardError before it acts."""
+    calls: list[str] = []
+    with LangGraphGuard(f"sqlite:///{tmp_path / 'guard.db'}") as guard:
+
+        @guard.effect(ReplayPolicy.NEVER, one_at_a_time=True)
+        async def charge(order: str) -> str:
+            calls.append(order)
+            await asyncio.sleep(0.2)
+            return f"charged {order}"
+
+        async def both() -> Orders:
+            first = asyncio.ensure_future(charge("c"))
+            await asyncio.sleep(0.05)  # c is running now
+            try:
+                return {"receipts": [await charge("d")]}
+            finally:
+                await first
+
+        builder: StateGraph[Orders] = StateGraph(Orders)
+        builder.add_node("pay", lambda s: asyncio.run(both()))
+        builder.add_edge(START, "pay")
+        builder.add_edge("pay", END)
+        graph = builder.compile(checkpointer=sqlite_saver(tmp_path))
+        config: Any = {"configurable": {"thread_id": "t"}}
+        with pytest.raises(GuardError, match="one_at_a_time"):
+            graph.invoke({"n": 0, "receipts": []}, config)
+    assert calls == ["c"]

@@ -221,9 +221,37 @@ class LangGraphGuard(Guard):
 
                 @functools.wraps(fn)
                 async def guarded_async(*args: P.args, **kwargs: P.kwargs) -> Any:
-                    steps = self._steps(
-                        tool, policy, wait, *arguments(args, kwargs), one_at_a_time=one_at_a_time
-                    )
+                    value, runtime = arguments(args, kwargs)
+                    key, site = self._key(tool, value, runtime, one_at_a_time=one_at_a_time)
+                    release = site.pop("release", None)
+                    try:
+                        steps = self._steps(tool, policy, wait, value, key=key, site=site)
+                        sent: Any = None
+                        while True:
+                            try:
+                                step = steps.send(sent)
+                            except StopIteration as done:
+                                found = done.value
+                                break
+                            sent = await self._bridge.run_async(step)
+                        if isinstance(found, Recorded):
+                            return replayed(tool, found)
+                        return await self.perform_async(
+                            found, lambda: fn(*args, **kwargs), not_happened_on
+                        )
+                    finally:
+                        if release is not None:
+                            release()
+
+                return cast(Callable[P, R], guarded_async)
+
+            @functools.wraps(fn)
+            def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+                value, runtime = arguments(args, kwargs)
+                key, site = self._key(tool, value, runtime, one_at_a_time=one_at_a_time)
+                release = site.pop("release", None)
+                try:
+                    steps = self._steps(tool, policy, wait, value, key=key, site=site)
                     sent: Any = None
                     while True:
                         try:
@@ -231,31 +259,13 @@ class LangGraphGuard(Guard):
                         except StopIteration as done:
                             found = done.value
                             break
-                        sent = await self._bridge.run_async(step)
+                        sent = self._bridge.run(step)
                     if isinstance(found, Recorded):
-                        return replayed(tool, found)
-                    return await self.perform_async(
-                        found, lambda: fn(*args, **kwargs), not_happened_on
-                    )
-
-                return cast(Callable[P, R], guarded_async)
-
-            @functools.wraps(fn)
-            def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-                steps = self._steps(
-                    tool, policy, wait, *arguments(args, kwargs), one_at_a_time=one_at_a_time
-                )
-                sent: Any = None
-                while True:
-                    try:
-                        step = steps.send(sent)
-                    except StopIteration as done:
-                        found = done.value
-                        break
-                    sent = self._bridge.run(step)
-                if isinstance(found, Recorded):
-                    return cast(R, replayed(tool, found))
-                return self.perform(found, lambda: fn(*args, **kwargs), not_happened_on)
+                        return cast(R, replayed(tool, found))
+                    return self.perform(found, lambda: fn(*args, **kwargs), not_happened_on)
+                finally:
+                    if release is not None:
+                        release()
 
             return guarded
 
@@ -267,9 +277,9 @@ class LangGraphGuard(Guard):
         policy: ReplayPolicy,
         wait: float | None,
         arguments: JSONValue,
-        runtime: object = None,
         *,
-        one_at_a_time: bool = False,
+        key: tuple[str | int, ...],
+        site: dict[str, Any],
     ) -> Generator[Coroutine[Any, Any, Any], Any, Recorded | Begun]:
         """The guard's part before an effect, for a sync or an async caller to drive.
 
@@ -278,7 +288,6 @@ class LangGraphGuard(Guard):
         An unknown `NEVER` effect stops the graph here (``interrupt``) until a decision
         naming its intent id comes back (see the module docstring).
         """
-        key, site = self._key(tool, arguments, runtime, one_at_a_time=one_at_a_time)
         ledger = self.ledger
         # LangGraph hands resume values to interrupt() calls by their index in the
         # task: ask again every question this effect already had answered, so that the
@@ -357,8 +366,12 @@ class LangGraphGuard(Guard):
         Returns:
             The key, and what else identifies the call to the ledger: for a call
             outside a tool call, its task stream's ``call`` and, for an effect
-            called one at a time, ``execution`` and ``claimed`` (the calls this
-            execution made so far).
+            called one at a time, ``execution``, ``claimed`` (the calls this
+            execution made so far) and ``release`` (call it when the call ends).
+
+        Raises:
+            GuardError: No node runs this call, or an effect declared one at a time
+                is called while another call of it runs in the same execution.
         """
         try:
             config = get_config()
@@ -408,6 +421,15 @@ class LangGraphGuard(Guard):
             identity = canonical_json([*what, occurrence])
             made = execution.made.setdefault((attempt, tool), set())
             made.add(identity)
+            if one_at_a_time and call is None:
+                if execution.running[tool]:
+                    raise GuardError(
+                        f"effect {tool!r} is declared one_at_a_time, but this node calls "
+                        "it while another call of it is running (asyncio.gather, threads): "
+                        "which earlier intent a changed call stands for cannot be told "
+                        "then; drop one_at_a_time"
+                    )
+                execution.running[tool] += 1
         path = canonical_json([str(p) for p in meta.get("langgraph_path", ())])
         task = (str(thread), namespace, parents, int(meta["langgraph_step"]), path, tool)
         if call is not None:
@@ -419,20 +441,30 @@ class LangGraphGuard(Guard):
             with self._lock:
                 return frozenset(made)
 
-        site = {"call": identity, "execution": f"{execution.id}/{attempt}", "claimed": claimed}
+        def release(running: Counter[str] = execution.running) -> None:
+            with self._lock:
+                running[tool] -= 1
+
+        site = {
+            "call": identity,
+            "execution": f"{execution.id}/{attempt}",
+            "claimed": claimed,
+            "release": release,
+        }
         return task, site
 
 
 class _Execution:
     """One execution of a node task: its calls so far, counted and named."""
 
-    __slots__ = ("counts", "id", "made", "scratchpad")
+    __slots__ = ("counts", "id", "made", "running", "scratchpad")
 
     def __init__(self, scratchpad: object) -> None:
         self.scratchpad = scratchpad
         self.id = uuid.uuid4().hex
         self.counts: Counter[tuple[Any, ...]] = Counter()
         self.made: dict[tuple[int, str], set[str]] = {}
+        self.running: Counter[str] = Counter()
 
 
 def _seen(site: dict[str, Any]) -> dict[str, Any]:
