@@ -244,3 +244,135 @@ async def test_effect_records_are_pinned_byte_for_byte() -> None:
         '{"$tuple":["ch_1",{"$object":{"$tuple":0}}]}},"time":1001}'
     )
     await journal.close()
+
+
+TASK = ("t", "node", "[]", 3, '["__pregel_pull","node"]', "charge")
+
+
+async def test_a_task_stream_asks_about_an_intent_an_earlier_execution_left_unclaimed() -> None:
+    """A call with new arguments is unknown, naming the earlier execution's unclaimed intent; claimed ones and its own execution's are not candidates."""
+    journal = await open_journal("memory://")
+    ledger = EffectLedger(journal)
+    first = await ledger.begin(TASK, "charge", NEVER, {"cents": 100}, call="a", execution="e1")
+    assert isinstance(first, Begun) and first.shared
+    ledger.abandon(first)  # died between intent and charge
+    same_execution = await ledger.find(
+        TASK, "charge", NEVER, {"cents": 101}, call="b", execution="e1"
+    )
+    assert same_execution is None  # a sibling of its own execution: a new effect
+    claimed = await ledger.find(
+        TASK, "charge", NEVER, {"cents": 101}, call="b", execution="e2", claimed={"a"}
+    )
+    assert claimed is None  # call "a" of this execution took it
+    found = await ledger.begin(TASK, "charge", NEVER, {"cents": 101}, call="b", execution="e2")
+    assert isinstance(found, Unknown)
+    assert (found.reason, found.intent_id, found.claims) == (
+        "arguments_changed",
+        first.intent_id,
+        first.intent_id,
+    )
+    assert found.recorded_arguments == {"cents": 100} and found.arguments == {"cents": 101}
+    safe = await ledger.begin(
+        TASK, "charge", ReplayPolicy.SAFE, {"cents": 101}, call="c", execution="e2"
+    )
+    assert isinstance(safe, Begun)  # a SAFE call is never asked
+    ledger.abandon(safe)
+    without_execution = await ledger.find(TASK, "charge", NEVER, {"cents": 101}, call="b")
+    assert without_execution is None  # not one at a time: a new effect
+    await journal.close()
+
+
+async def test_a_decision_about_a_changed_call_applies_by_its_identity() -> None:
+    """Once decided, the changed call replays by its own identity, and a later change asks about the intent that acted."""
+    journal = await open_journal("memory://")
+    ledger = EffectLedger(journal)
+    first = await ledger.begin(TASK, "charge", NEVER, {"cents": 100}, call="a", execution="e1")
+    assert isinstance(first, Begun)
+    await ledger.finish(first, "ch_1")  # charged, then the checkpoint was lost
+    found = await ledger.begin(TASK, "charge", NEVER, {"cents": 101}, call="b", execution="e2")
+    assert isinstance(found, Unknown) and found.intent_id == first.intent_id
+    decided = await ledger.decide(found, Happened(value="ch_1", note="seen at the bank"))
+    assert isinstance(decided, Recorded) and decided.value == "ch_1"
+    again = await ledger.begin(TASK, "charge", NEVER, {"cents": 101}, call="b", execution="e3")
+    assert isinstance(again, Recorded) and again.value == "ch_1"
+    counted = await ledger.begin(
+        TASK, "charge", NEVER, {"cents": 101}, call="b", execution="e3", decided_first=True
+    )
+    assert counted == 1
+    later = await ledger.begin(TASK, "charge", NEVER, {"cents": 102}, call="c", execution="e4")
+    assert isinstance(later, Unknown) and later.intent_id == first.intent_id
+    assert later.claims == decided.intent_id
+    back = await ledger.begin(TASK, "charge", NEVER, {"cents": 100}, call="a", execution="e4")
+    assert isinstance(back, Unknown) and back.intent_id == first.intent_id  # taken over
+    await journal.close()
+
+
+async def test_a_changed_call_decided_not_to_have_happened_runs_and_takes_the_intent() -> None:
+    """Decided "not happened", the changed call runs under an intent of its own that takes the earlier one over: no later execution asks about it."""
+    journal = await open_journal("memory://")
+    ledger = EffectLedger(journal)
+    first = await ledger.begin(TASK, "charge", NEVER, {"cents": 100}, call="a", execution="e1")
+    assert isinstance(first, Begun)
+    ledger.abandon(first)
+    found = await ledger.begin(TASK, "charge", NEVER, {"cents": 101}, call="b", execution="e2")
+    assert isinstance(found, Unknown)
+    assert await ledger.decide(found, NotHappened("not at the bank")) is None
+    run = await ledger.begin(
+        TASK, "charge", NEVER, {"cents": 101}, call="b", execution="e2", again=True,
+        claims=found.claims,
+    )  # fmt: skip
+    assert isinstance(run, Begun)
+    await ledger.finish(run, "ch_2")
+    replay = await ledger.begin(TASK, "charge", NEVER, {"cents": 101}, call="b", execution="e3")
+    assert isinstance(replay, Recorded) and replay.value == "ch_2"
+    changed = await ledger.begin(TASK, "charge", NEVER, {"cents": 7}, call="z", execution="e4")
+    assert isinstance(changed, Unknown) and changed.intent_id == run.intent_id
+    await journal.close()
+
+
+async def test_sibling_calls_of_one_task_share_its_stream_without_conflicts() -> None:
+    """Calls at once of one task each get their intent and result into the one stream, none busy."""
+    journal = await open_journal("memory://")
+    ledger = EffectLedger(journal)
+
+    async def one(call: str) -> None:
+        begun = await ledger.begin(TASK, "charge", NEVER, {"c": call}, call=call, execution="e1")
+        assert isinstance(begun, Begun)
+        await asyncio.sleep(0)
+        await ledger.finish(begun, call)
+
+    await asyncio.gather(*(one(str(i)) for i in range(5)))
+    for i in range(5):
+        done = await ledger.begin(TASK, "charge", NEVER, {"c": str(i)}, call=str(i))
+        assert isinstance(done, Recorded) and done.value == str(i)
+    await journal.close()
+
+
+async def test_task_stream_records_are_pinned_byte_for_byte() -> None:
+    """A task stream's intent carries its call and execution, and a take-over its claim, exactly so."""
+    journal = await open_journal("memory://")
+    ledger = EffectLedger(journal, records=RecordFactory(StepClock(1000, 1), SequentialIds("r")))
+    first = await ledger.begin(("t", "n"), "charge", NEVER, {"cents": 5}, call="a", execution="e1")
+    assert isinstance(first, Begun)
+    ledger.abandon(first)
+    found = await ledger.begin(("t", "n"), "charge", NEVER, {"cents": 6}, call="b", execution="e2")
+    assert isinstance(found, Unknown)
+    await ledger.decide(found, Happened(value="ch", note="n"))
+    stored = [s.record for s in await journal.read("effects", first.stream)]
+    intent = stored[0].payload
+    assert sorted(intent) == [
+        "arguments", "attempt", "call", "execution", "intent_id", "key", "owner", "policy",
+        "tool", "what",
+    ]  # fmt: skip
+    assert (intent["intent_id"], intent["call"], intent["execution"]) == (
+        '["effect","t","n"]#1',
+        "a",
+        "e1",
+    )
+    assert stored[1].to_json() == (
+        '{"id":"r-000002","kind":"effect.intent","payload":{"arguments":{"cents":6},'
+        '"attempt":1,"call":"b","claims":"[\\"effect\\",\\"t\\",\\"n\\"]#1","execution":"e2",'
+        '"intent_id":"[\\"effect\\",\\"t\\",\\"n\\"]#2","key":["t","n"],"policy":"never",'
+        '"tool":"charge","what":"tool"},"time":1001}'
+    )
+    await journal.close()

@@ -153,12 +153,19 @@ def test_unknown_effect_interrupts_and_a_decision_completes(tmp_path: Path) -> N
     with LangGraphGuard(url) as g:
         graph = build(g)
         graph.invoke({"n": 0}, config, interrupt_before=["act"])
-        key = (*_first_key(graph, g, config),)
+        key = _first_key(graph, g, config)
 
     async def plant() -> None:  # a crash between the intent and the charge
         journal = await open_journal(url)
         records = EffectLedger(journal, "langgraph")
-        begun = await records.begin(key, "charge", ReplayPolicy.NEVER, {"order": "o-1"})
+        begun = await records.begin(
+            key,
+            "charge",
+            ReplayPolicy.NEVER,
+            {"order": "o-1"},
+            call=by_arguments({"order": "o-1"}),
+            execution="planted",
+        )
         assert not isinstance(begun, (Recorded, Unknown))
         records.abandon(begun)
         await journal.close()
@@ -190,7 +197,7 @@ def test_unknown_effect_interrupts_and_a_decision_completes(tmp_path: Path) -> N
 
 
 def _first_key(graph: Any, g: LangGraphGuard, config: Any) -> tuple[Any, ...]:
-    """The key the act node's first charge("o-1") gets: thread, namespace, parents, step, path, effect, call."""
+    """The task stream key of the act node's charges: thread, namespace, parents, step, path, effect."""
     step = graph.get_state(config).metadata["step"] + 1
     return (
         "t",
@@ -199,7 +206,6 @@ def _first_key(graph: Any, g: LangGraphGuard, config: Any) -> tuple[Any, ...]:
         step,
         json.dumps(["__pregel_pull", "act"], separators=(",", ":")),
         "charge",
-        by_arguments({"order": "o-1"}),
     )
 
 

@@ -7,6 +7,7 @@ final state. Without the guard, the kit must see the repeats.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -16,8 +17,9 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, ToolRuntime, tools_condition
 from langgraph.types import Command
-from lg_graphs import SHAPES, Chat, Orders, agent, sqlite_saver
+from lg_graphs import SHAPES, Chat, Orders, _late, agent, sqlite_saver
 
+from steadyloop import GuardError
 from steadyloop.effects import Begun
 from steadyloop.integrations._langgraph import _by_arguments as by_arguments
 from steadyloop.integrations._langgraph import _parent_steps
@@ -136,8 +138,15 @@ def _two_unknown_charges(tmp_path: Any) -> tuple[Any, Any, dict[str, str], list[
 
     async def plant() -> None:
         for order in ("c", "d"):
-            key = ("t", "act", "[]", step, path, "charge", by_arguments({"order": order}))
-            begun = await guard.ledger.begin(key, "charge", ReplayPolicy.NEVER, {"order": order})
+            key = ("t", "act", "[]", step, path, "charge")
+            begun = await guard.ledger.begin(
+                key,
+                "charge",
+                ReplayPolicy.NEVER,
+                {"order": order},
+                call=by_arguments({"order": order}),
+                execution="planted",
+            )
             assert isinstance(begun, Begun)
             guard.ledger.abandon(begun)
             intents[order] = begun.intent_id
@@ -189,7 +198,7 @@ def test_an_answer_naming_no_intent_is_refused(tmp_path: Any) -> None:
 def _model_in_node(p: GraphProcess, cents: int) -> StateGraph[Orders]:
     """One node that asks a model for an amount (``cents``: this life's answer), then charges it."""
 
-    @p.guarded(ReplayPolicy.NEVER)
+    @p.guarded(ReplayPolicy.NEVER, one_at_a_time=True)
     def charge(order: str, cents: int) -> str:
         return p.effect("charge", "never", f"charge/{order}")
 
@@ -200,12 +209,6 @@ def _model_in_node(p: GraphProcess, cents: int) -> StateGraph[Orders]:
     return builder
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 18): outside a ToolNode call, a call's identity is its arguments, so "
-    "a model answering otherwise in the same node after a crash makes a new effect; the "
-    "how-to says to call the model in a node of its own or to use ToolRuntime",
-)
 def test_a_model_in_the_node_answering_otherwise_after_a_crash_is_asked_about(
     tmp_path: Any,
 ) -> None:
@@ -219,3 +222,203 @@ def test_a_model_in_the_node_answering_otherwise_after_a_crash_is_asked_about(
         durability="sync",
     )
     _check(report, 1)
+
+
+def _gather_model_in_node(p: GraphProcess, cents: int) -> StateGraph[Orders]:
+    """Two charges at once (``asyncio.gather``); a model in the node answers d's amount (``cents``)."""
+
+    @p.guarded(ReplayPolicy.NEVER)
+    async def charge(order: str, cents: int) -> str:
+        return p.effect("charge", "never", f"charge/{order}")
+
+    late = _late("c", "d")
+
+    async def one(order: str, amount: int) -> str:
+        await asyncio.sleep(0.05 if order == late else 0.0)
+        return await charge(order, amount)
+
+    async def both() -> list[str]:
+        return list(await asyncio.gather(one("c", 50), one("d", cents)))
+
+    builder: StateGraph[Orders] = StateGraph(Orders)
+    builder.add_node("pay", lambda s: {"receipts": asyncio.run(both())})
+    builder.add_edge(START, "pay")
+    builder.add_edge("pay", END)
+    return builder
+
+
+def test_gathered_charges_one_answered_otherwise_after_a_crash_confine_the_price_to_it(
+    tmp_path: Any,
+) -> None:
+    """Two charges at once, one of whose amounts a model in the node answers anew after each crash: the other is done exactly once at every crash point, nothing is lost, and only the changed one may repeat."""
+    lives = iter(range(1000))
+    report = langgraph_crash_matrix(
+        lambda p: _gather_model_in_node(p, 100 + next(lives)),
+        sqlite_saver,
+        {"n": 0, "receipts": []},
+        workdir=tmp_path,
+        durability="async",
+    )
+    summary = report.summary()
+    assert summary["crash_points"] > 0 and summary["unfinished"] == 0, summary
+    assert not [p for p in report.points if p.lost], summary
+    repeated = {r.action for p in report.points for r in p.repeated if r.policy == "never"}
+    assert repeated <= {"charge/d"}, repeated
+
+
+def _equal_twice(p: GraphProcess, one_at_a_time: bool) -> StateGraph[Orders]:
+    """One node charging the same order the same amount twice, one after the other."""
+    which = {"i": 0}
+
+    @p.guarded(ReplayPolicy.NEVER, one_at_a_time=one_at_a_time)
+    def charge(order: str, cents: int) -> str:
+        return p.effect("charge", "never", f"charge/{order}/{which['i']}")
+
+    def pay(s: Orders) -> Orders:
+        receipts = []
+        for i in range(2):
+            which["i"] = i
+            receipts.append(charge("o-1", 100))
+        return {"receipts": receipts}
+
+    builder: StateGraph[Orders] = StateGraph(Orders)
+    builder.add_node("pay", pay)
+    builder.add_edge(START, "pay")
+    builder.add_edge("pay", END)
+    return builder
+
+
+@pytest.mark.parametrize("one_at_a_time", [True, False])
+def test_the_same_arguments_twice_in_one_node_are_two_charges_each_done_once(
+    tmp_path: Any, one_at_a_time: bool
+) -> None:
+    """Two real charges with equal arguments in one node both happen, each exactly once, at every crash point."""
+    report = langgraph_crash_matrix(
+        lambda p: _equal_twice(p, one_at_a_time),
+        sqlite_saver,
+        {"n": 0, "receipts": []},
+        workdir=tmp_path,
+        durability="sync",
+    )
+    _check(report, 2)
+
+
+def _safe_model_in_node(p: GraphProcess, cents: int) -> StateGraph[Orders]:
+    """A SAFE quote whose amount a model in the node answers anew each life, then done."""
+
+    @p.guarded(ReplayPolicy.SAFE, one_at_a_time=True)
+    def quote(order: str, cents: int) -> str:
+        return p.effect("quote", "safe", f"quote/{order}")
+
+    builder: StateGraph[Orders] = StateGraph(Orders)
+    builder.add_node("quote", lambda s: {"receipts": [quote("o-1", cents)]})
+    builder.add_edge(START, "quote")
+    builder.add_edge("quote", END)
+    return builder
+
+
+def test_a_safe_effect_with_changed_arguments_just_runs_again(tmp_path: Any) -> None:
+    """A SAFE effect re-executed with new arguments runs again: nobody is ever asked."""
+    lives = iter(range(1000))
+    report = langgraph_crash_matrix(
+        lambda p: _safe_model_in_node(p, 100 + next(lives)),
+        sqlite_saver,
+        {"n": 0, "receipts": []},
+        workdir=tmp_path,
+        durability="sync",
+    )
+    summary = report.summary()
+    assert summary["crash_points"] > 0 and summary["unfinished"] == 0, summary
+    assert summary["interrupts"] == 0, summary
+    assert report.repeated_points("safe"), summary  # it did run again somewhere
+    report.assert_guarded()
+
+
+def _planted_then_asked(tmp_path: Any, cents: int) -> tuple[Any, Any, str, list[int]]:
+    """A node charging ``cents``; an earlier execution of its task left an open intent for 100."""
+    url = f"sqlite:///{tmp_path / 'guard.db'}"
+    calls: list[int] = []
+    guard = LangGraphGuard(url)
+
+    @guard.effect(ReplayPolicy.NEVER, one_at_a_time=True)
+    def charge(order: str, cents: int) -> str:
+        calls.append(cents)
+        return f"charged {cents}"
+
+    builder: StateGraph[Orders] = StateGraph(Orders)
+    builder.add_node("act", lambda s: {"receipts": [charge("o-1", cents)]})
+    builder.add_edge(START, "act")
+    builder.add_edge("act", END)
+    graph = builder.compile(checkpointer=sqlite_saver(tmp_path))
+    config: Any = {"configurable": {"thread_id": "t"}}
+    graph.invoke({"n": 0, "receipts": []}, config, interrupt_before=["act"])
+    step = graph.get_state(config).metadata["step"] + 1
+    path = json.dumps(["__pregel_pull", "act"], separators=(",", ":"))
+    arguments = {"order": "o-1", "cents": 100}
+
+    async def plant() -> str:
+        begun = await guard.ledger.begin(
+            ("t", "act", "[]", step, path, "charge"),
+            "charge",
+            ReplayPolicy.NEVER,
+            arguments,
+            call=by_arguments(arguments),
+            execution="an earlier one",
+        )
+        assert isinstance(begun, Begun)
+        guard.ledger.abandon(begun)
+        return begun.intent_id
+
+    return guard, graph, guard._bridge.run(plant()), calls
+
+
+@pytest.mark.parametrize("happened", [True, False])
+def test_a_call_with_new_arguments_is_asked_about_the_intent_an_earlier_execution_left(
+    tmp_path: Any, happened: bool
+) -> None:
+    """New arguments where an earlier execution left an unclaimed intent ask about that intent; the answer decides whether the call runs."""
+    guard, graph, planted, calls = _planted_then_asked(tmp_path, 101)
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with guard:
+        graph.invoke(None, config)
+        (question,) = _asked(graph)
+        assert question["reason"] == "arguments_changed"
+        assert question["intent_id"] == planted
+        assert question["recorded_arguments"] == {"order": "o-1", "cents": 100}
+        assert question["arguments"] == {"order": "o-1", "cents": 101}
+        assert calls == []
+        decision = {"happened": True, "value": "charged 100"} if happened else {"happened": False}
+        result = graph.invoke(Command(resume={planted: decision}), config)
+        assert result["receipts"] == ["charged 100" if happened else "charged 101"]
+        assert calls == ([] if happened else [101])
+        assert _asked(graph) == []
+
+
+def test_an_effect_declared_one_at_a_time_called_at_once_is_refused(tmp_path: Any) -> None:
+    """A one_at_a_time effect called while another call of it runs in the node is refused with GuardError before it acts."""
+    calls: list[str] = []
+    with LangGraphGuard(f"sqlite:///{tmp_path / 'guard.db'}") as guard:
+
+        @guard.effect(ReplayPolicy.NEVER, one_at_a_time=True)
+        async def charge(order: str) -> str:
+            calls.append(order)
+            await asyncio.sleep(0.2)
+            return f"charged {order}"
+
+        async def both() -> Orders:
+            first = asyncio.ensure_future(charge("c"))
+            await asyncio.sleep(0.05)  # c is running now
+            try:
+                return {"receipts": [await charge("d")]}
+            finally:
+                await first
+
+        builder: StateGraph[Orders] = StateGraph(Orders)
+        builder.add_node("pay", lambda s: asyncio.run(both()))
+        builder.add_edge(START, "pay")
+        builder.add_edge("pay", END)
+        graph = builder.compile(checkpointer=sqlite_saver(tmp_path))
+        config: Any = {"configurable": {"thread_id": "t"}}
+        with pytest.raises(GuardError, match="one_at_a_time"):
+            graph.invoke({"n": 0, "receipts": []}, config)
+    assert calls == ["c"]

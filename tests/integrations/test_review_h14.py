@@ -49,8 +49,15 @@ def _plant(url: str, step: int, *effects: tuple[str, dict[str, Any]]) -> None:
         records = EffectLedger(journal, "langgraph")
         path = json.dumps(["__pregel_pull", "act"], separators=(",", ":"))
         for tool, arguments in effects:
-            key = ("t", "act", "[]", step, path, tool, by_arguments(arguments))
-            begun = await records.begin(key, tool, ReplayPolicy.NEVER, arguments)
+            key = ("t", "act", "[]", step, path, tool)
+            begun = await records.begin(
+                key,
+                tool,
+                ReplayPolicy.NEVER,
+                arguments,
+                call=by_arguments(arguments),
+                execution="planted",
+            )
             assert isinstance(begun, Begun)
             records.abandon(begun)
         await journal.close()

@@ -33,6 +33,17 @@ What a re-executed effect finds decides what happens (`EffectLedger.begin`):
   effect, unknown (the runtime asks for something else than it recorded);
 * nothing → a new intent, then the effect.
 
+**Task streams.** A runtime whose task makes several calls of one effect (a LangGraph
+node) may keep them in one stream, the task's, each call told apart by its ``call``
+(`EffectLedger.begin` with ``call=``): one read then sees a call's siblings. Its intents
+also record ``call`` and ``execution`` (which execution of the task wrote it), and an
+intent that takes an earlier one over ``claims`` (that intent's id). A `NEVER` call
+found under no ``call`` of the stream, passed an ``execution``, while an earlier
+execution left an intent that no call of this execution has claimed, is unknown
+(``arguments_changed``, naming that intent): answered "it happened", the call takes
+the intent over with the value given; answered "it did not", it runs under an intent
+of its own that takes the earlier one over. Either way no later execution asks again.
+
 Values are recorded as JSON, with tuples tagged (``{"$tuple": [...]}``, and an object
 whose one key is a tag wrapped as ``{"$object": {...}}``), so a replayed value has the
 type the effect returned.
@@ -46,14 +57,16 @@ import contextvars
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast, overload
 
 from steadyloop import _names
 from steadyloop._errors import ConflictError, EffectBusy, GuardError
 from steadyloop.effects._outcomes import (
     DONE_STATUSES,
+    REDO_STATUSES,
     Happened,
     NotHappened,
     ReplayPolicy,
@@ -89,6 +102,8 @@ _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 _TAGS = frozenset({"$tuple", "$object"})
 _POLL_S = 0.05
+_KEPT_STREAMS = 4096
+"""How many task streams' locks and heads a ledger keeps (idle ones are dropped)."""
 
 
 def current_intent() -> str | None:
@@ -184,6 +199,8 @@ class Begun:
         tool: The effect's name.
         policy: Whether it may be repeated.
         token: The owner token of this execution (live until it is finished).
+        shared: Whether the stream is a task stream, shared with the effect's
+            sibling calls (its result then goes after whatever they appended).
     """
 
     stream: str
@@ -192,6 +209,7 @@ class Begun:
     tool: str = ""
     policy: ReplayPolicy = ReplayPolicy.NEVER
     token: str = ""
+    shared: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +229,12 @@ class Unknown:
             the effect again with another tool or other arguments than it recorded).
         owner: The process that wrote the intent, as JSON (None for old records).
         error: What the effect raised (reason ``"raised"``).
+        call: In a task stream, this call's identity in it (None in a stream of
+            one effect).
+        execution: In a task stream, the execution of the task this call belongs to.
+        claims: In a task stream, for reason ``"arguments_changed"``: the intent a
+            decision about this call takes over (the last of the effect ``intent_id``
+            began), so that no later execution asks about it again.
     """
 
     intent_id: str
@@ -221,6 +245,9 @@ class Unknown:
     reason: str
     owner: JSONValue = None
     error: str | None = None
+    call: str | None = None
+    execution: str | None = None
+    claims: str | None = None
 
     def to_json(self) -> dict[str, JSONValue]:
         """Return what a person needs to decide, as JSON."""
@@ -265,6 +292,80 @@ class _Fold:
         return Owner.from_json(raw) if isinstance(raw, dict) else None
 
 
+@dataclass(slots=True)
+class _Entry:
+    """One intent of a task stream, its result, and the intent that took it over."""
+
+    index: int
+    payload: dict[str, Any]
+    result: dict[str, Any] | None = None
+    successor: str | None = None
+
+    @property
+    def intent_id(self) -> str:
+        return str(self.payload["intent_id"])
+
+    @property
+    def call(self) -> str:
+        return str(self.payload.get("call"))
+
+    @property
+    def status(self) -> str | None:
+        return None if self.result is None else str(self.result.get("status"))
+
+    def open_owner(self) -> Owner | None:
+        """The owner of this intent while it has no result (None for old records)."""
+        raw = self.payload.get("owner")
+        return Owner.from_json(raw) if self.result is None and isinstance(raw, dict) else None
+
+
+@dataclass(slots=True)
+class _Task:
+    """A task stream read: every call's intents, in order, and its decisions."""
+
+    head: int
+    entries: dict[str, _Entry] = field(default_factory=dict)
+    by_call: dict[str, str] = field(default_factory=dict)
+    decisions: Counter[str] = field(default_factory=Counter)
+
+    def latest(self, call: str) -> _Entry | None:
+        """The last intent a call wrote, if any."""
+        intent_id = self.by_call.get(call)
+        return None if intent_id is None else self.entries[intent_id]
+
+    def last(self, entry: _Entry) -> _Entry:
+        """The last intent of the effect ``entry`` belongs to (after every take-over)."""
+        while entry.successor is not None:
+            entry = self.entries[entry.successor]
+        return entry
+
+    def calls(self, entry: _Entry) -> set[str]:
+        """The calls whose intents make up the effect ending with ``entry``."""
+        out = {entry.call}
+        claims = entry.payload.get("claims")
+        while isinstance(claims, str) and claims in self.entries:
+            entry = self.entries[claims]
+            out.add(entry.call)
+            claims = entry.payload.get("claims")
+        return out
+
+    def acting(self, entry: _Entry) -> _Entry:
+        """The intent under which the effect of ``entry`` acted.
+
+        A call whose question was answered "it happened" took the earlier intent
+        over without acting: the effect is that earlier intent's.
+        """
+        while (
+            isinstance(entry.payload.get("claims"), str)
+            and entry.payload["claims"] in self.entries
+            and entry.result is not None
+            and entry.result.get("resolved_by") == "caller"
+            and entry.status in DONE_STATUSES
+        ):
+            entry = self.entries[str(entry.payload["claims"])]
+        return entry
+
+
 class EffectLedger:
     """The intents and results of effects, one journal stream per effect key.
 
@@ -285,6 +386,8 @@ class EffectLedger:
         self.journal = journal
         self.namespace = namespace
         self.records = records or RecordFactory()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._heads: dict[str, int] = {}
 
     @staticmethod
     def stream(key: Sequence[str | int]) -> str:
@@ -361,18 +464,66 @@ class EffectLedger:
         return None
 
     async def find(
-        self, key: Sequence[str | int], tool: str, policy: ReplayPolicy, arguments: JSONValue
+        self,
+        key: Sequence[str | int],
+        tool: str,
+        policy: ReplayPolicy,
+        arguments: JSONValue,
+        *,
+        call: str | None = None,
+        execution: str | None = None,
+        claimed: Collection[str] = (),
     ) -> Recorded | Unknown | None:
-        """Look an effect up without writing: done, unknown, or None (it would run)."""
+        """Look an effect up without writing: done, unknown, or None (it would run).
+
+        ``call``, ``execution`` and ``claimed`` are those of `begin`.
+        """
+        if call is not None:
+            task = await self._fold_task(self.stream(key))
+            found, _ = self._judge_call(
+                key,
+                tool,
+                policy,
+                arguments,
+                task,
+                call=call,
+                execution=execution,
+                claimed=claimed,
+            )
+            return found
         fold = await self._fold(self.stream(key))
         return self._judge(key, tool, policy, arguments, fold)
 
     async def open_intent(self, key: Sequence[str | int], intent_id: str) -> Unknown | None:
         """Return the unknown `NEVER` effect whose last intent is ``intent_id``, if it is one.
 
-        None when that intent is not the key's last, is not `NEVER`, or is settled.
+        None when that intent is not the key's last (in a task stream: its call's), is
+        not `NEVER`, or is settled.
         """
-        fold = await self._fold(self.stream(key))
+        stream = self.stream(key)
+        task = await self._fold_task(stream)
+        entry = task.entries.get(intent_id)
+        if entry is not None and "call" in entry.payload:
+            if (
+                entry.successor is not None
+                or task.by_call.get(entry.call) != intent_id
+                or entry.payload.get("policy") != ReplayPolicy.NEVER.value
+                or entry.status not in (None, "raised")
+            ):
+                return None
+            return Unknown(
+                intent_id,
+                str(entry.payload.get("tool")),
+                tuple(key),
+                entry.payload.get("arguments"),
+                entry.payload.get("arguments"),
+                "no_result" if entry.result is None else "raised",
+                entry.payload.get("owner"),
+                None if entry.result is None else str(entry.result.get("error")),
+                call=entry.call,
+                execution=cast(str | None, entry.payload.get("execution")),
+            )
+        fold = await self._fold(stream)
         intent = fold.intent
         if intent is None or intent.get("intent_id") != intent_id:
             return None
@@ -412,6 +563,10 @@ class EffectLedger:
         again: bool = ...,
         wait: float | None = ...,
         decided_first: Literal[False] = ...,
+        call: str | None = ...,
+        execution: str | None = ...,
+        claimed: Callable[[], Collection[str]] | None = ...,
+        claims: str | None = ...,
     ) -> Recorded | Begun | Unknown: ...
 
     @overload
@@ -425,6 +580,10 @@ class EffectLedger:
         again: bool = ...,
         wait: float | None = ...,
         decided_first: bool,
+        call: str | None = ...,
+        execution: str | None = ...,
+        claimed: Callable[[], Collection[str]] | None = ...,
+        claims: str | None = ...,
     ) -> Recorded | Begun | Unknown | int: ...
 
     async def begin(
@@ -437,6 +596,10 @@ class EffectLedger:
         again: bool = False,
         wait: float | None = None,
         decided_first: bool = False,
+        call: str | None = None,
+        execution: str | None = None,
+        claimed: Callable[[], Collection[str]] | None = None,
+        claims: str | None = None,
     ) -> Recorded | Begun | Unknown | int:
         """Look up an effect by its key and, if it must run, make its intent durable.
 
@@ -454,6 +617,22 @@ class EffectLedger:
                 questions by their position (LangGraph's ``interrupt``) asks those
                 questions again first, then calls ``begin`` again. In the common case
                 (no decision) the effect is begun with the same single read.
+            call: Makes ``key`` a **task stream**: the stream of every call of this
+                effect one task of a runtime makes, told apart by ``call``, their
+                identity in it. One read then sees a call's siblings.
+            execution: In a task stream, which execution of the task makes this call.
+                A `NEVER` call found under no ``call`` of the stream, while an earlier
+                execution left an intent that no call of this one has claimed, is
+                unknown (``arguments_changed``, naming the first such intent): the
+                runtime runs the task again with new arguments (a model in it answered
+                otherwise). Only a task that makes its calls one after another may pass
+                it: with calls at once, the first unclaimed intent may be a sibling's
+                that has not been called yet. None: a call found under no ``call`` is
+                a new effect.
+            claimed: In a task stream, the calls this execution has made so far (their
+                earlier intents are theirs, not candidates for this call).
+            claims: With ``again``: the intent a decision about this call took over
+                (`Unknown.claims`), recorded so that no later execution asks again.
 
         Raises:
             EffectBusy: A live execution holds the effect (or wrote its intent at the
@@ -462,6 +641,20 @@ class EffectLedger:
             GuardError: The key cannot name a stream.
         """
         check_canonical(arguments)
+        if call is not None:
+            return await self._begin_call(
+                key,
+                tool,
+                policy,
+                arguments,
+                call=call,
+                execution=execution,
+                claimed=claimed,
+                again=again,
+                wait=wait,
+                decided_first=decided_first,
+                claims=claims,
+            )
         stream = self.stream(key)
         fold = await self._settled(stream, tool, key, wait)
         if decided_first and fold.decisions:
@@ -506,10 +699,331 @@ class EffectLedger:
             raise
         return Begun(stream, intent_id, fold.head + 1 + len(batch), tool, policy, token)
 
+    # -- task streams: every call of one effect made by one task, in one stream ----------
+
+    def _lock(self, stream: str) -> asyncio.Lock:
+        """The lock that orders this ledger's writes to a task stream."""
+        lock = self._locks.get(stream)
+        if lock is None:
+            if len(self._locks) >= _KEPT_STREAMS:
+                for name in [n for n, held in self._locks.items() if not held.locked()]:
+                    del self._locks[name]
+                    self._heads.pop(name, None)
+            lock = self._locks[stream] = asyncio.Lock()
+        return lock
+
+    async def _fold_task(self, stream: str) -> _Task:
+        stored = await self.journal.read(self.namespace, stream)
+        task = _Task(stored[-1].seq if stored else 0)
+        after_not_happened: dict[str, bool] = {}  # its decision is counted already
+        for rec in stored:
+            kind, payload = rec.record.kind, rec.record.payload
+            if kind == INTENT_KIND:
+                entry = _Entry(len(task.entries), dict(payload))
+                call = entry.call
+                task.entries[entry.intent_id] = entry
+                task.by_call[call] = entry.intent_id
+                claims = payload.get("claims")
+                if isinstance(claims, str) and claims in task.entries:
+                    task.entries[claims].successor = entry.intent_id
+                if payload.get("decided") is True and not after_not_happened.get(call):
+                    task.decisions[call] += 1
+                after_not_happened[call] = False
+            elif kind == RESULT_KIND:
+                found = task.entries.get(str(payload.get("intent_id")))
+                if found is None:
+                    continue
+                found.result = dict(payload)
+                by_caller = payload.get("resolved_by") == "caller"
+                if by_caller:
+                    task.decisions[found.call] += 1
+                after_not_happened[found.call] = (
+                    by_caller and payload.get("status") == "not_happened"
+                )
+        self._heads[stream] = task.head
+        return task
+
+    def _judge_call(
+        self,
+        key: Sequence[str | int],
+        tool: str,
+        policy: ReplayPolicy,
+        arguments: JSONValue,
+        task: _Task,
+        *,
+        call: str,
+        execution: str | None,
+        claimed: Collection[str],
+    ) -> tuple[Recorded | Unknown | None, _Entry | None]:
+        """What a task stream says of this call, and the intent whose live owner blocks it."""
+        mine = task.latest(call)
+        if mine is not None:
+            last = task.last(mine)
+            if last is mine:
+                fold = _Fold(task.head, mine.payload, mine.result, 0)
+                found = self._judge(key, tool, policy, arguments, fold)
+                if isinstance(found, Unknown):
+                    found = replace(found, call=call, execution=execution)
+                return found, mine
+            if policy is ReplayPolicy.NEVER and last.payload.get("execution") != execution:
+                return self._changed(
+                    key, tool, arguments, task, last, call=call, execution=execution
+                ), last
+            return None, None  # taken over by a call of this execution: an effect of its own
+        if policy is not ReplayPolicy.NEVER or execution is None:
+            return None, None
+        for entry in task.entries.values():
+            p = entry.payload
+            if (
+                entry.successor is not None
+                or p.get("execution") == execution
+                or p.get("tool") != tool
+                or p.get("policy") != ReplayPolicy.NEVER.value
+                or entry.status in REDO_STATUSES
+                or task.calls(entry) & set(claimed)
+            ):
+                continue
+            return self._changed(
+                key, tool, arguments, task, entry, call=call, execution=execution
+            ), entry
+        return None, None
+
+    @staticmethod
+    def _changed(
+        key: Sequence[str | int],
+        tool: str,
+        arguments: JSONValue,
+        task: _Task,
+        last: _Entry,
+        *,
+        call: str,
+        execution: str | None,
+    ) -> Unknown:
+        """This call, with new arguments, may be the effect that ``last`` ends: ask."""
+        acting = task.acting(last)
+        return Unknown(
+            acting.intent_id,
+            tool,
+            tuple(key),
+            acting.payload.get("arguments"),
+            arguments,
+            "arguments_changed",
+            acting.payload.get("owner"),
+            str(last.result.get("error")) if last.result and last.status == "raised" else None,
+            call=call,
+            execution=execution,
+            claims=last.intent_id,
+        )
+
+    async def _begin_call(
+        self,
+        key: Sequence[str | int],
+        tool: str,
+        policy: ReplayPolicy,
+        arguments: JSONValue,
+        *,
+        call: str,
+        execution: str | None,
+        claimed: Callable[[], Collection[str]] | None,
+        again: bool,
+        wait: float | None,
+        decided_first: bool,
+        claims: str | None,
+    ) -> Recorded | Begun | Unknown | int:
+        """`begin` for a call of a task stream (see `begin`)."""
+        stream = self.stream(key)
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            async with self._lock(stream):
+                task = await self._fold_task(stream)
+                if again:
+                    found: Recorded | Unknown | None = None
+                    blocking = task.latest(call)
+                else:
+                    seen = claimed() if claimed is not None else ()
+                    found, blocking = self._judge_call(
+                        key,
+                        tool,
+                        policy,
+                        arguments,
+                        task,
+                        call=call,
+                        execution=execution,
+                        claimed=seen,
+                    )
+                owner = None if blocking is None else blocking.open_owner()
+                if owner is None or owner.liveness() != "alive":
+                    if decided_first and task.decisions[call]:
+                        return task.decisions[call]
+                    if found is not None:
+                        return found
+                    return await self._write_intent(
+                        stream,
+                        key,
+                        tool,
+                        policy,
+                        arguments,
+                        task=task,
+                        call=call,
+                        execution=execution,
+                        again=again,
+                        claims=claims,
+                    )
+            if deadline is None or time.monotonic() >= deadline:
+                raise EffectBusy(
+                    f"effect {tool!r} (key {list(key)!r}) is running in process {owner.pid} "
+                    f"on {owner.host!r}; this call does not run it"
+                    + ("" if wait is None else f" (waited {wait:g} s)")
+                )
+            await asyncio.sleep(_POLL_S)
+
+    async def _write_intent(
+        self,
+        stream: str,
+        key: Sequence[str | int],
+        tool: str,
+        policy: ReplayPolicy,
+        arguments: JSONValue,
+        *,
+        task: _Task,
+        call: str,
+        execution: str | None,
+        again: bool,
+        claims: str | None,
+    ) -> Begun:
+        """Make a task stream call's new intent durable (under the stream's lock)."""
+        prior = task.latest(call)
+        batch = []
+        if prior is not None and prior.result is None and prior.successor is None:
+            batch.append(self.records(RESULT_KIND, interrupted(prior.intent_id)))
+        attempt = 1 if prior is None else int(prior.payload.get("attempt", 0)) + 1
+        intent_id = f"{stream}#{len(task.entries) + 1}"
+        token = uuid.uuid4().hex
+        payload: dict[str, JSONValue] = {
+            "intent_id": intent_id,
+            "policy": policy.value,
+            "what": "tool",
+            "tool": tool,
+            "arguments": arguments,
+            "attempt": attempt,
+            "key": list(key),
+            "call": call,
+            "execution": execution,
+            "owner": Owner.me(token).to_json(),
+        }
+        if claims is not None:
+            payload["claims"] = claims
+        if again:
+            payload["decided"] = True
+        batch.append(self.records(INTENT_KIND, payload))
+        LIVE_TOKENS.add(token)
+        try:
+            await self.journal.append(self.namespace, [StreamWrite(stream, batch, task.head + 1)])
+        except ConflictError:
+            LIVE_TOKENS.discard(token)
+            raise EffectBusy(
+                f"another process wrote effect {tool!r} (key {list(key)!r}) at the same "
+                "time; this call does not run"
+            ) from None
+        except BaseException:
+            LIVE_TOKENS.discard(token)
+            raise
+        self._heads[stream] = task.head + len(batch)
+        return Begun(stream, intent_id, task.head + 1 + len(batch), tool, policy, token, True)
+
+    async def _settle_shared(self, begun: Begun, record: Any) -> None:
+        """Append a task stream call's result after whatever its siblings appended."""
+        async with self._lock(begun.stream):
+            seq = max(begun.next_seq, self._heads.get(begun.stream, 0) + 1)
+            try:
+                await self.journal.append(
+                    self.namespace, [StreamWrite(begun.stream, [record], seq)]
+                )
+            except ConflictError:
+                task = await self._fold_task(begun.stream)
+                entry = task.entries.get(begun.intent_id)
+                if entry is None:
+                    raise GuardError(
+                        f"effect {begun.tool!r} ran (intent {begun.intent_id!r}), but its "
+                        "records changed meanwhile, so its outcome was not recorded: "
+                        f"{canonical_json(record.payload)}"
+                    ) from None
+                if entry.result is not None:
+                    return  # already settled (a decision recorded it)
+                seq = task.head + 1
+                await self.journal.append(
+                    self.namespace, [StreamWrite(begun.stream, [record], seq)]
+                )
+            self._heads[begun.stream] = seq
+
+    async def _decide_call(
+        self, unknown: Unknown, outcome: Happened | NotHappened
+    ) -> Recorded | None:
+        """`decide` for an unknown call of a task stream (see `decide`)."""
+        stream = self.stream(unknown.key)
+        changed = EffectBusy(f"effect {unknown.tool!r} changed while a decision was made")
+        async with self._lock(stream):
+            task = await self._fold_task(stream)
+            target = unknown.claims if unknown.reason == "arguments_changed" else None
+            entry = task.entries.get(target or unknown.intent_id)
+            if entry is None or entry.successor is not None:
+                raise changed
+            if target is None and task.by_call.get(entry.call) != entry.intent_id:
+                raise changed
+            owner = entry.open_owner()
+            if owner is not None and owner.liveness() == "alive":
+                raise EffectBusy(
+                    f"effect {unknown.tool!r} is still running in process {owner.pid} on "
+                    f"{owner.host!r}; decide once it has ended"
+                )
+            batch = []
+            decided = unknown.intent_id
+            if target is not None:
+                if isinstance(outcome, NotHappened):
+                    return None  # begin(again=True, claims=...) runs it under a new intent
+                # This call takes the effect over: an intent of its own, with the outcome
+                # the caller gave (the effect acted under the earlier intent).
+                prior = task.latest(str(unknown.call))
+                decided = f"{stream}#{len(task.entries) + 1}"
+                batch.append(
+                    self.records(
+                        INTENT_KIND,
+                        {
+                            "intent_id": decided,
+                            "policy": ReplayPolicy.NEVER.value,
+                            "what": "tool",
+                            "tool": unknown.tool,
+                            "arguments": unknown.arguments,
+                            "attempt": 1 if prior is None else int(prior.payload["attempt"]) + 1,
+                            "key": list(unknown.key),
+                            "call": unknown.call,
+                            "execution": unknown.execution,
+                            "claims": target,
+                        },
+                    )
+                )
+            encoded = None if isinstance(outcome, NotHappened) else _encode(outcome.value)
+            payload = decision_payload(decided, outcome, cast(JSONValue, encoded))
+            check_canonical(payload)
+            batch.append(self.records(RESULT_KIND, payload))
+            try:
+                await self.journal.append(
+                    self.namespace, [StreamWrite(stream, batch, task.head + 1)]
+                )
+            except ConflictError:
+                raise changed from None
+            self._heads[stream] = task.head + len(batch)
+        if isinstance(outcome, NotHappened):
+            return None
+        return Recorded(decided, outcome.value, outcome.error)
+
     async def _settle(self, begun: Begun, payload: dict[str, JSONValue]) -> None:
         """Append an effect's result; its execution is no longer live afterwards."""
         try:
             record = self.records(RESULT_KIND, payload)
+            if begun.shared:
+                await self._settle_shared(begun, record)
+                return
             try:
                 await self.journal.append(
                     self.namespace, [StreamWrite(begun.stream, [record], begun.next_seq)]
@@ -608,6 +1122,8 @@ class EffectLedger:
             EffectBusy: The effect's records changed since it was found unknown, or
                 its owner is running it right now (a decision then could be wrong).
         """
+        if unknown.call is not None:
+            return await self._decide_call(unknown, outcome)
         stream = self.stream(unknown.key)
         fold = await self._fold(stream)
         owner = fold.open_owner()

@@ -27,11 +27,19 @@ superstep, task path, effect name, call)``
   and its occurrence among the calls of that effect **with equal arguments** in one
   execution of the node (a node retried by its ``RetryPolicy`` counts from 0 again).
   So calls made at once (``asyncio.gather``, the threads ``ToolNode`` runs calls in)
-  are told apart however they interleave; equal calls are interchangeable. The price:
-  a node that computes an effect's arguments from a model call in the same node gets
-  a *new* effect when the model answers differently after a crash; call the model in
-  a node of its own (its answer is then checkpointed), or use ``ToolNode`` with a
-  ``ToolRuntime``.
+  are told apart however they interleave; equal calls are interchangeable. Such calls
+  of one effect by one task share one **task stream** (the key without the call), so
+  one read sees a call's siblings.
+* A node that computes an effect's arguments from a model call in the same node, and
+  calls it one call after another, declares it ``effect(one_at_a_time=True)``. When
+  the model answers otherwise after a crash, the call with new arguments finds no
+  record of its own while the earlier execution left an intent that no call of this
+  execution has taken: it is unknown (``arguments_changed``, naming that intent) and
+  asked about, and the decision is then recorded under the call's own identity.
+  Without the flag such a call is a *new* effect: with calls at once, the untaken
+  intent may be a sibling's that has not been called yet, so which one a changed call
+  stands for cannot be told. Call the model in a node of its own (its answer is then
+  checkpointed), or use ``ToolNode`` with a ``ToolRuntime``.
 
 Steps number a thread's history monotonically, so the same key is the same effect.
 Replaying or forking a thread from an earlier checkpoint (time travel) numbers its
@@ -137,7 +145,7 @@ class LangGraphGuard(Guard):
     ) -> None:
         super().__init__(url, namespace=namespace, wrap=wrap, records=records)
         self._lock = threading.Lock()
-        self._calls: OrderedDict[int, tuple[object, Counter[tuple[Any, ...]]]] = OrderedDict()
+        self._calls: OrderedDict[int, _Execution] = OrderedDict()
 
     def effect(
         self,
@@ -146,6 +154,7 @@ class LangGraphGuard(Guard):
         name: str | None = None,
         not_happened_on: Raised = (),
         wait: float | None = None,
+        one_at_a_time: bool = False,
     ) -> Callable[[Callable[P, R]], Callable[P, R]]:
         """Guard a function (sync or async) that acts on the world.
 
@@ -172,6 +181,16 @@ class LangGraphGuard(Guard):
             wait: Seconds to wait when another live process is running the same
                 effect (two processes on one thread); by default the call raises
                 [EffectBusy][steadyloop.EffectBusy] at once.
+            one_at_a_time: Say that a node calls this effect one call after another,
+                never several at once (no ``asyncio.gather``, no threads, no
+                ``ToolNode`` parallel calls). A `NEVER` call whose arguments are new
+                when its node runs again (a model in the node answered otherwise)
+                is then asked about (reason ``"arguments_changed"``) if an earlier
+                execution of the node left an intent that no call of this execution
+                has taken: the first such one, which in a node calling one after
+                another is the call in this one's place. Without it such a call is a
+                new effect: with calls at once, which earlier intent a changed call
+                stands for cannot be told.
         """
 
         def decorate(fn: Callable[P, R]) -> Callable[P, R]:
@@ -202,7 +221,37 @@ class LangGraphGuard(Guard):
 
                 @functools.wraps(fn)
                 async def guarded_async(*args: P.args, **kwargs: P.kwargs) -> Any:
-                    steps = self._steps(tool, policy, wait, *arguments(args, kwargs))
+                    value, runtime = arguments(args, kwargs)
+                    key, site = self._key(tool, value, runtime, one_at_a_time=one_at_a_time)
+                    release = site.pop("release", None)
+                    try:
+                        steps = self._steps(tool, policy, wait, value, key=key, site=site)
+                        sent: Any = None
+                        while True:
+                            try:
+                                step = steps.send(sent)
+                            except StopIteration as done:
+                                found = done.value
+                                break
+                            sent = await self._bridge.run_async(step)
+                        if isinstance(found, Recorded):
+                            return replayed(tool, found)
+                        return await self.perform_async(
+                            found, lambda: fn(*args, **kwargs), not_happened_on
+                        )
+                    finally:
+                        if release is not None:
+                            release()
+
+                return cast(Callable[P, R], guarded_async)
+
+            @functools.wraps(fn)
+            def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+                value, runtime = arguments(args, kwargs)
+                key, site = self._key(tool, value, runtime, one_at_a_time=one_at_a_time)
+                release = site.pop("release", None)
+                try:
+                    steps = self._steps(tool, policy, wait, value, key=key, site=site)
                     sent: Any = None
                     while True:
                         try:
@@ -210,29 +259,13 @@ class LangGraphGuard(Guard):
                         except StopIteration as done:
                             found = done.value
                             break
-                        sent = await self._bridge.run_async(step)
+                        sent = self._bridge.run(step)
                     if isinstance(found, Recorded):
-                        return replayed(tool, found)
-                    return await self.perform_async(
-                        found, lambda: fn(*args, **kwargs), not_happened_on
-                    )
-
-                return cast(Callable[P, R], guarded_async)
-
-            @functools.wraps(fn)
-            def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
-                steps = self._steps(tool, policy, wait, *arguments(args, kwargs))
-                sent: Any = None
-                while True:
-                    try:
-                        step = steps.send(sent)
-                    except StopIteration as done:
-                        found = done.value
-                        break
-                    sent = self._bridge.run(step)
-                if isinstance(found, Recorded):
-                    return cast(R, replayed(tool, found))
-                return self.perform(found, lambda: fn(*args, **kwargs), not_happened_on)
+                        return cast(R, replayed(tool, found))
+                    return self.perform(found, lambda: fn(*args, **kwargs), not_happened_on)
+                finally:
+                    if release is not None:
+                        release()
 
             return guarded
 
@@ -244,7 +277,9 @@ class LangGraphGuard(Guard):
         policy: ReplayPolicy,
         wait: float | None,
         arguments: JSONValue,
-        runtime: object = None,
+        *,
+        key: tuple[str | int, ...],
+        site: dict[str, Any],
     ) -> Generator[Coroutine[Any, Any, Any], Any, Recorded | Begun]:
         """The guard's part before an effect, for a sync or an async caller to drive.
 
@@ -253,7 +288,6 @@ class LangGraphGuard(Guard):
         An unknown `NEVER` effect stops the graph here (``interrupt``) until a decision
         naming its intent id comes back (see the module docstring).
         """
-        key = self._key(tool, arguments, runtime)
         ledger = self.ledger
         # LangGraph hands resume values to interrupt() calls by their index in the
         # task: ask again every question this effect already had answered, so that the
@@ -261,7 +295,9 @@ class LangGraphGuard(Guard):
         # read here that names another unknown effect is recorded for that effect.
         # When calls made at once read each other's answers, an effect may count more
         # answers than are left: once none is, asking again stops (no question).
-        found = yield ledger.begin(key, tool, policy, arguments, wait=wait, decided_first=True)
+        found = yield ledger.begin(
+            key, tool, policy, arguments, wait=wait, decided_first=True, **site
+        )
         for _ in range(found if isinstance(found, int) else 0):
             try:
                 answer = interrupt(
@@ -277,7 +313,7 @@ class LangGraphGuard(Guard):
             for intent_id, outcome in _named(answer):
                 yield _route(ledger, intent_id, outcome)
         if isinstance(found, int):
-            found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
+            found = yield ledger.begin(key, tool, policy, arguments, wait=wait, **site)
         refused = ""
         while not isinstance(found, Begun):
             if isinstance(found, Recorded):
@@ -303,22 +339,40 @@ class LangGraphGuard(Guard):
             if mine is None:
                 # Nothing for this effect: look again (another call may have recorded
                 # its decision), then ask again with the next interrupt.
-                found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
+                found = yield ledger.begin(key, tool, policy, arguments, wait=wait, **site)
                 continue
-            now = yield ledger.find(key, tool, policy, arguments)
+            now = yield ledger.find(key, tool, policy, arguments, **_seen(site))
             if not (isinstance(now, Unknown) and now.intent_id == found.intent_id):
-                found = yield ledger.begin(key, tool, policy, arguments, wait=wait)
+                found = yield ledger.begin(key, tool, policy, arguments, wait=wait, **site)
                 continue
             decided = yield ledger.decide(found, mine)
             if decided is not None:
                 return cast(Recorded, decided)
-            found = yield ledger.begin(key, tool, policy, arguments, again=True, wait=wait)
+            found = yield ledger.begin(
+                key, tool, policy, arguments, again=True, wait=wait, claims=found.claims, **site
+            )
         return found
 
     def _key(
-        self, tool: str, arguments: JSONValue = None, runtime: object = None
-    ) -> tuple[str | int, ...]:
-        """The identity of this call in its thread (see the module docstring)."""
+        self,
+        tool: str,
+        arguments: JSONValue = None,
+        runtime: object = None,
+        *,
+        one_at_a_time: bool = False,
+    ) -> tuple[tuple[str | int, ...], dict[str, Any]]:
+        """The identity of this call in its thread (see the module docstring).
+
+        Returns:
+            The key, and what else identifies the call to the ledger: for a call
+            outside a tool call, its task stream's ``call`` and, for an effect
+            called one at a time, ``execution``, ``claimed`` (the calls this
+            execution made so far) and ``release`` (call it when the call ends).
+
+        Raises:
+            GuardError: No node runs this call, or an effect declared one at a time
+                is called while another call of it runs in the same execution.
+        """
         try:
             config = get_config()
         except RuntimeError:
@@ -355,25 +409,69 @@ class LangGraphGuard(Guard):
         else:
             what = ("tool_call", call[0], call[1])
         with self._lock:
-            entry = self._calls.get(id(scratchpad))
-            if entry is None or entry[0] is not scratchpad:
-                entry = (scratchpad, Counter())
-                self._calls[id(scratchpad)] = entry
+            execution = self._calls.get(id(scratchpad))
+            if execution is None or execution.scratchpad is not scratchpad:
+                execution = _Execution(scratchpad)
+                self._calls[id(scratchpad)] = execution
                 while len(self._calls) > _KEPT_EXECUTIONS:
                     self._calls.popitem(last=False)
-            counts = entry[1]
+            counts = execution.counts
             occurrence = counts[(attempt, tool, what)]
             counts[(attempt, tool, what)] += 1
+            identity = canonical_json([*what, occurrence])
+            made = execution.made.setdefault((attempt, tool), set())
+            made.add(identity)
+            if one_at_a_time and call is None:
+                if execution.running[tool]:
+                    raise GuardError(
+                        f"effect {tool!r} is declared one_at_a_time, but this node calls "
+                        "it while another call of it is running (asyncio.gather, threads): "
+                        "which earlier intent a changed call stands for cannot be told "
+                        "then; drop one_at_a_time"
+                    )
+                execution.running[tool] += 1
         path = canonical_json([str(p) for p in meta.get("langgraph_path", ())])
-        return (
-            str(thread),
-            namespace,
-            parents,
-            int(meta["langgraph_step"]),
-            path,
-            tool,
-            canonical_json([*what, occurrence]),
-        )
+        task = (str(thread), namespace, parents, int(meta["langgraph_step"]), path, tool)
+        if call is not None:
+            return (*task, identity), {}
+        if not one_at_a_time:
+            return task, {"call": identity}
+
+        def claimed() -> frozenset[str]:
+            with self._lock:
+                return frozenset(made)
+
+        def release(running: Counter[str] = execution.running) -> None:
+            with self._lock:
+                running[tool] -= 1
+
+        site = {
+            "call": identity,
+            "execution": f"{execution.id}/{attempt}",
+            "claimed": claimed,
+            "release": release,
+        }
+        return task, site
+
+
+class _Execution:
+    """One execution of a node task: its calls so far, counted and named."""
+
+    __slots__ = ("counts", "id", "made", "running", "scratchpad")
+
+    def __init__(self, scratchpad: object) -> None:
+        self.scratchpad = scratchpad
+        self.id = uuid.uuid4().hex
+        self.counts: Counter[tuple[Any, ...]] = Counter()
+        self.made: dict[tuple[int, str], set[str]] = {}
+        self.running: Counter[str] = Counter()
+
+
+def _seen(site: dict[str, Any]) -> dict[str, Any]:
+    """``site`` for `EffectLedger.find`: the calls made so far, not how to read them."""
+    if "claimed" not in site:
+        return site
+    return {**site, "claimed": site["claimed"]()}
 
 
 def _digest(arguments: JSONValue) -> str:

@@ -79,13 +79,20 @@ MAX_DECISIONS = 20
 class GraphProcess(KitProcess[LangGraphGuard]):
     """What a graph built for the crash kit may touch: its effects, and its guard."""
 
-    def guarded(self, policy: ReplayPolicy) -> Callable[[F], F]:
-        """Guard a function with this process's guard (no guard in an unguarded run)."""
+    def guarded(self, policy: ReplayPolicy, **options: Any) -> Callable[[F], F]:
+        """Guard a function with this process's guard (no guard in an unguarded run).
+
+        Args:
+            policy: Its replay policy.
+            **options: More options of
+                [LangGraphGuard.effect][steadyloop.integrations.langgraph.LangGraphGuard.effect]
+                (``one_at_a_time=True``, say).
+        """
 
         def decorate(fn: F) -> F:
             if self.guard is None:
                 return fn
-            return cast(F, self.guard.effect(policy)(fn))
+            return cast(F, self.guard.effect(policy, **options)(fn))
 
         return decorate
 
