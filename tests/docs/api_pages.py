@@ -284,6 +284,7 @@ PACKAGES: dict[str, Package] = {
                 "",
                 [
                     "list_runs",
+                    "run_keys",
                     "load_run",
                     "RunInfo",
                     "request_cancel",

@@ -58,13 +58,13 @@ from steadyloop.loop import (
     RunResult,
     SignalStop,
     StopReason,
-    list_runs,
     load_agent,
     load_run,
     request_cancel,
     resolve,
     resume,
     run,
+    run_keys,
 )
 
 __all__ = ["resume_command", "run_command", "runs_app"]
@@ -278,18 +278,38 @@ def list_command(
     app: Annotated[
         str | None, typer.Option("--app", "-a", help="Only this app (default: every app).")
     ] = None,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=0, help="At most this many runs (0: every run).")
+    ] = 50,
+    after: Annotated[
+        str | None,
+        typer.Option("--after", help="Only runs after this run id (the next page; with --app)."),
+    ] = None,
     as_json: Annotated[bool, JSON_OPT] = False,
 ) -> None:
-    """List the runs of a journal with their status."""
+    """List the runs of a journal with their status, a page at a time (sorted by app and run id)."""
+    if after is not None and app is None:
+        raise typer.BadParameter("--after needs --app: run ids are sorted within an app")
 
-    async def go() -> list[RunInfo]:
+    async def go() -> tuple[list[RunInfo], int]:
         async with await open_journal(journal, create=False) as j:
-            return await list_runs(j, app)
+            keys = await run_keys(j, app)
+            if after is not None and app is not None:
+                keys = [k for k in keys if k > (app, after)]
+            page = keys[: limit or None]
+            return [await load_run(j, ns, run_id) for ns, run_id in page], len(keys) - len(page)
 
-    runs = _call(go)
+    runs, more = _call(go)
+    hint = ""
+    if more:
+        last = runs[-1]
+        nxt = shlex.join(["steadyloop", "runs", "list", "--app", last.app, "--after", last.run_id])
+        hint = printable(f"{more} more run{'s' if more != 1 else ''}; next page: {nxt}")
     if as_json:
         for info in runs:
             typer.echo(json_line(_summary(info)))
+        if hint:
+            sys.stderr.write(hint + "\n")
         return
     if not runs:
         where = redact_url(journal or "") or "the default journal"
@@ -312,6 +332,8 @@ def list_command(
         )
         table.add_row(*(Text(printable(c)) for c in cells))
     console.print(table)
+    if hint:
+        console.print(Text(hint))
 
 
 def _summary(info: RunInfo) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from steadyloop.loop._run import (
     resolve,
     resume,
     run,
+    run_keys,
 )
 from steadyloop.loop._state import (
     RUN_CANCEL_REQUESTED,
@@ -131,6 +132,7 @@ __all__ = [
     "resolve",
     "resume",
     "run",
+    "run_keys",
     "run_stream",
     "session_messages",
 ]

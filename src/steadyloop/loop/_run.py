@@ -122,6 +122,7 @@ __all__ = [
     "resolve",
     "resume",
     "run",
+    "run_keys",
 ]
 
 SNAPSHOT_EVERY = 200
@@ -1069,12 +1070,39 @@ async def load_run(journal: Journal, app: str, run_id: str) -> RunInfo:
     return RunInfo(app, run_id, state, tuple(records), _status(state))
 
 
-async def list_runs(journal: Journal, app: str | None = None) -> list[RunInfo]:
-    """Every run of one app (or of every namespace), sorted by app and run id."""
-    out: list[RunInfo] = []
+async def list_runs(
+    journal: Journal,
+    app: str | None = None,
+    *,
+    limit: int | None = None,
+    after: tuple[str, str] | None = None,
+) -> list[RunInfo]:
+    """The runs of one app (or of every namespace), sorted by app and run id.
+
+    Only the runs returned are read: the others are known by their stream names, so a
+    page costs the same however many runs the journal holds.
+
+    Args:
+        journal: The journal.
+        app: Only this app's runs; every namespace's when `None`.
+        limit: At most this many runs (the first page); every run when `None`.
+        after: Only runs after this ``(app, run_id)`` in the order (the next page).
+
+    Raises:
+        ValueError: If ``limit`` is negative.
+    """
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be 0 or more, got {limit}")
+    keys = [key for key in await run_keys(journal, app) if after is None or key > after]
+    return [await load_run(journal, ns, run_id) for ns, run_id in keys[:limit]]
+
+
+async def run_keys(journal: Journal, app: str | None = None) -> list[tuple[str, str]]:
+    """Every run's ``(app, run_id)``, sorted, from stream names alone (no run is read)."""
+    keys: list[tuple[str, str]] = []
     for ns in [app] if app is not None else await journal.namespaces():
         for name in await journal.streams(ns):
             run_id = parse_run_stream(name)
             if run_id is not None:
-                out.append(await load_run(journal, ns, run_id))
-    return sorted(out, key=lambda r: (r.app, r.run_id))
+                keys.append((ns, run_id))
+    return sorted(keys)
