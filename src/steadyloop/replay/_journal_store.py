@@ -30,6 +30,7 @@ from steadyloop.journal import (
     namespace_filename,
 )
 from steadyloop.records import RecordFactory
+from steadyloop.replay._backends import EMBEDDED_BACKENDS, Backend, temporary_backend
 from steadyloop.replay._cases import InjectFailure
 from steadyloop.replay._store import (
     Capability,
@@ -140,8 +141,7 @@ class JournalStore:
     framework = "steadyloop"
     capabilities = JOURNAL_CAPABILITIES
 
-    def __init__(self, backend: Any, records: RecordFactory | None = None) -> None:
-        # ``backend`` is a steadyloop.replay.Backend (imported lazily: no cycle).
+    def __init__(self, backend: Backend, records: RecordFactory | None = None) -> None:
         self.source = backend
         self.name: str = backend.name
         self.backend: str = backend.name
@@ -182,9 +182,10 @@ class JournalStore:
 
     async def open(self) -> None:
         """Open the journal (on a tearing file layer for file backends)."""
-        files = TearingFiles() if self.source.open_files is not None else None
-        if files is not None:
-            inner = await self.source.open_files(files)
+        open_files = self.source.open_files
+        files = TearingFiles() if open_files is not None else None
+        if open_files is not None and files is not None:
+            inner = await open_files(files)
         else:
             inner = await self.source.open()
         self._journal = Injector(inner, files)
@@ -340,8 +341,6 @@ def open_store(spec: StoreSpec) -> JournalStore:
     `steadyloop+sqlite:///F` is the same store as `sqlite:///F`; `steadyloop+sqlite`
     (no location) is a fresh temporary one, as the plain name `sqlite` is.
     """
-    from steadyloop.replay._harness import EMBEDDED_BACKENDS, Backend, temporary_backend
-
     if spec.location is None:
         if spec.backend not in EMBEDDED_BACKENDS:
             raise UnknownBackend(
