@@ -40,7 +40,6 @@ KNOWN_PRIVATE_IMPORTS = frozenset(
                 "ToolCallSpec",
             )
         ),
-        ("steadyloop.replay._cases", "InjectFailure", "steadyloop.replay._journal_store"),
         *(
             ("steadyloop.replay._cases", name, "steadyloop.replay._capabilities")
             for name in (

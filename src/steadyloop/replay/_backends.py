@@ -18,9 +18,19 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from steadyloop._errors import UnknownBackend
+from steadyloop._errors import EncodingError, UnknownBackend
 from steadyloop._urls import ALIASES, URL, as_url
-from steadyloop.journal import Files, Journal, JSONLJournal, MemoryJournal, open_journal
+from steadyloop.journal import (
+    AppendResult,
+    Files,
+    ForwardingJournal,
+    Journal,
+    JSONLJournal,
+    MemoryJournal,
+    PreparedBatch,
+    open_journal,
+)
+from steadyloop.records import check_canonical, decode
 
 __all__ = [
     "EMBEDDED_BACKENDS",
@@ -30,6 +40,7 @@ __all__ = [
     "make_workdir",
     "resolve_backends",
     "temporary_backend",
+    "tightest_backend",
 ]
 
 EMBEDDED_BACKENDS: tuple[str, ...] = ("memory", "sqlite", "jsonl")
@@ -191,6 +202,46 @@ def resolve_backends(
                 f"two backends are named {name!r}; give URLs distinct names with Backend.from_url"
             )
     return out
+
+
+class _Tightest(ForwardingJournal):
+    """A journal that refuses what the strictest of Steadyloop's journals refuses.
+
+    The JSONL journal keeps each record inside a line object, one level deeper than
+    the others keep it: a value that fits everywhere else is refused there. This
+    journal checks every record at that depth, so a dry run on it finds every value
+    some Steadyloop journal would refuse.
+    """
+
+    async def _append(self, batch: PreparedBatch) -> AppendResult:
+        for write, texts in zip(batch.writes, batch.encoded, strict=True):
+            for text in texts:
+                try:
+                    check_canonical({"record": decode(text)})
+                except EncodingError as exc:
+                    raise EncodingError(
+                        f"a record of stream {write.stream!r} nests too deep for the JSONL "
+                        f"journal: {str(exc).rsplit(' (at ', 1)[0]}",
+                        path=exc.path.removeprefix("/record"),
+                    ) from None
+        return await super()._append(batch)
+
+
+def tightest_backend(label: str) -> Backend:
+    """A backend on a new named in-memory store that refuses what the strictest journal refuses.
+
+    A run on it finds every value some Steadyloop journal would refuse (see
+    [`steadyloop_limits`][steadyloop.replay.steadyloop_limits]); `dispose` forgets the store.
+    """
+    store = f"replay-limits-{uuid.uuid4().hex}"
+
+    async def tight() -> Journal:
+        return _Tightest(await open_journal(f"memory://{store}"))
+
+    async def forget() -> None:
+        MemoryJournal.forget(store)
+
+    return Backend(label, tight, None, forget)
 
 
 def make_workdir() -> Path:

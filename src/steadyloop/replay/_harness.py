@@ -34,13 +34,7 @@ from steadyloop._errors import (
     SteadyloopError,
 )
 from steadyloop.journal import (
-    AppendResult,
-    ForwardingJournal,
-    Journal,
-    MemoryJournal,
-    PreparedBatch,
     check_name,
-    open_journal,
 )
 from steadyloop.loop import (
     Agent,
@@ -60,10 +54,9 @@ from steadyloop.records import (
     StepClock,
     SystemClock,
     canonical_json,
-    check_canonical,
     decode,
 )
-from steadyloop.replay._backends import Backend
+from steadyloop.replay._backends import tightest_backend
 from steadyloop.replay._capabilities import required_capabilities
 from steadyloop.replay._cases import (
     AppendEvent,
@@ -716,29 +709,6 @@ async def run_case(
         ) from exc
 
 
-class _Tightest(ForwardingJournal):
-    """A journal that refuses what the strictest of Steadyloop's journals refuses.
-
-    The JSONL journal keeps each record inside a line object, one level deeper than
-    the others keep it: a value that fits everywhere else is refused there. This
-    journal checks every record at that depth, so a dry run on it finds every value
-    some Steadyloop journal would refuse.
-    """
-
-    async def _append(self, batch: PreparedBatch) -> AppendResult:
-        for write, texts in zip(batch.writes, batch.encoded, strict=True):
-            for text in texts:
-                try:
-                    check_canonical({"record": decode(text)})
-                except EncodingError as exc:
-                    raise EncodingError(
-                        f"a record of stream {write.stream!r} nests too deep for the JSONL "
-                        f"journal: {str(exc).rsplit(' (at ', 1)[0]}",
-                        path=exc.path.removeprefix("/record"),
-                    ) from None
-        return await super()._append(batch)
-
-
 def _limit_error(exc: BaseException) -> bool:
     """Whether an operation's error is Steadyloop refusing a value by its own limits."""
     if isinstance(exc, EncodingError | InvalidBatch):
@@ -809,20 +779,14 @@ async def steadyloop_limits(case: Case) -> list[tuple[str, int, str, str]]:
     refusal of such a value stays an operation result: probing those limits is the
     point of running a case there.
     """
-    store = f"replay-limits-{uuid.uuid4().hex}"
-
-    async def tight() -> Journal:
-        return _Tightest(await open_journal(f"memory://{store}"))
-
-    async def forget() -> None:
-        MemoryJournal.forget(store)
-
-    runner = _Runner(case, JournalStore(Backend("limits", tight, None, forget)), "sequential")
+    backend = tightest_backend("limits")
+    runner = _Runner(case, JournalStore(backend), "sequential")
     runner.refusals = []
     try:
         await runner.execute(keep=False)
     finally:
-        MemoryJournal.forget(store)
+        assert backend.dispose is not None
+        await backend.dispose()
     problems = _static_limits(case)
     seen = {p[1] for p in problems}
     problems += [

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from steadyloop._errors import BackendUnavailable, SessionError, SessionNotFound, UnknownBackend
 from steadyloop.journal import (
@@ -31,7 +31,6 @@ from steadyloop.journal import (
 )
 from steadyloop.records import RecordFactory
 from steadyloop.replay._backends import EMBEDDED_BACKENDS, Backend, temporary_backend
-from steadyloop.replay._cases import InjectFailure
 from steadyloop.replay._store import (
     Capability,
     EventEdit,
@@ -42,10 +41,39 @@ from steadyloop.replay._store import (
 )
 from steadyloop.sessions import SCOPES, Event, Session, SessionService, TextPart, part_from_dict
 
-__all__ = ["JOURNAL_CAPABILITIES", "JournalStore", "open_store"]
+__all__ = ["JOURNAL_CAPABILITIES", "FailurePlan", "JournalStore", "open_store"]
 
 JOURNAL_CAPABILITIES: frozenset[Capability] = frozenset(Capability.__members__.values())
 """Every capability: Steadyloop's session service is what the case language describes."""
+
+
+class FailurePlan(Protocol):
+    """A failure to carry out on the next operation's writes (a case's ``inject_failure``)."""
+
+    @property
+    def kind(self) -> str:
+        """``crash_after_write``, ``torn_write``, ``dropped_connection``, …."""
+        ...
+
+    @property
+    def after(self) -> int:
+        """crash_after_write: the writes that land before the crash."""
+        ...
+
+    @property
+    def write(self) -> int:
+        """dropped_connection, torn_write: which write fails."""
+        ...
+
+    @property
+    def when(self) -> str:
+        """dropped_connection: ``before`` or ``after`` the write lands."""
+        ...
+
+    @property
+    def fraction(self) -> float:
+        """torn_write: the share of the write's bytes that land."""
+        ...
 
 
 class Crash(BaseException):
@@ -83,11 +111,11 @@ class Injector(ForwardingJournal):
     def __init__(self, inner: Journal, files: TearingFiles | None) -> None:
         super().__init__(inner)
         self.files = files
-        self.plan: InjectFailure | None = None
+        self.plan: FailurePlan | None = None
         self.count = 0
         self.effect = ""
 
-    def arm(self, plan: InjectFailure | None) -> None:
+    def arm(self, plan: FailurePlan | None) -> None:
         """Arm `plan` for the next operation (`None` disarms)."""
         self.plan = plan
         self.count = 0
