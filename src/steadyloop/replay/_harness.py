@@ -11,6 +11,10 @@ the store lacks does not run there: the run is `not_applicable`, naming it.
 Ids and times come from a recording id source and clock (sequential ids and a step
 clock by default, random ids and the wall clock on request), so the normaliser knows
 exactly which strings were generated ids and which integers were clock readings.
+
+This is the drive stage of a replay: it takes the stores the load stage made, reads each
+back into a [`Snapshot`][steadyloop.replay.Snapshot] (`steadyloop.replay._snapshot`), and
+hands the diff stage a [`CaseRun`][steadyloop.replay.CaseRun]; it imports neither stage.
 """
 
 from __future__ import annotations
