@@ -216,3 +216,16 @@ def _walk(node: Any) -> Iterator[Any]:
     children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
     for child in children:
         yield from _walk(child)
+
+
+def test_a_snapshot_round_trips_and_refuses_an_unknown_section() -> None:
+    """`Snapshot.from_dict` keeps every section it is given, fills the rest empty, and names a key that is no section."""
+    from steadyloop.replay import Snapshot
+
+    body = {"sessions": {"s": {"events": []}}, "errors": {"3": {"op": "x", "error": "E"}}}
+    snapshot = Snapshot.from_dict(body)
+    assert snapshot.sessions == body["sessions"] and snapshot.errors == body["errors"]
+    assert Snapshot.from_dict(snapshot.to_dict()) == snapshot
+    assert snapshot.to_dict()["queries"] == {}
+    with pytest.raises(ValueError, match="not snapshot sections: sesions"):
+        Snapshot.from_dict({"sesions": {}})
