@@ -40,10 +40,25 @@ KNOWN_PRIVATE_IMPORTS = frozenset(
                 "ToolCallSpec",
             )
         ),
-        ("steadyloop.replay._cases", "InjectFailure", "steadyloop.replay._journal_store"),
-        ("steadyloop.replay._harness", "CLOCK_START", "steadyloop.replay"),
-        ("steadyloop.replay._harness", "CLOCK_STEP", "steadyloop.replay"),
-        ("steadyloop.replay._harness", "make_workdir", "steadyloop.replay._report"),
+        *(
+            ("steadyloop.replay._cases", name, "steadyloop.replay._capabilities")
+            for name in (
+                "AppendEvent",
+                "CreateSession",
+                "DeleteSession",
+                "EditEvent",
+                "FailSummary",
+                "InjectFailure",
+                "ListSessions",
+                "RepeatEvent",
+                "ResumeLoop",
+                "RunLoop",
+                "SearchMemory",
+                "StoreMemory",
+                "Summarize",
+                "TextPartSpec",
+            )
+        ),
         ("steadyloop.replay._journal_store", "Crash", "steadyloop.replay._harness"),
         ("steadyloop.replay._journal_store", "InjectedDrop", "steadyloop.replay._harness"),
         (
@@ -68,18 +83,7 @@ KNOWN_UNEXPORTED_ERRORS = frozenset(
 )
 """(module, error class) defined with a public name but exported by no ``__all__``."""
 
-KNOWN_CYCLES = frozenset(
-    {
-        # load -> drive -> snapshot -> report is being made one-directional (issue 21, item 4).
-        frozenset(
-            {
-                "steadyloop.replay._harness",
-                "steadyloop.replay._journal_store",
-                "steadyloop.replay._snapshot",
-            }
-        ),
-    }
-)
+KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset()
 """Each known import circle, as the set of modules it goes through."""
 
 

@@ -12,8 +12,6 @@ the full API: [`steadyloop.records`][steadyloop.records],
 [`steadyloop.testing`][steadyloop.testing].
 """
 
-import sys
-import types
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +88,7 @@ if TYPE_CHECKING:
         SystemClock,
         canonical_json,
     )
-    from steadyloop.replay import load_cases, replay
+    from steadyloop.replay import load_cases
     from steadyloop.sessions import (
         Event,
         Session,
@@ -172,7 +170,6 @@ _HOME: dict[str, str] = {
     "canonical_json": "steadyloop.records",
     "load_cases": "steadyloop.replay",
     "open_journal": "steadyloop.journal",
-    "replay": "steadyloop.replay",
     "resolve": "steadyloop.loop",
     "resume": "steadyloop.loop",
     "run": "steadyloop.loop",
@@ -255,7 +252,6 @@ __all__ = [
     "canonical_json",
     "load_cases",
     "open_journal",
-    "replay",
     "resolve",
     "resume",
     "run",
@@ -274,21 +270,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-class _Package(types.ModuleType):
-    """The ``steadyloop`` module, keeping ``steadyloop.replay`` the function.
-
-    Importing the subpackage ``steadyloop.replay`` sets the attribute of that name on
-    this package to the subpackage; the public name is the function
-    [replay][steadyloop.replay.replay], as it was when every layer was imported
-    eagerly, so the subpackage is not bound here (it stays in ``sys.modules``).
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "replay" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

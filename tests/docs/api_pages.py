@@ -452,8 +452,8 @@ PACKAGES: dict[str, Package] = {
         ],
     ),
     "replay": Package(
-        intro_en="The replay harness: the case loader, backends, snapshots, normalisation, the diff engine and the report. See [Replay-diff](../../explanation/replay-diff.md). `steadyloop.replay` names both this package and its [`replay`][steadyloop.replay.replay] function, which the top-level package exports.",
-        intro_zh="回放比对工具：用例加载器、后端、快照、规范化、比对引擎和报告。见[回放比对](../../explanation/replay-diff.md)。`steadyloop.replay` 既是这个包的名字，也是其中 [`replay`][steadyloop.replay.replay] 函数的名字，顶层包导出的是这个函数。",
+        intro_en="The replay harness: the case loader, backends, snapshots, normalisation, the diff engine and the report. See [Replay-diff](../../explanation/replay-diff.md). `steadyloop.replay` is this package; the function that runs a replay is [`steadyloop.replay.replay`][steadyloop.replay.replay]. A replay runs load → drive → snapshot → diff → report, each stage calling only the next (see [How a replay flows](../../contributing.md#how-a-replay-flows)).",
+        intro_zh="回放比对工具：用例加载器、后端、快照、规范化、比对引擎和报告。见[回放比对](../../explanation/replay-diff.md)。`steadyloop.replay` 就是这个包，执行回放的函数是 [`steadyloop.replay.replay`][steadyloop.replay.replay]。一次回放依次经过加载 → 驱动 → 快照 → 比对 → 报告，每个阶段只调用下一个（见[回放的流向](../../contributing.md#how-a-replay-flows)）。",
         groups=[
             Group(
                 "running",
@@ -474,7 +474,6 @@ PACKAGES: dict[str, Package] = {
                     "SERVER_BACKENDS",
                     "resolve_stores",
                     "temporary_backend",
-                    "as_store",
                     "pack_names",
                     "pack_cases",
                 ],
@@ -541,6 +540,8 @@ PACKAGES: dict[str, Package] = {
                     "Report",
                     "CaseReport",
                     "CaseRun",
+                    "Snapshot",
+                    "SECTIONS",
                     "DifferenceEntry",
                     "Difference",
                     "report_schema",

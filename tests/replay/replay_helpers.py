@@ -1,4 +1,4 @@
-"""Helpers for the replay tests: backends on a test store, and flawed journals."""
+"""Helpers for the replay tests: Steadyloop's stores on a test journal, and flawed journals."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from typing import Any
 
 from steadyloop.journal import ForwardingJournal, Journal, StreamWrite, open_journal
 from steadyloop.records import Record, StoredRecord
-from steadyloop.replay import Backend
+from steadyloop.replay import Backend, JournalStore
 
 WriteFlaw = Callable[[str, Record], list[Record]]
 ReadFlaw = Callable[[str, list[StoredRecord]], list[StoredRecord]]
 
 
-def backend_at(url: str, name: str) -> Backend:
-    """A clean backend on the store ``url`` names."""
-    return Backend.from_url(url, name)
+def backend_at(url: str, name: str) -> JournalStore:
+    """Steadyloop's store on the clean journal ``url`` names."""
+    return JournalStore(Backend.from_url(url, name))
 
 
 class Flawed(ForwardingJournal):
@@ -46,13 +46,13 @@ class Flawed(ForwardingJournal):
 
 def flawed_at(
     url: str, name: str, *, write: WriteFlaw | None = None, read: ReadFlaw | None = None
-) -> Backend:
-    """A backend on the store ``url`` names, seen through a flaw."""
+) -> JournalStore:
+    """Steadyloop's store on the journal ``url`` names, seen through a flaw."""
 
     async def opener() -> Journal:
         return Flawed(await open_journal(url), write, read)
 
-    return Backend(name, opener)
+    return JournalStore(Backend(name, opener))
 
 
 def with_payload(record: Record, payload: dict[str, Any]) -> Record:
@@ -76,13 +76,13 @@ class Vanishing(ForwardingJournal):
         return await super()._append(batch)
 
 
-def vanishing_at(url: str, name: str, writes: int) -> Backend:
-    """A backend on ``url`` that answers the probe, then fails every append past ``writes``."""
+def vanishing_at(url: str, name: str, writes: int) -> JournalStore:
+    """Steadyloop's store on ``url``, answering the probe, then failing every append past ``writes``."""
 
     async def opener() -> Journal:
         return Vanishing(await open_journal(url), writes)
 
-    return Backend(name, opener)
+    return JournalStore(Backend(name, opener))
 
 
 def replay_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -98,7 +98,7 @@ def test_exit_2_when_a_backend_is_lost_mid_run(monkeypatch: pytest.MonkeyPatch) 
     from steadyloop.cli import app
     from steadyloop.journal import MemoryJournal
 
-    report_module = importlib.import_module("steadyloop.replay._report")
+    report_module = importlib.import_module("steadyloop.replay._replay")
     store = "replay-cli-vanishing-test"
     real = report_module.resolve_stores
 

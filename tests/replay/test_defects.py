@@ -84,7 +84,7 @@ def test_negative_zero_and_zero_differ() -> None:
 
     def run(value: float, name: str) -> CaseRun:
         snap = empty_snapshot()
-        snap["sessions"]["s"] = {"state": {"session": {"z": value}}}
+        snap.sessions["s"] = {"state": {"session": {"z": value}}}
         return CaseRun("c", name, snap, Normaliser())
 
     report = compare_case(case, {"ref": run(-0.0, "ref"), "lossy": run(0.0, "lossy")}, "ref")
@@ -262,7 +262,7 @@ def test_directories_load_every_jsonl_whatever_its_case_but_no_hidden_file(tmp_p
 async def test_appending_does_not_reread_the_session(tmp_path: Path) -> None:
     """The journal reads of a case do not grow with its events: appends never reload and refold the session."""
     from steadyloop.journal import ForwardingJournal, Journal, MemoryJournal, open_journal
-    from steadyloop.replay import Backend, run_case
+    from steadyloop.replay import Backend, JournalStore, run_case
 
     def case(events: int) -> Any:
         lines = [HEADER, {"op": "create_session", "session": "s", "user": "u"}]
@@ -293,8 +293,8 @@ async def test_appending_does_not_reread_the_session(tmp_path: Path) -> None:
             return Counting(await open_journal(f"memory://{name}"))
 
         reads["n"] = 0
-        run = await run_case(case(events), Backend("counting", opener))
+        run = await run_case(case(events), JournalStore(Backend("counting", opener)))
         MemoryJournal.forget(name)
-        assert len(run.snapshot["sessions"]["s"]["events"]) == events
+        assert len(run.snapshot.sessions["s"]["events"]) == events
         counts.append(reads["n"])
     assert counts[1] == counts[0], counts

@@ -70,7 +70,7 @@ async def test_difference_locations_and_allowed_diffs(
 
 def _run(hits: list[dict[str, object]], backend: str) -> CaseRun:
     snap = empty_snapshot()
-    snap["queries"]["q"] = {"user": "u", "query": "x", "limit": 10, "hits": hits}
+    snap.queries["q"] = {"user": "u", "query": "x", "limit": 10, "hits": hits}
     return CaseRun("c", backend, snap, Normaliser())
 
 
@@ -129,7 +129,7 @@ def test_a_star_in_an_allowed_pointer_is_a_literal_key_not_a_wildcard() -> None:
         snap = empty_snapshot()
         for query_id in ("*", "q"):
             hit = {"event_id": "a", "score": 1, "text": text}
-            snap["queries"][query_id] = {"user": "u", "query": "x", "limit": 10, "hits": [hit]}
+            snap.queries[query_id] = {"user": "u", "query": "x", "limit": 10, "hits": [hit]}
         return CaseRun("c", backend, snap, Normaliser())
 
     report = compare_case(case, {"ref": run("x", "ref"), "other": run("y", "other")}, "ref")

@@ -105,7 +105,7 @@ def test_a_handle_named_like_a_field_is_normalised_like_any_handle(handle: str) 
 
 def test_the_normaliser_knows_every_snapshot_domain() -> None:
     """The normaliser takes as a snapshot exactly what has the snapshot's domains as keys."""
-    assert set(DOMAINS) == set(empty_snapshot()) == _DOMAINS
+    assert set(DOMAINS) == set(empty_snapshot().to_dict()) == _DOMAINS
 
 
 async def test_cases_with_handles_named_like_fields_agree(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from steadyloop.replay import (
 )
 
 HARNESS = importlib.import_module("steadyloop.replay._harness")
+LOAD = importlib.import_module("steadyloop.replay._load")
 
 
 def _case(*ops: str, header: str = "") -> Any:
@@ -103,7 +104,7 @@ async def test_fields_a_store_does_not_keep_are_blanked_not_compared(tmp_path: P
     )
     store = DictStore("dict+memory", ALL - {Capability.EXPLICIT_TIME})
     run = await HARNESS.run_case(case, store)
-    assert run.snapshot["sessions"]["s"]["events"][0]["time"] is None
+    assert run.snapshot.sessions["s"]["events"][0]["time"] is None
     run = await HARNESS.run_case(timed, store)
     assert run.missing == [{"capability": "explicit_time", "line": 3}]
 
@@ -143,7 +144,7 @@ def test_a_missing_extra_exits_2_with_one_line_naming_it(monkeypatch: pytest.Mon
 
         return open_store
 
-    monkeypatch.setattr(HARNESS, "store_opener", opener)
+    monkeypatch.setattr(LOAD, "store_opener", opener)
     out = CliRunner().invoke(app, ["replay", "run", "-b", "fakefw+postgresql://u:pw@db.example/x"])
     assert out.exit_code == 2, out.output
     lines = [line for line in out.output.splitlines() if line.strip()]
@@ -186,11 +187,11 @@ async def test_a_failed_generated_create_leaves_later_operations_an_error_not_a_
         '{"op": "create_session", "session": "s", "user": "u"}',
     )
     run = await HARNESS.run_case(case, Refusing())
-    assert run.snapshot["errors"] == {
+    assert run.snapshot.errors == {
         "2": {"op": "create_session", "error": "RuntimeError"},
         "3": {"op": "append_event", "error": "NotCreated"},
     }
-    assert list(run.snapshot["sessions"]) == ["s"]
+    assert list(run.snapshot.sessions) == ["s"]
 
 
 async def test_memory_hits_are_blanked_like_events_for_a_store_without_explicit_time(
@@ -211,7 +212,7 @@ async def test_memory_hits_are_blanked_like_events_for_a_store_without_explicit_
         '{"op": "search_memory", "query_id": "q", "user": "u", "query": "zebra"}',
     )
     run = await HARNESS.run_case(case, Stamping("dict+memory", ALL - {Capability.EXPLICIT_TIME}))
-    assert [h["time"] for h in run.snapshot["queries"]["q"]["hits"]] == [None]
+    assert [h["time"] for h in run.snapshot.queries["q"]["hits"]] == [None]
 
 
 def test_the_cli_shows_not_applicable_runs_and_which_comparisons_ran(
@@ -227,7 +228,7 @@ def test_the_cli_shows_not_applicable_runs_and_which_comparisons_ran(
 
         return open_store
 
-    monkeypatch.setattr(HARNESS, "store_opener", opener)
+    monkeypatch.setattr(LOAD, "store_opener", opener)
     out = CliRunner().invoke(
         app,
         ["replay", "run", "--pack", "hostile", "-b", "dict+memory,dict+partial"],

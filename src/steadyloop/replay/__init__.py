@@ -1,5 +1,11 @@
 """Replay-diff: one trajectory, every backend, a canonical snapshot, a deterministic report.
 
+`steadyloop.replay` is a plain package; the function that runs a replay is
+[`steadyloop.replay.replay`][steadyloop.replay.replay]. A replay runs in one direction:
+load (the selection becomes stores) → drive (the harness runs each case on each store) →
+snapshot (a [`Snapshot`][steadyloop.replay.Snapshot] read back) → diff → report, each
+stage calling only the stages below it.
+
 Cases are JSONL files in a small operation language (`steadyloop.replay._cases`
 documents it; ``case.schema.json`` is its JSON Schema). The harness runs every case on
 every selected backend, reads back what was stored, normalises representation only,
@@ -15,6 +21,15 @@ Examples:
 """
 
 from steadyloop._errors import CaseError, MissingExtra
+from steadyloop.replay._backends import (
+    EMBEDDED_BACKENDS,
+    SERVER_BACKENDS,
+    Backend,
+    default_backends,
+    resolve_backends,
+    temporary_backend,
+)
+from steadyloop.replay._capabilities import required_capabilities
 from steadyloop.replay._cases import (
     DOMAINS,
     ERROR_NAMES,
@@ -27,39 +42,28 @@ from steadyloop.replay._cases import (
     load_cases,
     parse_case,
 )
+from steadyloop.replay._compare import (
+    REPORT_DOMAINS,
+    CaseReport,
+    DifferenceEntry,
+    choose_references,
+    compare_case,
+)
 from steadyloop.replay._diff import MISSING, Difference, align_ties, diff, diff_subset
 from steadyloop.replay._faults import FAULTS, FaultyStore
 from steadyloop.replay._harness import (
     CLOCK_START,
     CLOCK_STEP,
-    EMBEDDED_BACKENDS,
-    SERVER_BACKENDS,
-    Backend,
     CaseRun,
-    as_store,
-    default_backends,
-    required_capabilities,
-    resolve_backends,
-    resolve_stores,
+    check_steadyloop_limits,
     run_case,
     steadyloop_limits,
-    temporary_backend,
 )
 from steadyloop.replay._journal_store import JOURNAL_CAPABILITIES, JournalStore
+from steadyloop.replay._load import known_store_names, resolve_stores
 from steadyloop.replay._normalise import JSONBool, JSONFloat, Normaliser, normalise_text, plain
-from steadyloop.replay._report import (
-    REPORT_DOMAINS,
-    SCHEMA_VERSION,
-    CaseReport,
-    DifferenceEntry,
-    Report,
-    build_report,
-    check_steadyloop_limits,
-    choose_references,
-    compare_case,
-    known_store_names,
-    replay,
-)
+from steadyloop.replay._replay import replay
+from steadyloop.replay._report import SCHEMA_VERSION, Report, build_report
 from steadyloop.replay._schema import (
     bundled_cases,
     case_schema,
@@ -67,6 +71,7 @@ from steadyloop.replay._schema import (
     pack_names,
     report_schema,
 )
+from steadyloop.replay._snapshot import SECTIONS, Snapshot
 from steadyloop.replay._store import (
     MAX_CASE_TIME_US,
     SCOPE_NAMES,
@@ -104,6 +109,7 @@ __all__ = [
     "REPORT_DOMAINS",
     "SCHEMA_VERSION",
     "SCOPE_NAMES",
+    "SECTIONS",
     "SERVER_BACKENDS",
     "STORE_ENTRY_POINT_GROUP",
     "AllowedDiff",
@@ -128,12 +134,12 @@ __all__ = [
     "Report",
     "SessionRef",
     "SessionStore",
+    "Snapshot",
     "StoreEvent",
     "StoreOpener",
     "StoreSpec",
     "StoredSession",
     "align_ties",
-    "as_store",
     "build_report",
     "bundled_cases",
     "case_record_adapter",

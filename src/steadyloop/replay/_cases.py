@@ -81,6 +81,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 
 from steadyloop._errors import CaseError, EncodingError, SessionError
 from steadyloop.records import check_canonical, decode
+from steadyloop.replay._snapshot import SECTIONS
 from steadyloop.replay._store import MAX_CASE_TIME_US
 from steadyloop.sessions import key_scope
 
@@ -97,17 +98,9 @@ __all__ = [
     "parse_case",
 ]
 
-DOMAINS: tuple[str, ...] = (
-    "sessions",
-    "memory",
-    "queries",
-    "lists",
-    "checkpoints",
-    "errors",
-    "outcomes",
-    "loops",
-)
-"""The top-level keys of a snapshot (and of a case's ``expected``)."""
+DOMAINS: tuple[str, ...] = SECTIONS
+"""The top-level keys of a case's ``expected``: the snapshot's
+[`SECTIONS`][steadyloop.replay.SECTIONS]."""
 
 ERROR_NAMES: tuple[str, ...] = (
     "ConflictError",
@@ -856,7 +849,7 @@ def _decode_line(line: str) -> Any:
 
 def _check_expected(expected: Mapping[str, Any], checker: _Checker) -> None:
     _check_json(dict(expected), "/expected")
-    known: dict[str, set[str] | None] = {
+    known: dict[str, set[str] | None] = {  # the names each section may hold
         "sessions": set(checker.sessions),
         "memory": set(checker.users),
         "queries": checker.queries,
@@ -868,11 +861,11 @@ def _check_expected(expected: Mapping[str, Any], checker: _Checker) -> None:
     }
     for key, value in expected.items():
         where = f"/expected/{_pointer([key])[1:]}"
-        if key not in known:
+        if key not in DOMAINS:
             raise _Problem(where, f"unknown snapshot domain; expected one of {', '.join(DOMAINS)}")
         if not isinstance(value, dict):
             raise _Problem(where, "must be a JSON object")
-        names = known[key]
+        names = known.get(key)  # a section the checker names nothing of takes any name
         for name in value:
             if names is not None and name not in names:
                 raise _Problem(

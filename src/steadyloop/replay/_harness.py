@@ -11,43 +11,34 @@ the store lacks does not run there: the run is `not_applicable`, naming it.
 Ids and times come from a recording id source and clock (sequential ids and a step
 clock by default, random ids and the wall clock on request), so the normaliser knows
 exactly which strings were generated ids and which integers were clock readings.
+
+This is the drive stage of a replay: it takes the stores the load stage made, reads each
+back into a [`Snapshot`][steadyloop.replay.Snapshot] (`steadyloop.replay._snapshot`), and
+hands the diff stage a [`CaseRun`][steadyloop.replay.CaseRun]; it imports neither stage.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
-import shutil
-import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from steadyloop._errors import (
     BackendUnavailable,
+    CaseError,
     EncodingError,
     InvalidBatch,
     ModelError,
     SessionError,
     SteadyloopError,
-    UnknownBackend,
 )
-from steadyloop._urls import ALIASES, URL, as_url, split_label
 from steadyloop.journal import (
-    AppendResult,
-    Files,
-    ForwardingJournal,
-    Journal,
-    JSONLJournal,
-    MemoryJournal,
-    PreparedBatch,
     check_name,
-    open_journal,
 )
 from steadyloop.loop import (
     Agent,
@@ -67,9 +58,10 @@ from steadyloop.records import (
     StepClock,
     SystemClock,
     canonical_json,
-    check_canonical,
     decode,
 )
+from steadyloop.replay._backends import tightest_backend
+from steadyloop.replay._capabilities import required_capabilities
 from steadyloop.replay._cases import (
     AppendEvent,
     Case,
@@ -93,6 +85,7 @@ from steadyloop.replay._cases import (
 from steadyloop.replay._journal_store import Crash, InjectedDrop, JournalStore
 from steadyloop.replay._normalise import Normaliser
 from steadyloop.replay._snapshot import (
+    Snapshot,
     empty_snapshot,
     read_loop,
     read_memory,
@@ -105,45 +98,22 @@ from steadyloop.replay._store import (
     SessionRef,
     SessionStore,
     StoreEvent,
-    StoreSpec,
-    parse_store_url,
-    scope_of,
-    store_opener,
     without_passwords,
 )
 from steadyloop.sessions import memory_stream, session_stream, user_stream
 
 __all__ = [
-    "EMBEDDED_BACKENDS",
-    "SERVER_BACKENDS",
-    "Backend",
+    "CLOCK_START",
+    "CLOCK_STEP",
     "CaseRun",
     "NotCreated",
-    "add_references",
-    "as_store",
-    "default_backends",
-    "required_capabilities",
-    "resolve_backends",
-    "resolve_stores",
+    "check_steadyloop_limits",
+    "clock_shift",
     "run_case",
     "steadyloop_limits",
-    "temporary_backend",
 ]
 
 _log = logging.getLogger(__name__)
-
-EMBEDDED_BACKENDS: tuple[str, ...] = ("memory", "sqlite", "jsonl")
-"""Backends that need no server; the default selection."""
-
-SERVER_BACKENDS: dict[str, str] = {
-    "postgres": "STEADYLOOP_POSTGRES_URL",
-    "redis": "STEADYLOOP_REDIS_URL",
-    "mysql": "STEADYLOOP_MYSQL_URL",
-}
-"""Server backends, each with the environment variable that names its server."""
-
-_FAMILY_NAMES = {"postgresql": "postgres"}
-"""A backend's default name where it is not its URL family's (`postgres`, as its variable)."""
 
 CLOCK_START = 1_700_000_000_123_457
 """The step clock's first reading: microseconds that a lossy backend would lose."""
@@ -169,153 +139,6 @@ def clock_shift(case: Case) -> int:
     if case.tz is not None:
         return 0
     return max(0, int(time.time()) - CLOCK_START // 1_000_000) * 1_000_000
-
-
-@dataclass(frozen=True)
-class Backend:
-    """A backend the harness can run cases on.
-
-    Attributes:
-        name: Its name in reports and in allowed differences (``"sqlite"``, …).
-        open: Opens the store; called again after a simulated crash, so it must reach
-            the same store every time.
-        open_files: For file backends: opens the store on a given file layer, which
-            lets the harness tear a write in the middle. ``None`` elsewhere.
-        dispose: Removes the store itself, if the harness created it.
-    """
-
-    name: str
-    open: Callable[[], Awaitable[Journal]]
-    open_files: Callable[[Files], Awaitable[Journal]] | None = None
-    dispose: Callable[[], Awaitable[None]] | None = None
-
-    @classmethod
-    def from_url(cls, url: str | URL, name: str | None = None) -> Backend:
-        """A backend on an existing store named by a journal URL.
-
-        A nameless ``memory://`` opens a new private store each time, which a case
-        that crashes and reopens could never reach again: it stands for a fresh named
-        in-memory store instead, the same one for every case run with this backend,
-        removed with [`dispose`][steadyloop.replay.Backend].
-        """
-        parsed = as_url(url)
-        known = parsed.family in ALIASES.values()
-        label = name or _FAMILY_NAMES.get(parsed.family, parsed.family if known else parsed.scheme)
-        if parsed.family == "memory" and not parsed.bare:
-            # The same test open_journal makes for "no name given".
-            return _memory_store(label)
-
-        async def opener() -> Journal:
-            return await open_journal(parsed)
-
-        files_opener = None
-        if parsed.family == "jsonl":
-
-            async def files_opener(files: Files) -> Journal:
-                return await open_journal(parsed, files=files)
-
-        return cls(label, opener, files_opener)
-
-
-def _memory_store(label: str) -> Backend:
-    """A backend on a new named in-memory store, forgotten on dispose."""
-    store = f"replay-{uuid.uuid4().hex}"
-
-    async def open_memory() -> Journal:
-        return await open_journal(f"memory://{store}")
-
-    async def forget() -> None:
-        MemoryJournal.forget(store)
-
-    return Backend(label, open_memory, None, forget)
-
-
-def temporary_backend(name: str, workdir: Path) -> Backend:
-    """A backend on a fresh embedded store (`memory`, `sqlite`, `jsonl`) under `workdir`."""
-    if name == "memory":
-        return _memory_store("memory")
-    if name == "sqlite":
-        path = workdir / f"sqlite-{uuid.uuid4().hex[:8]}.db"
-
-        async def open_sqlite() -> Journal:
-            return await open_journal(f"sqlite://{path}")
-
-        async def remove_sqlite() -> None:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(f"{path}{suffix}")
-
-        return Backend("sqlite", open_sqlite, None, remove_sqlite)
-    directory = workdir / f"jsonl-{uuid.uuid4().hex[:8]}"
-
-    async def open_jsonl() -> Journal:
-        directory.mkdir(exist_ok=True)
-        return await JSONLJournal.open(directory)
-
-    async def open_jsonl_files(files: Files) -> Journal:
-        directory.mkdir(exist_ok=True)
-        return await JSONLJournal.open(directory, files=files)
-
-    async def remove_jsonl() -> None:
-        shutil.rmtree(directory, ignore_errors=True)
-
-    return Backend("jsonl", open_jsonl, open_jsonl_files, remove_jsonl)
-
-
-def default_backends(environ: Mapping[str, str] | None = None) -> list[str]:
-    """Return the default selection of backends.
-
-    That is ``memory``, ``sqlite`` and ``jsonl``, then each server backend whose
-    environment variable (``STEADYLOOP_POSTGRES_URL``, …) is set.
-    """
-    env = os.environ if environ is None else environ
-    return [*EMBEDDED_BACKENDS, *(n for n, var in SERVER_BACKENDS.items() if env.get(var))]
-
-
-def resolve_backends(
-    specs: Sequence[str | Backend],
-    workdir: str | Path,
-    environ: Mapping[str, str] | None = None,
-) -> list[Backend]:
-    """Turn backend names and URLs into [`Backend`][steadyloop.replay.Backend] objects.
-
-    Args:
-        specs: Names (``memory``, ``sqlite``, ``jsonl`` — fresh stores under
-            ``workdir``; ``postgres``, ``redis``, ``mysql`` — the server their
-            environment variable names), journal URLs, or ready
-            [`Backend`][steadyloop.replay.Backend] objects.
-        workdir: Where temporary stores go.
-        environ: The environment to read server URLs from (``os.environ`` by default).
-
-    Raises:
-        UnknownBackend: A name is unknown, a server's variable is not set, or two
-            backends would have the same name.
-    """
-    env = os.environ if environ is None else environ
-    out: list[Backend] = []
-    for spec in specs:
-        if isinstance(spec, Backend):
-            out.append(spec)
-        elif spec in EMBEDDED_BACKENDS:
-            out.append(temporary_backend(spec, Path(workdir)))
-        elif spec in SERVER_BACKENDS:
-            variable = SERVER_BACKENDS[spec]
-            url = env.get(variable)
-            if not url:
-                raise UnknownBackend(f"backend {spec!r}: set {variable} to its server's URL")
-            out.append(Backend.from_url(url, spec))
-        elif ":" in spec:
-            out.append(Backend.from_url(spec))
-        else:
-            known = ", ".join([*EMBEDDED_BACKENDS, *SERVER_BACKENDS])
-            raise UnknownBackend(f"unknown backend {spec!r}; use one of {known}, or a URL")
-    names = [b.name for b in out]
-    for name in names:
-        if names.count(name) > 1:
-            raise UnknownBackend(
-                f"two backends are named {name!r}; give URLs distinct names with Backend.from_url"
-            )
-    return out
 
 
 class _RecordingIds:
@@ -344,64 +167,6 @@ class _RecordingClock:
         return value
 
 
-def required_capabilities(case: Case) -> dict[Capability, int]:
-    """Return each capability the case needs, with the first line that needs it."""
-    need: dict[Capability, int] = {}
-
-    def add(cap: Capability, line: int) -> None:
-        need.setdefault(cap, line)
-
-    def state(keys: Mapping[str, Any], line: int) -> None:
-        for key in keys:
-            scope = scope_of(key)
-            add(
-                {
-                    "session": Capability.STATE,
-                    "user": Capability.USER_STATE,
-                    "app": Capability.APP_STATE,
-                    "temp": Capability.TEMP_STATE,
-                }[scope],
-                line,
-            )
-
-    for line, op in case.operations:
-        if isinstance(op, CreateSession):
-            add(Capability.EVENTS, line)
-            add(
-                Capability.GENERATED_SESSION_ID
-                if op.session_id is None
-                else Capability.EXPLICIT_SESSION_ID,
-                line,
-            )
-            state(op.state, line)
-        elif isinstance(op, AppendEvent):
-            if any(not isinstance(p, TextPartSpec) for p in op.parts or ()):
-                add(Capability.TOOL_PARTS, line)
-            if op.idempotency_key is not None:
-                add(Capability.IDEMPOTENCY, line)
-            if op.time is not None:
-                add(Capability.EXPLICIT_TIME, line)
-            state(op.state_delta, line)
-        elif isinstance(op, RepeatEvent):
-            add(Capability.EXPLICIT_EVENT_ID, line)
-        elif isinstance(op, EditEvent):
-            add(Capability.CALLER_EDIT, line)
-            add(Capability.EXPLICIT_EVENT_ID, line)
-        elif isinstance(op, ListSessions):
-            add(Capability.LIST_SESSIONS, line)
-        elif isinstance(op, DeleteSession):
-            add(Capability.DELETE_SESSION, line)
-        elif isinstance(op, StoreMemory | SearchMemory):
-            add(Capability.MEMORY, line)
-        elif isinstance(op, Summarize | FailSummary):
-            add(Capability.SUMMARIES, line)
-        elif isinstance(op, InjectFailure):
-            add(Capability.CRASH_INJECTION, line)
-        elif isinstance(op, RunLoop | ResumeLoop):
-            add(Capability.LOOP, line)
-    return need
-
-
 @dataclass
 class CaseRun:
     """What one case did on one store.
@@ -409,7 +174,7 @@ class CaseRun:
     Attributes:
         case_id: The case.
         backend: The store's name.
-        snapshot: The raw snapshot (see `steadyloop.replay._snapshot`); empty when not
+        snapshot: The raw [`Snapshot`][steadyloop.replay.Snapshot]; empty when not
             applicable.
         normaliser: The normaliser for this run's generated ids and clock readings.
         injections: ``{"line", "kind", "effect"}`` for every ``inject_failure``.
@@ -425,7 +190,7 @@ class CaseRun:
 
     case_id: str
     backend: str
-    snapshot: dict[str, Any]
+    snapshot: Snapshot
     normaliser: Normaliser
     injections: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
@@ -613,11 +378,11 @@ class _Runner:
     def _error(self, line: int, op: Operation, exc: BaseException) -> None:
         if self.refusals is not None:
             self.refusals.append((line, exc))
-        self.snapshot["errors"][str(line)] = {"op": op.op, "error": type(exc).__name__}
-        if str(line) in self.snapshot["outcomes"]:
+        self.snapshot.errors[str(line)] = {"op": op.op, "error": type(exc).__name__}
+        if str(line) in self.snapshot.outcomes:
             return
         if _may_refuse(op):
-            self.snapshot["outcomes"][str(line)] = {
+            self.snapshot.outcomes[str(line)] = {
                 "op": op.op,
                 "outcome": str(Outcome.REFUSED),
                 "error": type(exc).__name__,
@@ -625,7 +390,7 @@ class _Runner:
             }
 
     def _outcome(self, line: int, op: Operation, outcome: Outcome) -> None:
-        self.snapshot["outcomes"][str(line)] = {
+        self.snapshot.outcomes[str(line)] = {
             "op": op.op,
             "outcome": str(outcome),
             "error": None,
@@ -640,7 +405,9 @@ class _Runner:
             await self.store.close()
 
     async def _capture(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"sessions": await read_sessions(self.store, self.sessions)}
+        out: dict[str, Any] = {
+            "sessions": await read_sessions(self.store, self.sessions, own=self.own is not None)
+        }
         if self.own is not None:
             out["memory"] = await read_memory(self.own.journal, self.app, sorted(self.users))
         else:
@@ -649,10 +416,10 @@ class _Runner:
 
     async def _read_back(self) -> None:
         captured = await self._capture()
-        self.snapshot["sessions"] = captured["sessions"]
-        self.snapshot["memory"] = captured["memory"]
+        self.snapshot.sessions.update(captured["sessions"])
+        self.snapshot.memory.update(captured["memory"])
         for run_id in self.runs:
-            self.snapshot["loops"][run_id] = await read_loop(
+            self.snapshot.loops[run_id] = await read_loop(
                 self._journal_store().journal, self.app, run_id, self.effects[run_id]
             )
 
@@ -661,9 +428,10 @@ class _Runner:
         blank = [name for cap, name in _MASKED if cap not in self.store.capabilities]
         if not blank:
             return
-        bodies = [self.snapshot, *self.snapshot["checkpoints"].values()]
-        for body in bodies:
-            for session in body.get("sessions", {}).values():
+        checkpoints = self.snapshot.checkpoints.values()
+        bodies = [self.snapshot.sessions, *(c.get("sessions", {}) for c in checkpoints)]
+        for sessions in bodies:
+            for session in sessions.values():
                 for key in ("events", "historical_events"):
                     for event in session.get(key, ()):
                         if isinstance(event, dict):
@@ -672,7 +440,7 @@ class _Runner:
                                     event[name] = None
         # Memory hits name the event and its time as the store has them, too.
         hit_fields = {"id": "event_id", "time": "time", "invocation_id": "invocation_id"}
-        for query in self.snapshot["queries"].values():
+        for query in self.snapshot.queries.values():
             for hit in query.get("hits", ()):
                 if isinstance(hit, dict):
                     for name in blank:
@@ -745,7 +513,7 @@ class _Runner:
             self._outcome(line, op, Outcome.ACCEPTED if seen else Outcome.MERGED)
         elif isinstance(op, ListSessions):
             ids = await store.list_sessions(self.app, op.user)
-            self.snapshot["lists"][op.list_id] = {"user": op.user, "sessions": sorted(ids)}
+            self.snapshot.lists[op.list_id] = {"user": op.user, "sessions": sorted(ids)}
         elif isinstance(op, DeleteSession):
             await store.delete_session(self._ref(op.session))
         elif isinstance(op, StoreMemory):
@@ -754,7 +522,7 @@ class _Runner:
             hits = await store.search_memory(self.app, op.user, op.query, op.limit)
             # A plain-JSON copy: an adapter returns plain JSON, or it is an error.
             hits = decode(canonical_json(hits))
-            self.snapshot["queries"][op.query_id] = {
+            self.snapshot.queries[op.query_id] = {
                 "user": op.user,
                 "query": op.query,
                 "limit": op.limit,
@@ -776,7 +544,7 @@ class _Runner:
             )
         elif isinstance(op, Checkpoint):
             await self._restart()
-            self.snapshot["checkpoints"][op.name] = await self._capture()
+            self.snapshot.checkpoints[op.name] = await self._capture()
         elif isinstance(op, RunLoop):
             own = self._journal_store()
             self.runs[op.run] = op
@@ -912,16 +680,9 @@ def _scripted_tool(effects: dict[str, int], name: str, returns: Any) -> Callable
     return tool
 
 
-def as_store(spec: Backend | SessionStore) -> SessionStore:
-    """A [`SessionStore`][steadyloop.replay.SessionStore] for a backend or a store."""
-    if isinstance(spec, Backend):
-        return JournalStore(spec)
-    return spec
-
-
 async def run_case(
     case: Case,
-    backend: Backend | SessionStore,
+    store: SessionStore,
     *,
     keep: bool = False,
     ids: Literal["sequential", "random"] = "sequential",
@@ -930,8 +691,8 @@ async def run_case(
 
     Args:
         case: The case.
-        backend: The store: a [`SessionStore`][steadyloop.replay.SessionStore], or a
-            [`Backend`][steadyloop.replay.Backend] (Steadyloop's sessions on its journal).
+        store: The store under test (Steadyloop's sessions on a
+            [`Backend`][steadyloop.replay.Backend] of yours: `JournalStore(backend)`).
         keep: Leave the case's data in the store instead of removing it.
         ids: ``"sequential"`` ids and a step clock (the default), or ``"random"`` ids
             and the wall clock (normalisation makes both compare the same).
@@ -944,7 +705,6 @@ async def run_case(
         BackendUnavailable: The store cannot be reached, or stopped answering during
             the run (what the case had written so far is removed where possible).
     """
-    store = as_store(backend)
     try:
         return await _Runner(case, store, ids).execute(keep)
     except BackendUnavailable as exc:
@@ -952,133 +712,6 @@ async def run_case(
             f"backend {store.name!r} became unreachable during case {case.case_id!r}: "
             + without_passwords(str(exc))
         ) from exc
-
-
-def _open_framework_store(spec: StoreSpec) -> SessionStore:
-    """Call the framework's opener; an opener that fails is a store that cannot be opened."""
-    opener = store_opener(spec.framework)
-    try:
-        return opener(spec)
-    except SteadyloopError:
-        raise
-    except Exception as exc:
-        detail = without_passwords(f"{type(exc).__name__}: {exc}".strip().splitlines()[0])
-        raise BackendUnavailable(f"store {spec.redacted!r} cannot be opened: {detail}") from None
-
-
-def resolve_stores(
-    specs: Sequence[str | Backend | SessionStore],
-    workdir: str | Path,
-    environ: Mapping[str, str] | None = None,
-) -> list[SessionStore]:
-    """Turn backend names, journal URLs and store URLs into stores under test.
-
-    Args:
-        specs: What [`resolve_backends`][steadyloop.replay.resolve_backends] takes, plus
-            `FRAMEWORK+BACKEND[://…]` store URLs (resolved through the
-            `steadyloop.replay_stores` entry points) and ready
-            [`SessionStore`][steadyloop.replay.SessionStore] objects. A string may carry
-            a label, `LABEL=URL` (the text before the first `=`, when it holds no `:`):
-            the store's name in the report, so two stores of one backend can be
-            selected together.
-        workdir: Where temporary stores go.
-        environ: The environment to read server URLs from (``os.environ`` by default).
-
-    Raises:
-        UnknownBackend: A name or framework is unknown, a server's variable is not set,
-            two stores would have the same name, a label is malformed, or a framework's
-            extra is missing ([`MissingExtra`][steadyloop.replay.MissingExtra]).
-        BackendUnavailable: A framework's opener failed (the message names the store).
-    """
-    out: list[SessionStore] = []
-    directory = Path(workdir)
-    for spec in specs:
-        if isinstance(spec, Backend):
-            out.append(JournalStore(spec))
-        elif not isinstance(spec, str):
-            out.append(spec)
-        else:
-            label, url = split_label(spec)
-            parsed = parse_store_url(url, directory)
-            if parsed is None:
-                for backend in resolve_backends([url], directory, environ):
-                    named = backend if label is None else dataclasses.replace(backend, name=label)
-                    out.append(JournalStore(named))
-            else:
-                if label is not None:
-                    parsed = dataclasses.replace(parsed, name=label)
-                out.append(_open_framework_store(parsed))
-    names = [s.name for s in out]
-    for name in names:
-        if names.count(name) > 1:
-            raise UnknownBackend(
-                f"two stores are named {name!r}; give each a label of its own: "
-                f"LABEL=URL (for example a={name} b={name})"
-            )
-    return out
-
-
-def add_references(
-    stores: Sequence[SessionStore], workdir: str | Path, reference: str | None = None
-) -> list[SessionStore]:
-    """Add each framework's in-memory store where the selection names none.
-
-    A framework's stores are compared with its in-memory store (backend `memory`): a
-    selection that names only a production store (`adk+sqlite`) would otherwise compare
-    nothing. Steadyloop's own stores are compared with each case's expectation, and a
-    framework whose store `reference` names keeps that reference; neither gets one.
-    A framework whose opener has no `memory` backend gets none either.
-
-    Returns:
-        The stores, each added one just before the first store of its framework.
-    """
-    chosen = next((s.framework for s in stores if s.name == reference), None)
-    out: list[SessionStore] = []
-    seen: set[str] = set()
-    for store in stores:
-        framework = store.framework
-        if framework not in seen:
-            seen.add(framework)
-            needs = framework not in ("steadyloop", chosen) and not any(
-                s.framework == framework and s.backend == "memory" for s in stores
-            )
-            if needs:
-                spec = parse_store_url(f"{framework}+memory", Path(workdir))
-                assert spec is not None
-                try:
-                    out.append(_open_framework_store(spec))
-                except (UnknownBackend, BackendUnavailable) as exc:
-                    _log.info("no in-memory reference for %s: %s", framework, exc)
-        out.append(store)
-    return out
-
-
-def make_workdir() -> Path:
-    """Create a private temporary directory for embedded stores."""
-    return Path(tempfile.mkdtemp(prefix="steadyloop-replay-"))
-
-
-class _Tightest(ForwardingJournal):
-    """A journal that refuses what the strictest of Steadyloop's journals refuses.
-
-    The JSONL journal keeps each record inside a line object, one level deeper than
-    the others keep it: a value that fits everywhere else is refused there. This
-    journal checks every record at that depth, so a dry run on it finds every value
-    some Steadyloop journal would refuse.
-    """
-
-    async def _append(self, batch: PreparedBatch) -> AppendResult:
-        for write, texts in zip(batch.writes, batch.encoded, strict=True):
-            for text in texts:
-                try:
-                    check_canonical({"record": decode(text)})
-                except EncodingError as exc:
-                    raise EncodingError(
-                        f"a record of stream {write.stream!r} nests too deep for the JSONL "
-                        f"journal: {str(exc).rsplit(' (at ', 1)[0]}",
-                        path=exc.path.removeprefix("/record"),
-                    ) from None
-        return await super()._append(batch)
 
 
 def _limit_error(exc: BaseException) -> bool:
@@ -1151,20 +784,14 @@ async def steadyloop_limits(case: Case) -> list[tuple[str, int, str, str]]:
     refusal of such a value stays an operation result: probing those limits is the
     point of running a case there.
     """
-    store = f"replay-limits-{uuid.uuid4().hex}"
-
-    async def tight() -> Journal:
-        return _Tightest(await open_journal(f"memory://{store}"))
-
-    async def forget() -> None:
-        MemoryJournal.forget(store)
-
-    runner = _Runner(case, JournalStore(Backend("limits", tight, None, forget)), "sequential")
+    backend = tightest_backend("limits")
+    runner = _Runner(case, JournalStore(backend), "sequential")
     runner.refusals = []
     try:
         await runner.execute(keep=False)
     finally:
-        MemoryJournal.forget(store)
+        assert backend.dispose is not None
+        await backend.dispose()
     problems = _static_limits(case)
     seen = {p[1] for p in problems}
     problems += [
@@ -1184,3 +811,18 @@ async def steadyloop_limits(case: Case) -> list[tuple[str, int, str, str]]:
                 )
             )
     return sorted(problems, key=lambda p: p[1])
+
+
+async def check_steadyloop_limits(cases: Sequence[Case]) -> None:
+    """Refuse cases holding what Steadyloop's own stores refuse, before anything runs.
+
+    `replay()` calls this whenever a Steadyloop store is
+    selected (see [`steadyloop_limits`][steadyloop.replay.steadyloop_limits]).
+
+    Raises:
+        CaseError: With every problem of every case in `problems`.
+    """
+    problems = [p for case in cases for p in await steadyloop_limits(case)]
+    if problems:
+        file, line, where, detail = problems[0]
+        raise CaseError(file, line, where, detail, problems=problems)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from steadyloop._errors import BackendUnavailable, SessionError, SessionNotFound, UnknownBackend
 from steadyloop.journal import (
@@ -30,7 +30,7 @@ from steadyloop.journal import (
     namespace_filename,
 )
 from steadyloop.records import RecordFactory
-from steadyloop.replay._cases import InjectFailure
+from steadyloop.replay._backends import EMBEDDED_BACKENDS, Backend, temporary_backend
 from steadyloop.replay._store import (
     Capability,
     EventEdit,
@@ -41,10 +41,39 @@ from steadyloop.replay._store import (
 )
 from steadyloop.sessions import SCOPES, Event, Session, SessionService, TextPart, part_from_dict
 
-__all__ = ["JOURNAL_CAPABILITIES", "JournalStore", "open_store"]
+__all__ = ["JOURNAL_CAPABILITIES", "FailurePlan", "JournalStore", "open_store"]
 
 JOURNAL_CAPABILITIES: frozenset[Capability] = frozenset(Capability.__members__.values())
 """Every capability: Steadyloop's session service is what the case language describes."""
+
+
+class FailurePlan(Protocol):
+    """A failure to carry out on the next operation's writes (a case's ``inject_failure``)."""
+
+    @property
+    def kind(self) -> str:
+        """``crash_after_write``, ``torn_write``, ``dropped_connection``, …."""
+        ...
+
+    @property
+    def after(self) -> int:
+        """crash_after_write: the writes that land before the crash."""
+        ...
+
+    @property
+    def write(self) -> int:
+        """dropped_connection, torn_write: which write fails."""
+        ...
+
+    @property
+    def when(self) -> str:
+        """dropped_connection: ``before`` or ``after`` the write lands."""
+        ...
+
+    @property
+    def fraction(self) -> float:
+        """torn_write: the share of the write's bytes that land."""
+        ...
 
 
 class Crash(BaseException):
@@ -82,11 +111,11 @@ class Injector(ForwardingJournal):
     def __init__(self, inner: Journal, files: TearingFiles | None) -> None:
         super().__init__(inner)
         self.files = files
-        self.plan: InjectFailure | None = None
+        self.plan: FailurePlan | None = None
         self.count = 0
         self.effect = ""
 
-    def arm(self, plan: InjectFailure | None) -> None:
+    def arm(self, plan: FailurePlan | None) -> None:
         """Arm `plan` for the next operation (`None` disarms)."""
         self.plan = plan
         self.count = 0
@@ -140,8 +169,7 @@ class JournalStore:
     framework = "steadyloop"
     capabilities = JOURNAL_CAPABILITIES
 
-    def __init__(self, backend: Any, records: RecordFactory | None = None) -> None:
-        # ``backend`` is a steadyloop.replay.Backend (imported lazily: no cycle).
+    def __init__(self, backend: Backend, records: RecordFactory | None = None) -> None:
         self.source = backend
         self.name: str = backend.name
         self.backend: str = backend.name
@@ -182,9 +210,10 @@ class JournalStore:
 
     async def open(self) -> None:
         """Open the journal (on a tearing file layer for file backends)."""
-        files = TearingFiles() if self.source.open_files is not None else None
-        if files is not None:
-            inner = await self.source.open_files(files)
+        open_files = self.source.open_files
+        files = TearingFiles() if open_files is not None else None
+        if open_files is not None and files is not None:
+            inner = await open_files(files)
         else:
             inner = await self.source.open()
         self._journal = Injector(inner, files)
@@ -340,8 +369,6 @@ def open_store(spec: StoreSpec) -> JournalStore:
     `steadyloop+sqlite:///F` is the same store as `sqlite:///F`; `steadyloop+sqlite`
     (no location) is a fresh temporary one, as the plain name `sqlite` is.
     """
-    from steadyloop.replay._harness import EMBEDDED_BACKENDS, Backend, temporary_backend
-
     if spec.location is None:
         if spec.backend not in EMBEDDED_BACKENDS:
             raise UnknownBackend(

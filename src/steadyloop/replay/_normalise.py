@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from steadyloop.records import MAX_DEPTH
+from steadyloop.replay._snapshot import SECTIONS
 
 __all__ = ["JSONBool", "JSONFloat", "Normaliser", "normalise_text", "plain", "stack_room"]
 
@@ -74,10 +75,8 @@ _TEXT_KEYS = frozenset({"text", "output"})
 _TIME_KEYS = frozenset({"time"})
 _ORDERED_LISTS = frozenset({"events", "historical_events", "summaries"})
 
-# The snapshot's domains (see ``_snapshot.py``): each maps the case's names to records.
-_DOMAINS = frozenset(
-    {"sessions", "memory", "queries", "lists", "checkpoints", "errors", "outcomes", "loops"}
-)
+# The snapshot's sections (see ``_snapshot.py``): each maps the case's names to records.
+_DOMAINS = frozenset(SECTIONS)
 
 # The Unicode White_Space characters. ``str.split()`` also splits on U+001C..U+001F
 # (``str.isspace`` counts them; White_Space does not), so text holding one of those

@@ -1,6 +1,12 @@
 """The canonical snapshot: what a store holds after a case, read back through its API.
 
-A snapshot is plain JSON with these domains (the keys a case's ``expected`` may use):
+A [`Snapshot`][steadyloop.replay.Snapshot] has one field per section, and
+[`SECTIONS`][steadyloop.replay.SECTIONS] is read from those fields: the case loader (the
+keys a case's ``expected`` may use), the normaliser, the diff and the report all take the
+list from here. Adding a section is adding a field (with its place in the report's
+domains, [`REPORT_DOMAINS`][steadyloop.replay.REPORT_DOMAINS], following from it).
+
+The sections, each plain JSON:
 
 ``sessions``
     ``{handle: {"user_id", "session_id", "events", "historical_events", "state":
@@ -35,42 +41,104 @@ A snapshot is plain JSON with these domains (the keys a case's ``expected`` may 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from steadyloop._errors import BackendUnavailable, EncodingError, SteadyloopError
 from steadyloop.journal import Journal
 from steadyloop.loop import load_run
 from steadyloop.records import canonical_json, decode
-from steadyloop.replay._journal_store import JournalStore
 from steadyloop.replay._store import SessionRef, SessionStore
 from steadyloop.sessions import KIND_MEMORY_ENTRY, memory_stream
 
-__all__ = ["empty_snapshot", "read_loop", "read_memory", "read_session", "read_sessions"]
+__all__ = [
+    "SECTIONS",
+    "Snapshot",
+    "empty_snapshot",
+    "read_loop",
+    "read_memory",
+    "read_session",
+    "read_sessions",
+]
 
 
-def empty_snapshot() -> dict[str, Any]:
-    """Return a snapshot with every domain present and empty."""
-    return {
-        "sessions": {},
-        "memory": {},
-        "queries": {},
-        "lists": {},
-        "checkpoints": {},
-        "errors": {},
-        "outcomes": {},
-        "loops": {},
-    }
+@dataclass(frozen=True)
+class Snapshot:
+    """What one store held after one case: one field per section, each plain JSON.
+
+    The fields are fixed; the harness fills each section's mapping as the case runs
+    (a section is keyed by the case's names: session handles, users, query, list and
+    checkpoint names, line numbers, run ids).
+
+    Attributes:
+        sessions: Every session of the case, by handle, as reloaded.
+        memory: Every user's stored memory entries, by user.
+        queries: The hits each ``search_memory`` got, by query id.
+        lists: The ids each ``list_sessions`` got, by list id.
+        checkpoints: Sessions and memory at each ``checkpoint``, by name.
+        errors: Operations that ended with an error, by line.
+        outcomes: Operations a store may refuse, and what it did, by line.
+        loops: How each run stands, by run id.
+    """
+
+    sessions: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
+    queries: dict[str, Any] = field(default_factory=dict)
+    lists: dict[str, Any] = field(default_factory=dict)
+    checkpoints: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, Any] = field(default_factory=dict)
+    outcomes: dict[str, Any] = field(default_factory=dict)
+    loops: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the snapshot as one JSON object, its sections in `SECTIONS` order."""
+        return {name: getattr(self, name) for name in SECTIONS}
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> Snapshot:
+        """Build a snapshot from a JSON object holding some of the sections.
+
+        Raises:
+            ValueError: A key is not a section.
+        """
+        unknown = sorted(set(body) - set(SECTIONS))
+        if unknown:
+            raise ValueError(
+                f"not snapshot sections: {', '.join(unknown)}; expected some of "
+                + ", ".join(SECTIONS)
+            )
+        return cls(**{name: dict(value) for name, value in body.items()})
 
 
-async def read_session(store: SessionStore, ref: SessionRef) -> dict[str, Any]:
-    """Reload one session through the store and return its snapshot form."""
+SECTIONS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Snapshot))
+"""The sections of a snapshot, in order: the fields of [`Snapshot`][steadyloop.replay.Snapshot]."""
+
+
+def empty_snapshot() -> Snapshot:
+    """Return a snapshot with every section present and empty."""
+    return Snapshot()
+
+
+async def read_session(
+    store: SessionStore, ref: SessionRef, *, own: bool = False
+) -> dict[str, Any]:
+    """Reload one session through the store and return its snapshot form.
+
+    Args:
+        store: The store under test.
+        ref: The session.
+        own: Whether `store` is Steadyloop's own: an error that is not a
+            [`SteadyloopError`][steadyloop.SteadyloopError] is then a bug, raised,
+            never a result.
+    """
     try:
         stored = await store.get_session(ref)
     except BackendUnavailable:
         raise
     except Exception as exc:
-        if isinstance(store, JournalStore) and not isinstance(exc, SteadyloopError):
+        if own and not isinstance(exc, SteadyloopError):
             raise  # a bug of our own store: never a result
         return {"user_id": ref.user, "session_id": ref.session_id, "read_error": type(exc).__name__}
     if stored is None:
@@ -90,9 +158,11 @@ async def read_session(store: SessionStore, ref: SessionRef) -> dict[str, Any]:
     return body
 
 
-async def read_sessions(store: SessionStore, sessions: Mapping[str, SessionRef]) -> dict[str, Any]:
-    """Reload every session of a case: ``{handle: snapshot form}``."""
-    return {handle: await read_session(store, ref) for handle, ref in sessions.items()}
+async def read_sessions(
+    store: SessionStore, sessions: Mapping[str, SessionRef], *, own: bool = False
+) -> dict[str, Any]:
+    """Reload every session of a case: ``{handle: snapshot form}`` (`own` as for `read_session`)."""
+    return {handle: await read_session(store, ref, own=own) for handle, ref in sessions.items()}
 
 
 async def read_memory(journal: Journal, app: str, users: list[str]) -> dict[str, Any]:
