@@ -60,6 +60,7 @@ from steadyloop.replay._report import (
     known_store_names,
     replay,
 )
+from steadyloop.replay._saver import SaverStore
 from steadyloop.replay._schema import (
     bundled_cases,
     case_schema,
@@ -127,6 +128,7 @@ __all__ = [
     "Outcome",
     "Report",
     "SessionRef",
+    "SaverStore",
     "SessionStore",
     "StoreEvent",
     "StoreOpener",

@@ -45,6 +45,9 @@ and every later line is one operation, run in order:
     session may hold several runs, one after another, each with its own script.
 ``resume_loop`` (``run``)
     Resume a run, typically after ``crash_after_write`` stopped it.
+``saver_put``, ``saver_put_writes``, ``saver_get``, ``saver_list``, ``saver_delete_thread``
+    The checkpointer domain: what a graph asks of its checkpoint saver (see
+    `steadyloop.replay._saver_cases`); read back under ``/threads``.
 ``list_sessions`` (``list_id``, ``user``)
     List a user's sessions; the ids, sorted, are kept under ``/lists/<list_id>``.
 ``delete_session`` (``session``)
@@ -81,6 +84,16 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 
 from steadyloop._errors import CaseError, EncodingError, SessionError
 from steadyloop.records import check_canonical, decode
+from steadyloop.replay._saver_cases import (
+    SAVER_OPS,
+    SaverChecker,
+    SaverDeleteThread,
+    SaverGet,
+    SaverList,
+    SaverProblem,
+    SaverPut,
+    SaverPutWrites,
+)
 from steadyloop.replay._store import MAX_CASE_TIME_US
 from steadyloop.sessions import key_scope
 
@@ -106,6 +119,7 @@ DOMAINS: tuple[str, ...] = (
     "errors",
     "outcomes",
     "loops",
+    "threads",
 )
 """The top-level keys of a snapshot (and of a case's ``expected``)."""
 
@@ -439,6 +453,11 @@ Operation: TypeAlias = (
     | Checkpoint
     | RunLoop
     | ResumeLoop
+    | SaverPut
+    | SaverPutWrites
+    | SaverGet
+    | SaverList
+    | SaverDeleteThread
 )
 """One operation of a case."""
 
@@ -458,6 +477,7 @@ _OPS: dict[str, type[BaseModel]] = {
     "checkpoint": Checkpoint,
     "run_loop": RunLoop,
     "resume_loop": ResumeLoop,
+    **SAVER_OPS,
 }
 
 _WRITING = (
@@ -631,6 +651,7 @@ class _Checker:
         self.outcome_lines: set[int] = set()
         self.armed: InjectFailure | None = None
         self.lines: set[int] = set()
+        self.saver = SaverChecker()
 
     def _session(self, handle: str) -> _SessionInfo:
         info = self.sessions.get(handle)
@@ -744,6 +765,13 @@ class _Checker:
             self.runs.add(op.run)
         elif isinstance(op, ResumeLoop) and op.run not in self.runs:
             raise _Problem("/run", f"run {op.run!r} is resumed before run_loop")
+        elif isinstance(op, SaverPut | SaverPutWrites | SaverGet | SaverList | SaverDeleteThread):
+            try:
+                values = self.saver.check(op)
+            except SaverProblem as exc:
+                raise _Problem(exc.field, exc.detail) from None
+            for where, value in values:
+                _check_json(value, where)
 
     def _check_summary(self, op: Summarize | FailSummary, *, commits: bool) -> None:
         info = self._session(op.session)
@@ -865,6 +893,7 @@ def _check_expected(expected: Mapping[str, Any], checker: _Checker) -> None:
         "errors": {str(n) for n in checker.lines},
         "outcomes": {str(n) for n in checker.outcome_lines},
         "loops": checker.runs,
+        "threads": set(checker.saver.threads),
     }
     for key, value in expected.items():
         where = f"/expected/{_pointer([key])[1:]}"

@@ -76,7 +76,17 @@ _ORDERED_LISTS = frozenset({"events", "historical_events", "summaries"})
 
 # The snapshot's domains (see ``_snapshot.py``): each maps the case's names to records.
 _DOMAINS = frozenset(
-    {"sessions", "memory", "queries", "lists", "checkpoints", "errors", "outcomes", "loops"}
+    {
+        "sessions",
+        "memory",
+        "queries",
+        "lists",
+        "checkpoints",
+        "errors",
+        "outcomes",
+        "loops",
+        "threads",
+    }
 )
 
 # The Unicode White_Space characters. ``str.split()`` also splits on U+001C..U+001F

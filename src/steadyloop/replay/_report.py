@@ -90,6 +90,7 @@ REPORT_DOMAINS: tuple[str, ...] = (
     "errors",
     "outcomes",
     "loops",
+    "threads",
 )
 """The domains differences are counted by."""
 

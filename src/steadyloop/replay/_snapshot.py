@@ -31,6 +31,11 @@ A snapshot is plain JSON with these domains (the keys a case's ``expected`` may 
 ``loops``
     ``{run: {"status", "result", "effects"}}``: how each run stands, its end result
     (without times), and how often each scripted tool really ran.
+``threads``
+    ``{thread: {"thread_id", "namespaces": {ns: {"latest", "history"}}, "reads": {…}}}``:
+    what a checkpoint saver holds for each thread of the checkpointer ops, read back
+    after a restart, and what each ``saver_get`` / ``saver_list`` got (see
+    `steadyloop.replay._saver`).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ def empty_snapshot() -> dict[str, Any]:
         "errors": {},
         "outcomes": {},
         "loops": {},
+        "threads": {},
     }
 
 
