@@ -63,7 +63,8 @@ an existing id. That, ``repeat_event`` and ``edit_event`` are operations a store
 refuse: their outcome (``refused`` with the store's error and message, ``accepted`` or
 ``merged``) goes to ``/outcomes/<line>``. The header may also give ``tz`` (an IANA time
 zone the case runs under), ``reference_only`` (compare only with reference stores: no
-``expected``) and ``absent`` (JSON Pointers where the snapshot must hold nothing).
+``expected``), ``expected_everywhere`` (``expected`` and ``absent`` hold for other
+frameworks' stores too, not only Steadyloop's) and ``absent`` (JSON Pointers where the snapshot must hold nothing).
 
 Every record may carry a ``note`` (free text, ignored). The loader checks everything
 before anything runs, and reports the file, the line and the field (a JSON Pointer into
@@ -197,6 +198,7 @@ class CaseHeader(_Model):
         absent: JSON Pointers where the snapshot must hold nothing.
         tz: The time zone the case runs under, or `None` (the process's own).
         reference_only: Whether the case is compared only with reference stores.
+        expected_everywhere: Whether `expected` and `absent` hold for every store.
     """
 
     op: Literal["case"]
@@ -218,6 +220,11 @@ class CaseHeader(_Model):
         default=False,
         description="Compare every store only with its reference store; the case holds "
         "no 'expected'.",
+    )
+    expected_everywhere: bool = Field(
+        default=False,
+        description="'expected' and 'absent' hold for every store, other frameworks' too "
+        "(by default only for Steadyloop's own): for what a reference store cannot show.",
     )
 
 
@@ -524,6 +531,7 @@ class Case:
         tz: The time zone it runs under (`None`: the process's own).
         reference_only: Whether it is compared only with reference stores.
         absent: JSON Pointers where its snapshot must hold nothing.
+        expected_everywhere: Whether `expected` and `absent` hold for every store.
     """
 
     case_id: str
@@ -536,6 +544,7 @@ class Case:
     tz: str | None = None
     reference_only: bool = False
     absent: tuple[str, ...] = ()
+    expected_everywhere: bool = False
 
 
 def _pointer(loc: Iterable[object]) -> str:
@@ -911,6 +920,8 @@ def _check_expected(expected: Mapping[str, Any], checker: _Checker) -> None:
 
 
 def _check_header(header: CaseHeader) -> None:
+    if header.reference_only and header.expected_everywhere:
+        raise _Problem("/expected_everywhere", "a reference_only case has no expectation")
     if header.reference_only and (header.expected or header.absent):
         field = "/expected" if header.expected else "/absent"
         raise _Problem(
@@ -1005,6 +1016,7 @@ def parse_case(text: bytes | str, file: str = "<case>") -> Case:
         tz=header.tz,
         reference_only=header.reference_only,
         absent=tuple(header.absent),
+        expected_everywhere=header.expected_everywhere,
     )
 
 
