@@ -64,7 +64,8 @@ refuse: their outcome (``refused`` with the store's error and message, ``accepte
 ``merged``) goes to ``/outcomes/<line>``. The header may also give ``tz`` (an IANA time
 zone the case runs under), ``reference_only`` (compare only with reference stores: no
 ``expected``), ``expected_everywhere`` (``expected`` and ``absent`` hold for other
-frameworks' stores too, not only Steadyloop's) and ``absent`` (JSON Pointers where the snapshot must hold nothing).
+frameworks' stores too, not only Steadyloop's) and ``absent`` (JSON Pointers where the
+snapshot must hold nothing).
 
 Every record may carry a ``note`` (free text, ignored). The loader checks everything
 before anything runs, and reports the file, the line and the field (a JSON Pointer into

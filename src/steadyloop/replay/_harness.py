@@ -91,9 +91,9 @@ from steadyloop.replay._cases import (
     ToolCallSpec,
 )
 from steadyloop.replay._journal_store import Crash, InjectedDrop, JournalStore
+from steadyloop.replay._normalise import Normaliser
 from steadyloop.replay._saver import SaverDriver, SaverStore
 from steadyloop.replay._saver_cases import SAVER_OPS
-from steadyloop.replay._normalise import Normaliser
 from steadyloop.replay._snapshot import (
     empty_snapshot,
     read_loop,

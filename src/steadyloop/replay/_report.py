@@ -390,7 +390,8 @@ def compare_case(
     """Compare each store's snapshot with the case's expectation and its reference.
 
     The case's `expected` holds for Steadyloop's own stores, and for every store when
-    the case says `expected_everywhere` (a `reference_only` case has none); every store is compared in full with its framework's reference store.
+    the case says `expected_everywhere` (a `reference_only` case has none); every
+    store is compared in full with its framework's reference store.
     A run that did not happen (a missing capability) is compared with nothing, and a
     store whose reference did not run is compared with nothing but the expectation.
 

@@ -17,9 +17,10 @@ replaced and `new_versions` naming exactly those, at the saver's own
 `get_next_version`. Ids are the case's: a rising checkpoint id the harness makes (the
 same on every store), the thread's id, times fixed by the step. In what is read back,
 each id and version the harness handed over is replaced by the case's handle for it
-(`cp:<handle>`; a version, `v@<handle>` of the checkpoint that made it), so savers whose versions are of other types (an integer, a
-string with a random tail) compare equal, and one that hands back another version, or
-another checkpoint, shows as a difference.
+(`cp:<handle>`; a version, `v@<handle>` of the checkpoint that made it), so savers
+whose versions are of other types (an integer, a string with a random tail) compare
+equal, and one that hands back another version, or another checkpoint, shows as a
+difference.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class SaverStore(Protocol):
         app: str,
         thread_id: str,
         ns: str,
+        *,
         checkpoint: Mapping[str, Any],
         metadata: Mapping[str, Any],
         new_versions: Mapping[str, Any],
@@ -70,6 +72,7 @@ class SaverStore(Protocol):
         app: str,
         thread_id: str,
         ns: str,
+        *,
         checkpoint_id: str,
         writes: list[tuple[str, Any]],
         task_id: str,
@@ -87,6 +90,7 @@ class SaverStore(Protocol):
         app: str,
         thread_id: str,
         ns: str | None,
+        *,
         filter: Mapping[str, Any],
         before_id: str | None,
         limit: int | None,
@@ -97,6 +101,7 @@ class SaverStore(Protocol):
         """`delete_thread`."""
 
 
+_NONE = object()
 _ID_BASE = "1f0c0000-0000-6000-8000-"
 _TS_BASE = 1_700_000_000
 
@@ -200,7 +205,13 @@ class SaverDriver:
             }
             metadata = {"source": "loop", "step": step, **op.metadata}
             await store.saver_put(
-                self.app, tid, op.ns, checkpoint, metadata, new_versions, parent.id if parent else None
+                self.app,
+                tid,
+                op.ns,
+                checkpoint=checkpoint,
+                metadata=metadata,
+                new_versions=new_versions,
+                parent_id=parent.id if parent else None,
             )
         elif isinstance(op, SaverPutWrites):
             made = self.made[op.checkpoint]
@@ -209,23 +220,28 @@ class SaverDriver:
                 self.app,
                 self.thread_ids[made.thread],
                 made.ns,
-                made.id,
-                writes,
-                op.task_id,
-                op.task_path,
+                checkpoint_id=made.id,
+                writes=writes,
+                task_id=op.task_id,
+                task_path=op.task_path,
             )
         elif isinstance(op, SaverGet):
             reads = self._thread(op.thread)["reads"]
-            cid = self.made[op.checkpoint].id if op.checkpoint is not None else None
+            wanted = self.made[op.checkpoint].id if op.checkpoint is not None else None
             reads[op.read] = {"op": "get", "result": None}
-            got = await store.saver_get(self.app, self.thread_ids[op.thread], op.ns, cid)
+            got = await store.saver_get(self.app, self.thread_ids[op.thread], op.ns, wanted)
             reads[op.read]["result"] = self._form(got)
         elif isinstance(op, SaverList):
             reads = self._thread(op.thread)["reads"]
             before = self.made[op.before].id if op.before is not None else None
             reads[op.read] = {"op": "list", "checkpoints": None}
             found = await store.saver_list(
-                self.app, self.thread_ids[op.thread], op.ns, op.filter, before, op.limit
+                self.app,
+                self.thread_ids[op.thread],
+                op.ns,
+                filter=op.filter,
+                before_id=before,
+                limit=op.limit,
             )
             reads[op.read]["checkpoints"] = [self._form(t) for t in found]
         elif isinstance(op, SaverDeleteThread):
@@ -246,9 +262,9 @@ class SaverDriver:
         def version(channel: str, value: Any) -> Any:
             # The version put for this channel of this checkpoint, named by the
             # checkpoint that made it; any other version, as the saver has it.
-            if made is not None and channel in made.versions:
-                if _version_key(made.versions[channel]) == _version_key(value):
-                    return f"v@{made.creators[channel]}"
+            put = made.versions.get(channel, _NONE) if made is not None else _NONE
+            if made is not None and _version_key(put) == _version_key(value):
+                return f"v@{made.creators[channel]}"
             return _plain(value)
 
         thread_id = got.get("thread_id")
@@ -261,7 +277,9 @@ class SaverDriver:
             "parent": named(got.get("parent_id")),
             "ts": _plain(got.get("ts")),
             "values": _plain(got.get("values")),
-            "versions": {str(k): version(str(k), v) for k, v in dict(got.get("versions") or {}).items()},
+            "versions": {
+                str(k): version(str(k), v) for k, v in dict(got.get("versions") or {}).items()
+            },
             "metadata": _plain(got.get("metadata")),
             "writes": [
                 {"task": _plain(w[0]), "channel": _plain(w[1]), "value": _plain(w[2])}
@@ -287,7 +305,9 @@ class SaverDriver:
                 except Exception as exc:
                     out["latest"] = {"read_error": type(exc).__name__}
                 try:
-                    found = await self.store.saver_list(self.app, tid, ns, {}, None, None)
+                    found = await self.store.saver_list(
+                        self.app, tid, ns, filter={}, before_id=None, limit=None
+                    )
                     out["history"] = [self._form(t) for t in found]
                 except BackendUnavailable:
                     raise

@@ -56,8 +56,8 @@ __all__ = [
     "SaverGet",
     "SaverList",
     "SaverOp",
-    "SaverPut",
     "SaverProblem",
+    "SaverPut",
     "SaverPutWrites",
     "WriteSpec",
 ]

@@ -53,9 +53,7 @@ async def test_the_harness_catches_the_planted_checkpointer_fault(
     reference = CheckpointerStore(_spec("langgraph+memory", tmp_path))
     faulty = faulty_checkpointer(_spec("langgraph+sqlite", tmp_path), fault)
     report = await replay(cases, [reference, faulty], workdir=tmp_path)
-    found = [
-        d for d in report.unexpected if d.backend == faulty.name and d.reference != "expected"
-    ]
+    found = [d for d in report.unexpected if d.backend == faulty.name and d.reference != "expected"]
     assert found, f"{fault} went unnoticed"
     assert all(d.reference == "langgraph+memory" for d in found)
     in_case = [d for d in found if d.case_id == case_id]
@@ -78,7 +76,9 @@ def test_an_unknown_fault_is_refused(tmp_path: Path) -> None:
         faulty_checkpointer(_spec("langgraph+sqlite", tmp_path), "nope")
 
 
-@pytest.mark.parametrize("fault", ["merge_namespaces", "before_inclusive", "ignore_limit", "drop_special_writes"])
+@pytest.mark.parametrize(
+    "fault", ["merge_namespaces", "before_inclusive", "ignore_limit", "drop_special_writes"]
+)
 async def test_the_checkpointer_faults_are_invisible_to_the_session_pack(
     fault: str, tmp_path: Path
 ) -> None:

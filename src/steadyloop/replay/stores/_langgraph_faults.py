@@ -156,7 +156,9 @@ class FaultySaver(BaseCheckpointSaver[Any]):
             filter = None
         before, wanted, upto = self._list_args(before, limit)
         given = 0
-        for tup in self.inner.list(self._config(config), filter=filter, before=before, limit=wanted):
+        for tup in self.inner.list(
+            self._config(config), filter=filter, before=before, limit=wanted
+        ):
             if not self._keep(tup, upto):
                 continue
             if upto is not None and limit is not None and given >= limit:
@@ -226,9 +228,7 @@ class FaultySaver(BaseCheckpointSaver[Any]):
     ) -> None:
         if self.fault == "drop_writes":
             return
-        await self.inner.aput_writes(
-            self._config(config), self._writes(writes), task_id, task_path
-        )
+        await self.inner.aput_writes(self._config(config), self._writes(writes), task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         if self.fault == "keep_deleted":

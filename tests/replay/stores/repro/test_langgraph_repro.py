@@ -280,7 +280,7 @@ NESTED = {"nested": {"v": "é"}}
 
 
 def test_sqlite_saver_filter_on_a_nested_non_ascii_value_never_matches(tmp_path: Path) -> None:
-    """SqliteSaver stores metadata with `ensure_ascii=False` but writes a filter's object as `\\u00e9`: a filter on a nested value holding a non-ASCII character matches nothing, where InMemorySaver finds the checkpoint (LOSES: the checkpoint is missing from the listing)."""
+    """SqliteSaver stores metadata with `ensure_ascii=False` but writes a filter's object ASCII-escaped (`json.dumps` default): a filter on a nested value holding a non-ASCII character matches nothing, where InMemorySaver finds the checkpoint (LOSES: the checkpoint is missing from the listing)."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     memory = InMemorySaver()
