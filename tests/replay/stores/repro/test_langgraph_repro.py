@@ -407,3 +407,106 @@ def test_in_memory_saver_refuses_deep_metadata_the_sqlite_saver_keeps(tmp_path: 
         _put(saver, "t1", "", "c1", {"deep": deep})
         got = saver.get_tuple({"configurable": {"thread_id": "t1", "checkpoint_ns": ""}})
         assert got.metadata["deep"] == deep
+
+
+# -- TTL of the LangGraph stores (probed; InMemoryStore has none) -----------------------
+#
+# Expiry runs on the database's clock (`CURRENT_TIMESTAMP`, `NOW()`; SqliteStore's `put`
+# also reads Python's clock), so no fixed clock reaches it. These probes age an item
+# instead: they move its `expires_at` into the past with SQL, as time would.
+
+
+def test_in_memory_store_refuses_a_ttl() -> None:
+    """InMemoryStore has no TTL: a `put` with `ttl` raises NotImplementedError, so a TTL case has no reference store and needs an expectation."""
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore()
+    assert store.supports_ttl is False
+    with pytest.raises(NotImplementedError, match="TTL is not supported"):
+        store.put(("ns",), "k", {"v": 1}, ttl=1.0)
+
+
+def _expired_until_swept(store: Any, age: Any) -> tuple[Any, Any, int, Any]:
+    store.put(("ns",), "k", {"v": 1}, ttl=1.0)
+    store.put(("ns",), "kept", {"v": 2}, ttl=None)
+    age()
+    before = store.get(("ns",), "k", refresh_ttl=False)
+    found = [i.key for i in store.search(("ns",), refresh_ttl=False)]
+    swept = store.sweep_ttl()
+    return before, found, swept, store.get(("ns",), "k", refresh_ttl=False)
+
+
+def test_sqlite_store_reads_back_an_expired_item_until_swept(tmp_path: Path) -> None:
+    """SqliteStore's `get` and `search` return an item past its TTL until `sweep_ttl` runs (LEAKS: an expired item is read back), then it is gone; an item put with `ttl=None` stays."""
+    from langgraph.store.sqlite import SqliteStore
+
+    conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None, check_same_thread=False)
+    store = SqliteStore(conn, ttl={"default_ttl": 1.0})
+    store.setup()
+
+    def age() -> None:
+        conn.execute("UPDATE store SET expires_at = '2000-01-01 00:00:00' WHERE key = 'k'")
+
+    before, found, swept, after = _expired_until_swept(store, age)
+    assert before is not None and before.value == {"v": 1}
+    assert sorted(found) == ["k", "kept"]
+    assert (swept, after) == (1, None)
+    assert store.get(("ns",), "kept") is not None
+    conn.close()
+
+
+@pytest.mark.server
+def test_postgres_store_reads_back_an_expired_item_until_swept(pg_url: str) -> None:
+    """PostgresStore, like SqliteStore, returns an item past its TTL until `sweep_ttl` runs (LEAKS: an expired item is read back)."""
+    from langgraph.store.postgres import PostgresStore
+
+    with pg_conn(pg_url) as conn:
+        store = PostgresStore(conn, ttl={"default_ttl": 1.0})
+        store.setup()
+
+        def age() -> None:
+            conn.execute("UPDATE store SET expires_at = now() - interval '1 hour' WHERE key = 'k'")
+
+        before, found, swept, after = _expired_until_swept(store, age)
+    assert before is not None and before.value == {"v": 1}
+    assert sorted(found) == ["k", "kept"]
+    assert (swept, after) == (1, None)
+
+
+def _left_after_refresh(store: Any, left: Any) -> float:
+    store.put(("ns",), "k", {"v": 1}, ttl=1.5)
+    store.get(("ns",), "k", refresh_ttl=True)
+    return float(left())
+
+
+def test_sqlite_store_refreshes_a_ttl_to_its_minutes(tmp_path: Path) -> None:
+    """SqliteStore keeps a TTL's minutes as REAL: a read with `refresh_on_read` sets 1.5 minutes again (90 s, to the second)."""
+    from langgraph.store.sqlite import SqliteStore
+
+    conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None, check_same_thread=False)
+    store = SqliteStore(conn, ttl={"refresh_on_read": True})
+    store.setup()
+    query = "SELECT (julianday(expires_at) - julianday(CURRENT_TIMESTAMP)) * 86400 FROM store"
+    left = _left_after_refresh(store, lambda: conn.execute(query).fetchone()[0])
+    assert 88 <= left <= 91
+    conn.close()
+
+
+@pytest.mark.server
+def test_postgres_store_rounds_a_ttl_to_whole_minutes_on_refresh(pg_url: str) -> None:
+    """PostgresStore keeps a TTL's minutes in an INTEGER column: a read with `refresh_on_read` turns 1.5 minutes into 2 (LEAKS: kept 30 s longer) and 0.4 into 0 (LOSES: expired at once), where SqliteStore refreshes to 1.5."""
+    from langgraph.store.postgres import PostgresStore
+
+    with pg_conn(pg_url) as conn:
+        store = PostgresStore(conn, ttl={"refresh_on_read": True})
+        store.setup()
+        query = "SELECT extract(epoch FROM expires_at - now()) AS s FROM store WHERE key = 'k'"
+        left = _left_after_refresh(store, lambda: conn.execute(query).fetchone()["s"])
+        assert 118 <= left <= 121
+        store.put(("ns",), "short", {"v": 1}, ttl=0.4)
+        store.get(("ns",), "short", refresh_ttl=True)
+        row = conn.execute(
+            "SELECT ttl_minutes, expires_at <= now() AS gone FROM store WHERE key = 'short'"
+        ).fetchone()
+        assert row["ttl_minutes"] == 0 and row["gone"] is True
+        assert store.sweep_ttl() == 1
