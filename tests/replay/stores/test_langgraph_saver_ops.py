@@ -209,3 +209,11 @@ async def test_pack_on_the_postgres_savers(tmp_path: Path) -> None:
         body = await _run_pack([f"langgraph+{target}", f"langgraph+async+{target}"], tmp_path)
     for store in ("langgraph+postgresql", "langgraph+async+postgresql"):
         assert _against_reference(body, store) == SQL_DIVERGENCES | POSTGRES_ONLY
+
+
+def test_expected_everywhere_needs_an_expectation_to_hold() -> None:
+    """A reference_only case cannot also say expected_everywhere: it has no expectation."""
+    header = {**HEADER, "expected_everywhere": True}
+    with pytest.raises(CaseError) as info:
+        parse_case("\n".join(json.dumps(o) for o in (header, PUT)))
+    assert info.value.field == "/expected_everywhere"
