@@ -22,6 +22,7 @@ ALL = frozenset(Capability) - {
     Capability.LOOP,
     Capability.CRASH_INJECTION,
     Capability.IDEMPOTENCY,
+    Capability.CHECKPOINTER,
 }
 
 

@@ -29,10 +29,12 @@ LAYERS: tuple[str, ...] = (
     "_report",  # report: counts, JSON, hash (takes the diff stage's CaseReport)
     "_compare",  # diff: each snapshot against the expectation and the reference
     "_harness",  # drive: runs a case's operations on a store, reads back a Snapshot
+    "_saver",  # drive, checkpointer ops: runs the saver_* operations, reads threads back
     "_load",  # load: a selection (names, URLs, stores) becomes stores under test
     "_capabilities",  # what a case needs of a store
     "_schema",  # the bundled cases and packs, the JSON Schemas
     "_cases",  # the case language and its loader
+    "_saver_cases",  # the case language's checkpointer operations
     "_diff",  # the diff engine
     "_normalise",  # representation-only normalisation
     "_snapshot",  # the typed Snapshot, its sections, the read-back through the protocol

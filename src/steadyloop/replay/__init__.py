@@ -64,6 +64,7 @@ from steadyloop.replay._load import known_store_names, resolve_stores
 from steadyloop.replay._normalise import JSONBool, JSONFloat, Normaliser, normalise_text, plain
 from steadyloop.replay._replay import replay
 from steadyloop.replay._report import SCHEMA_VERSION, Report, build_report
+from steadyloop.replay._saver import SaverStore
 from steadyloop.replay._schema import (
     bundled_cases,
     case_schema,
@@ -132,6 +133,7 @@ __all__ = [
     "Operation",
     "Outcome",
     "Report",
+    "SaverStore",
     "SessionRef",
     "SessionStore",
     "Snapshot",

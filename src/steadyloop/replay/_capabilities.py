@@ -28,6 +28,7 @@ from steadyloop.replay._cases import (
     Summarize,
     TextPartSpec,
 )
+from steadyloop.replay._saver_cases import SAVER_OPS
 from steadyloop.replay._store import Capability, scope_of
 
 __all__ = ["required_capabilities"]
@@ -88,4 +89,6 @@ def required_capabilities(case: Case) -> dict[Capability, int]:
             add(Capability.CRASH_INJECTION, line)
         elif isinstance(op, RunLoop | ResumeLoop):
             add(Capability.LOOP, line)
+        elif op.op in SAVER_OPS:
+            add(Capability.CHECKPOINTER, line)
     return need

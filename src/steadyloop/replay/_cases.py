@@ -45,6 +45,9 @@ and every later line is one operation, run in order:
     session may hold several runs, one after another, each with its own script.
 ``resume_loop`` (``run``)
     Resume a run, typically after ``crash_after_write`` stopped it.
+``saver_put``, ``saver_put_writes``, ``saver_get``, ``saver_list``, ``saver_delete_thread``
+    The checkpointer domain: what a graph asks of its checkpoint saver (see
+    `steadyloop.replay._saver_cases`); read back under ``/threads``.
 ``list_sessions`` (``list_id``, ``user``)
     List a user's sessions; the ids, sorted, are kept under ``/lists/<list_id>``.
 ``delete_session`` (``session``)
@@ -60,7 +63,9 @@ an existing id. That, ``repeat_event`` and ``edit_event`` are operations a store
 refuse: their outcome (``refused`` with the store's error and message, ``accepted`` or
 ``merged``) goes to ``/outcomes/<line>``. The header may also give ``tz`` (an IANA time
 zone the case runs under), ``reference_only`` (compare only with reference stores: no
-``expected``) and ``absent`` (JSON Pointers where the snapshot must hold nothing).
+``expected``), ``expected_everywhere`` (``expected`` and ``absent`` hold for other
+frameworks' stores too, not only Steadyloop's) and ``absent`` (JSON Pointers where the
+snapshot must hold nothing).
 
 Every record may carry a ``note`` (free text, ignored). The loader checks everything
 before anything runs, and reports the file, the line and the field (a JSON Pointer into
@@ -81,6 +86,16 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 
 from steadyloop._errors import CaseError, EncodingError, SessionError
 from steadyloop.records import check_canonical, decode
+from steadyloop.replay._saver_cases import (
+    SAVER_OPS,
+    SaverChecker,
+    SaverDeleteThread,
+    SaverGet,
+    SaverList,
+    SaverProblem,
+    SaverPut,
+    SaverPutWrites,
+)
 from steadyloop.replay._snapshot import SECTIONS
 from steadyloop.replay._store import MAX_CASE_TIME_US
 from steadyloop.sessions import key_scope
@@ -176,6 +191,7 @@ class CaseHeader(_Model):
         absent: JSON Pointers where the snapshot must hold nothing.
         tz: The time zone the case runs under, or `None` (the process's own).
         reference_only: Whether the case is compared only with reference stores.
+        expected_everywhere: Whether `expected` and `absent` hold for every store.
     """
 
     op: Literal["case"]
@@ -197,6 +213,11 @@ class CaseHeader(_Model):
         default=False,
         description="Compare every store only with its reference store; the case holds "
         "no 'expected'.",
+    )
+    expected_everywhere: bool = Field(
+        default=False,
+        description="'expected' and 'absent' hold for every store, other frameworks' too "
+        "(by default only for Steadyloop's own): for what a reference store cannot show.",
     )
 
 
@@ -432,6 +453,11 @@ Operation: TypeAlias = (
     | Checkpoint
     | RunLoop
     | ResumeLoop
+    | SaverPut
+    | SaverPutWrites
+    | SaverGet
+    | SaverList
+    | SaverDeleteThread
 )
 """One operation of a case."""
 
@@ -451,6 +477,7 @@ _OPS: dict[str, type[BaseModel]] = {
     "checkpoint": Checkpoint,
     "run_loop": RunLoop,
     "resume_loop": ResumeLoop,
+    **SAVER_OPS,
 }
 
 _WRITING = (
@@ -497,6 +524,7 @@ class Case:
         tz: The time zone it runs under (`None`: the process's own).
         reference_only: Whether it is compared only with reference stores.
         absent: JSON Pointers where its snapshot must hold nothing.
+        expected_everywhere: Whether `expected` and `absent` hold for every store.
     """
 
     case_id: str
@@ -509,6 +537,7 @@ class Case:
     tz: str | None = None
     reference_only: bool = False
     absent: tuple[str, ...] = ()
+    expected_everywhere: bool = False
 
 
 def _pointer(loc: Iterable[object]) -> str:
@@ -624,6 +653,7 @@ class _Checker:
         self.outcome_lines: set[int] = set()
         self.armed: InjectFailure | None = None
         self.lines: set[int] = set()
+        self.saver = SaverChecker()
 
     def _session(self, handle: str) -> _SessionInfo:
         info = self.sessions.get(handle)
@@ -737,6 +767,13 @@ class _Checker:
             self.runs.add(op.run)
         elif isinstance(op, ResumeLoop) and op.run not in self.runs:
             raise _Problem("/run", f"run {op.run!r} is resumed before run_loop")
+        elif isinstance(op, SaverPut | SaverPutWrites | SaverGet | SaverList | SaverDeleteThread):
+            try:
+                values = self.saver.check(op)
+            except SaverProblem as exc:
+                raise _Problem(exc.field, exc.detail) from None
+            for where, value in values:
+                _check_json(value, where)
 
     def _check_summary(self, op: Summarize | FailSummary, *, commits: bool) -> None:
         info = self._session(op.session)
@@ -858,6 +895,7 @@ def _check_expected(expected: Mapping[str, Any], checker: _Checker) -> None:
         "errors": {str(n) for n in checker.lines},
         "outcomes": {str(n) for n in checker.outcome_lines},
         "loops": checker.runs,
+        "threads": set(checker.saver.threads),
     }
     for key, value in expected.items():
         where = f"/expected/{_pointer([key])[1:]}"
@@ -875,6 +913,8 @@ def _check_expected(expected: Mapping[str, Any], checker: _Checker) -> None:
 
 
 def _check_header(header: CaseHeader) -> None:
+    if header.reference_only and header.expected_everywhere:
+        raise _Problem("/expected_everywhere", "a reference_only case has no expectation")
     if header.reference_only and (header.expected or header.absent):
         field = "/expected" if header.expected else "/absent"
         raise _Problem(
@@ -969,6 +1009,7 @@ def parse_case(text: bytes | str, file: str = "<case>") -> Case:
         tz=header.tz,
         reference_only=header.reference_only,
         absent=tuple(header.absent),
+        expected_everywhere=header.expected_everywhere,
     )
 
 

@@ -351,8 +351,9 @@ def compare_case(
 ) -> CaseReport:
     """Compare each store's snapshot with the case's expectation and its reference.
 
-    The case's `expected` holds for Steadyloop's own stores (a `reference_only` case
-    has none); every store is compared in full with its framework's reference store.
+    The case's `expected` holds for Steadyloop's own stores, and for every store when
+    the case says `expected_everywhere` (a `reference_only` case has none); every
+    store is compared in full with its framework's reference store.
     A run that did not happen (a missing capability) is compared with nothing, and a
     store whose reference did not run is compared with nothing but the expectation.
 
@@ -378,7 +379,7 @@ def compare_case(
                 {"backend": name, "reference": ref, "status": "not_applicable"}
             )
             continue
-        if run.framework == "steadyloop" and not case.reference_only:
+        if (run.framework == "steadyloop" or case.expected_everywhere) and not case.reference_only:
             found.extend(_against_expected(case, name, run, normalised[name], report))
         if name == ref:
             report.comparisons.append({"backend": name, "reference": ref, "status": "reference"})

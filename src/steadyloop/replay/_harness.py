@@ -84,6 +84,8 @@ from steadyloop.replay._cases import (
 )
 from steadyloop.replay._journal_store import Crash, InjectedDrop, JournalStore
 from steadyloop.replay._normalise import Normaliser
+from steadyloop.replay._saver import SaverDriver, SaverStore
+from steadyloop.replay._saver_cases import SAVER_OPS
 from steadyloop.replay._snapshot import (
     Snapshot,
     empty_snapshot,
@@ -270,6 +272,12 @@ class _Runner:
         self.injections: list[dict[str, Any]] = []
         # Every error an operation ended with, when asked for (the limits check).
         self.refusals: list[tuple[int, BaseException]] | None = None
+        # The checkpointer ops' driver, on a store that has them (see `_saver`).
+        self.saver = (
+            SaverDriver(store, self.app, self.snapshot.threads)
+            if isinstance(store, SaverStore)
+            else None
+        )
 
     def _journal_store(self) -> JournalStore:
         if self.own is None:  # pragma: no cover - capabilities keep other stores out
@@ -422,6 +430,8 @@ class _Runner:
             self.snapshot.loops[run_id] = await read_loop(
                 self._journal_store().journal, self.app, run_id, self.effects[run_id]
             )
+        if self.saver is not None:
+            await self.saver.read_back()
 
     def _mask(self) -> None:
         """Blank the event fields a store does not keep, so they are never compared."""
@@ -458,6 +468,10 @@ class _Runner:
 
     async def _do(self, line: int, op: Operation, plan: InjectFailure | None) -> None:
         store = self.store
+        if op.op in SAVER_OPS:
+            assert self.saver is not None  # the capability keeps other stores out
+            await self.saver.do(op)  # type: ignore[arg-type]
+            return
         if isinstance(op, CreateSession):
             sid = op.session if op.session_id == "" else op.session_id
             self.users.add(op.user)

@@ -43,8 +43,11 @@ from steadyloop.sessions import SCOPES, Event, Session, SessionService, TextPart
 
 __all__ = ["JOURNAL_CAPABILITIES", "FailurePlan", "JournalStore", "open_store"]
 
-JOURNAL_CAPABILITIES: frozenset[Capability] = frozenset(Capability.__members__.values())
-"""Every capability: Steadyloop's session service is what the case language describes."""
+JOURNAL_CAPABILITIES: frozenset[Capability] = frozenset(Capability.__members__.values()) - {
+    Capability.CHECKPOINTER
+}
+"""Every capability but the checkpointer ops: Steadyloop's session service is what the
+case language describes; a checkpoint saver is another framework's kind of store."""
 
 
 class FailurePlan(Protocol):

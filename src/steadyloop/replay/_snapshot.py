@@ -37,6 +37,11 @@ The sections, each plain JSON:
 ``loops``
     ``{run: {"status", "result", "effects"}}``: how each run stands, its end result
     (without times), and how often each scripted tool really ran.
+``threads``
+    ``{thread: {"thread_id", "namespaces": {ns: {"latest", "history"}}, "reads": {…}}}``:
+    what a checkpoint saver holds for each thread of the checkpointer ops, read back
+    after a restart, and what each ``saver_get`` / ``saver_list`` got (see
+    `steadyloop.replay._saver`).
 """
 
 from __future__ import annotations
@@ -81,6 +86,8 @@ class Snapshot:
         errors: Operations that ended with an error, by line.
         outcomes: Operations a store may refuse, and what it did, by line.
         loops: How each run stands, by run id.
+        threads: What a LangGraph checkpointer reads back for each thread, after a
+            restart, and what each checkpointer read got (the ``saver_*`` operations).
     """
 
     sessions: dict[str, Any] = field(default_factory=dict)
@@ -91,6 +98,7 @@ class Snapshot:
     errors: dict[str, Any] = field(default_factory=dict)
     outcomes: dict[str, Any] = field(default_factory=dict)
     loops: dict[str, Any] = field(default_factory=dict)
+    threads: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the snapshot as one JSON object, its sections in `SECTIONS` order."""

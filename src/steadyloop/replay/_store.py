@@ -262,6 +262,8 @@ class Capability(enum.StrEnum):
         CRASH_INJECTION: Crashes, torn writes and dropped connections can be injected.
         IDEMPOTENCY: An append carries an idempotency key.
         CALLER_EDIT: The harness can edit the very event object it handed the store.
+        CHECKPOINTER: The checkpointer ops (`saver_put`, `saver_get`, …) run on it: the
+            store also implements [`SaverStore`][steadyloop.replay.SaverStore].
     """
 
     EVENTS = "events"
@@ -284,6 +286,7 @@ class Capability(enum.StrEnum):
     CRASH_INJECTION = "crash_injection"
     IDEMPOTENCY = "idempotency"
     CALLER_EDIT = "caller_edit"
+    CHECKPOINTER = "checkpointer"
 
 
 class Outcome(enum.StrEnum):

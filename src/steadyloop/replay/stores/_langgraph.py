@@ -74,6 +74,7 @@ from steadyloop.replay._store import (
     scope_of,
 )
 from steadyloop.replay.stores._common import describe
+from steadyloop.replay.stores._langgraph_ops import SaverOps
 
 __all__ = [
     "CAPABILITIES",
@@ -99,12 +100,14 @@ CAPABILITIES: frozenset[Capability] = frozenset(
         Capability.LIST_SESSIONS,
         Capability.DELETE_SESSION,
         Capability.CALLER_EDIT,
+        Capability.CHECKPOINTER,
     }
 )
 """A thread's channels hold every state key and the events. A thread has no user, app
 or temp scope: such keys are channels of the thread like any other, reported in the
 scope their prefix names, so they are compared only with the in-memory saver. No
-generated ids (a graph's caller names the thread) and no memory."""
+generated ids (a graph's caller names the thread) and no memory. The checkpointer ops
+of the case language run on the saver itself (`_langgraph_ops`)."""
 
 MESSAGES = "messages"
 """The channel that holds a session's events: a LangGraph `DeltaChannel` (see the module doc)."""
@@ -197,7 +200,7 @@ def _remove(path: Path) -> None:
         Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
-class CheckpointerStore:
+class CheckpointerStore(SaverOps):
     """One LangGraph checkpointer under test (see the module doc for the translation).
 
     Args:

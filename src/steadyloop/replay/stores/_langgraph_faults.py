@@ -5,8 +5,9 @@
 [`SAVER_FAULTS`][steadyloop.replay.stores._langgraph_faults.SAVER_FAULTS] in what passes
 through `put`, `put_writes`, `get_tuple`, `list` and `delete_thread`. Replaying the
 hostile pack on `langgraph+sqlite` with the fault planted, next to `InMemorySaver`, must
-report a difference for every fault: a checkpointer adapter that hid one would hide a
-real saver's divergence too.
+report a difference for every fault, and so must the checkpointer pack for the faults
+only its operations reach (namespaces, `before`, `limit`, special writes): a
+checkpointer adapter that hid one would hide a real saver's divergence too.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import copy
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.base import WRITES_IDX_MAP, BaseCheckpointSaver, CheckpointTuple
 
 from steadyloop.replay._store import StoreSpec
 from steadyloop.replay.stores._langgraph import CheckpointerStore
@@ -33,6 +34,10 @@ SAVER_FAULTS: dict[str, str] = {
     "ints_as_floats": "integer channel values read back as floats",
     "cut_at_nul": "strings in channel values are cut at the first NUL",
     "drop_user": "checkpoint metadata reads back without its 'user' key",
+    "merge_namespaces": "every checkpoint namespace is stored as the root namespace ''",
+    "before_inclusive": "list(before=…) also returns the checkpoint `before` names",
+    "ignore_limit": "list ignores its limit",
+    "drop_special_writes": "ERROR, INTERRUPT and the other special writes are dropped",
 }
 """Every fault a `FaultySaver` can plant, with what it does."""
 
@@ -74,13 +79,34 @@ class FaultySaver(BaseCheckpointSaver[Any]):
     # -- what the fault changes -------------------------------------------------------
 
     def _config(self, config: Any) -> Any:
-        if self.fault != "fold_case" or config is None:
+        if self.fault not in {"fold_case", "merge_namespaces"} or config is None:
             return config
         config = copy.deepcopy(config)
         configurable = config.setdefault("configurable", {})
-        if "thread_id" in configurable:
+        if self.fault == "merge_namespaces" and configurable.get("checkpoint_ns"):
+            configurable["checkpoint_ns"] = ""
+        if self.fault == "fold_case" and "thread_id" in configurable:
             configurable["thread_id"] = str(configurable["thread_id"]).lower()
         return config
+
+    def _list_args(self, before: Any, limit: int | None) -> tuple[Any, int | None, str | None]:
+        """`(before, limit)` to pass on, and the id up to which to keep (before_inclusive)."""
+        if self.fault == "ignore_limit":
+            return self._config(before), None, None
+        if self.fault == "before_inclusive" and before is not None:
+            upto = before["configurable"].get("checkpoint_id")
+            if upto:
+                return None, None, upto
+        return self._config(before), limit, None
+
+    def _writes(self, writes: Sequence[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        if self.fault == "drop_special_writes":
+            return [w for w in writes if w[0] not in WRITES_IDX_MAP]
+        return list(writes)
+
+    @staticmethod
+    def _keep(tup: CheckpointTuple, upto: str | None) -> bool:
+        return upto is None or str(tup.config["configurable"]["checkpoint_id"]) <= upto
 
     def _put_args(self, checkpoint: Any, new_versions: Any) -> Any:
         if self.fault != "forget_unchanged":
@@ -128,7 +154,16 @@ class FaultySaver(BaseCheckpointSaver[Any]):
     ) -> Iterator[CheckpointTuple]:
         if self.fault == "ignore_filter":
             filter = None
-        for tup in self.inner.list(self._config(config), filter=filter, before=before, limit=limit):
+        before, wanted, upto = self._list_args(before, limit)
+        given = 0
+        for tup in self.inner.list(
+            self._config(config), filter=filter, before=before, limit=wanted
+        ):
+            if not self._keep(tup, upto):
+                continue
+            if upto is not None and limit is not None and given >= limit:
+                break
+            given += 1
             out = self._out(tup)
             assert out is not None
             yield out
@@ -142,7 +177,7 @@ class FaultySaver(BaseCheckpointSaver[Any]):
     ) -> None:
         if self.fault == "drop_writes":
             return
-        self.inner.put_writes(self._config(config), writes, task_id, task_path)
+        self.inner.put_writes(self._config(config), self._writes(writes), task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
         if self.fault == "keep_deleted":
@@ -170,9 +205,16 @@ class FaultySaver(BaseCheckpointSaver[Any]):
     ) -> AsyncIterator[CheckpointTuple]:
         if self.fault == "ignore_filter":
             filter = None
+        before, wanted, upto = self._list_args(before, limit)
+        given = 0
         async for tup in self.inner.alist(
-            self._config(config), filter=filter, before=before, limit=limit
+            self._config(config), filter=filter, before=before, limit=wanted
         ):
+            if not self._keep(tup, upto):
+                continue
+            if upto is not None and limit is not None and given >= limit:
+                break
+            given += 1
             out = self._out(tup)
             assert out is not None
             yield out
@@ -186,7 +228,7 @@ class FaultySaver(BaseCheckpointSaver[Any]):
     ) -> None:
         if self.fault == "drop_writes":
             return
-        await self.inner.aput_writes(self._config(config), writes, task_id, task_path)
+        await self.inner.aput_writes(self._config(config), self._writes(writes), task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         if self.fault == "keep_deleted":
