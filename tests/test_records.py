@@ -376,10 +376,10 @@ _fast_values = st.recursive(
     | st.text()
     | st.text(alphabet=st.characters(max_codepoint=0x7F)).map(_Str)
     | st.integers(min_value=-5, max_value=5).map(_Int),
-    lambda children: (
-        st.lists(children, max_size=4)
-        | st.lists(children, max_size=3).map(tuple)
-        | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.tuples(children, children),
+        st.dictionaries(st.text(max_size=8), children, max_size=4),
     ),
     max_leaves=25,
 )
