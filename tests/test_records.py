@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import json
 import math
+import re
 
 import pytest
 from hypothesis import given
@@ -349,3 +352,100 @@ def test_checked_payloads_encode_to_the_same_bytes_and_still_refuse_bad_values()
         with pytest.raises(EncodingError, match=message) as info:
             prepare_batch("ns", [StreamWrite("s", [rec])], None)
         assert info.value.path == path
+
+
+class _Int(int):
+    pass
+
+
+@dataclasses.dataclass
+class _Dated:
+    day: int
+
+
+class _Str(str):
+    __slots__ = ()
+
+
+_fast_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**62, max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text()
+    | st.text(alphabet=st.characters(max_codepoint=0x7F)).map(_Str)
+    | st.integers(min_value=-5, max_value=5).map(_Int),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.tuples(children, children),
+        st.dictionaries(st.text(max_size=8), children, max_size=4),
+    ),
+    max_leaves=25,
+)
+
+
+@given(_fast_values)
+def test_orjson_text_is_the_standard_encoders_or_is_not_used(value: object) -> None:
+    """The orjson text is taken only where it is, byte for byte, the standard encoder's.
+
+    And it is taken whenever the value holds no float and no integer past 64 bits, so
+    the shortcut is used, not just safe.
+    """
+    from steadyloop.records import _fast_text
+
+    reference = json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    fast = _fast_text(value)
+    assert fast is None or fast == reference
+    text = canonical_json(value)
+    assert text == reference
+    if not re.search(r"[0-9][.eE]", reference) and not _has_big_int(value):
+        assert fast == reference
+
+
+def _has_big_int(value: object) -> bool:
+    if isinstance(value, dict):
+        return any(_has_big_int(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_big_int(v) for v in value)
+    return type(value) is not bool and isinstance(value, int) and not -(2**63) <= value < 2**64
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (math.nan, "not a finite number"),
+        (math.inf, "not a finite number"),
+        (-math.inf, "not a finite number"),
+        (datetime.date(2026, 1, 1), "date has no canonical JSON form"),
+        (_Dated(1), "_Dated has no canonical JSON form"),
+    ],
+)
+def test_what_orjson_would_write_is_still_refused_in_a_checked_payload(
+    bad: object, message: str
+) -> None:
+    """A NaN (orjson's null, beside a real one), a date or a dataclass is refused when checked."""
+    from steadyloop.journal._protocol import StreamWrite, prepare_batch
+    from steadyloop.records import _Checked
+
+    rec = object.__new__(Record)
+    payload = _Checked({"a": None, "v": [1, {"w": bad}]})
+    for name, value in (("kind", "k"), ("payload", payload), ("id", "x"), ("time", 0)):
+        object.__setattr__(rec, name, value)
+    with pytest.raises(EncodingError, match=message) as info:
+        prepare_batch("ns", [StreamWrite("s", [rec])], None)
+    assert info.value.path == "/payload/v/1/w"
+
+
+def test_orjson_refusals_fall_back_to_the_standard_encoder() -> None:
+    """What orjson refuses or writes otherwise is left to the standard encoder's checks."""
+    from steadyloop.records import _fast_text
+
+    deep: object = 1
+    for _ in range(300):  # past orjson's nesting limit, within the canonical one
+        deep = [deep]
+    for value in ({"a": "\ud800"}, {1: "x"}, {"v": 2**64}, {"f": 1e-05}, deep):
+        assert _fast_text(value) is None
+    assert canonical_json(deep) == "[" * 300 + "1" + "]" * 300

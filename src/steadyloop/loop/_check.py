@@ -15,9 +15,8 @@ from typing import Any
 
 from steadyloop._errors import SessionNotFound
 from steadyloop.journal import Journal
-from steadyloop.loop._messages import decision_from_json, reply_events_parts
+from steadyloop.loop._messages import reply_events_parts
 from steadyloop.loop._run import RunInfo
-from steadyloop.loop._types import ModelReply
 from steadyloop.records import INTENT_KIND, RESULT_KIND, JSONValue, canonical_json
 from steadyloop.sessions import Event, SessionService, ToolResultPart
 
@@ -95,8 +94,7 @@ def _compare(
         event = events.get(f"{iid}:reply")
         if event is None:
             return None if caller else f"the session has no event {iid + ':reply'!r}"
-        reply = ModelReply.from_json(result.get("reply") or {})
-        parts, _ = reply_events_parts(reply, decision_from_json(result["decision"]))
+        parts, _ = reply_events_parts(result.get("reply") or {}, result["decision"])
         want: list[JSONValue] = [p.to_dict() for p in parts]
         got: list[JSONValue] = [p.to_dict() for p in event.parts]
         if want != got:

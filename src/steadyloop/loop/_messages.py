@@ -10,8 +10,6 @@ from steadyloop.loop._types import (
     Decision,
     FinalAnswer,
     Message,
-    ModelReply,
-    ParseFailure,
     ToolCall,
     ToolCalls,
 )
@@ -30,7 +28,6 @@ __all__ = [
     "TOOL_AUTHOR",
     "UNPARSED",
     "USER_AUTHOR",
-    "decision_from_json",
     "decision_to_json",
     "event_messages",
     "reply_events_parts",
@@ -60,18 +57,14 @@ def decision_to_json(decision: Decision) -> dict[str, JSONValue]:
     return {"kind": "parse_failure", "reason": decision.reason}
 
 
-def decision_from_json(data: Mapping[str, Any]) -> Decision:
-    """Rebuild a decision stored by `decision_to_json`."""
-    kind = data.get("kind")
-    if kind == "final":
-        return FinalAnswer(str(data.get("text") or ""))
-    if kind == "tool_calls":
-        return ToolCalls(tuple((str(c), str(n), dict(a)) for c, n, a in data.get("calls") or ()))
-    return ParseFailure(str(data.get("reason") or "unknown decision"))
-
-
-def reply_events_parts(reply: ModelReply, decision: Decision) -> tuple[list[Part], str | None]:
+def reply_events_parts(
+    reply: Mapping[str, Any], decision: Mapping[str, Any]
+) -> tuple[list[Part], str | None]:
     """The parts of the session event that records a model reply, and loop feedback.
+
+    Made straight from the reply and its decision as a model call's result record
+    holds them ([`ModelReply.to_json`][steadyloop.loop.ModelReply.to_json] and
+    `decision_to_json`), without rebuilding either object first.
 
     A reply that parsed is stored as text and tool calls. A reply that did not is
     stored as it came (broken argument text under `UNPARSED`), each of its tool
@@ -79,21 +72,25 @@ def reply_events_parts(reply: ModelReply, decision: Decision) -> tuple[list[Part
     without tool calls gets the error as feedback text instead (the second item).
     """
     parts: list[Part] = []
-    if reply.text:
-        parts.append(TextPart(reply.text))
-    if isinstance(decision, ToolCalls):
-        parts.extend(ToolCallPart(c, n, a) for c, n, a in decision.calls)
+    text = reply.get("text")
+    if text is not None and str(text):
+        parts.append(TextPart(str(text)))
+    kind = decision.get("kind")
+    if kind == "tool_calls":
+        calls = decision.get("calls") or ()
+        parts.extend(ToolCallPart(str(c), str(n), dict(a)) for c, n, a in calls)
         return parts, None
-    if isinstance(decision, FinalAnswer):
-        return parts or [TextPart(decision.text)], None
-    reason = decision.reason
-    for call in reply.tool_calls:
+    if kind == "final":
+        return parts or [TextPart(str(decision.get("text") or ""))], None
+    reason = str(decision.get("reason") or "unknown decision")
+    tool_calls = [ToolCall.from_json(c) for c in reply.get("tool_calls") or ()]
+    for call in tool_calls:
         parts.append(ToolCallPart(call.id or "call", call.name or "?", {UNPARSED: call.arguments}))
-    for call in reply.tool_calls:
+    for call in tool_calls:
         parts.append(
             ToolResultPart(call.id or "call", call.name or "?", None, f"not executed: {reason}")
         )
-    if reply.tool_calls:
+    if tool_calls:
         return parts, None
     return parts or [TextPart("")], f"Your last reply could not be used: {reason}"
 

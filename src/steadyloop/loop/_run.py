@@ -72,7 +72,6 @@ from steadyloop.loop._messages import (
     LOOP_AUTHOR,
     TOOL_AUTHOR,
     USER_AUTHOR,
-    decision_from_json,
     decision_to_json,
     event_messages,
     reply_events_parts,
@@ -572,11 +571,10 @@ class _Driver:
         if intent.get("what") == "model":
             if result.get("status") != "ok":
                 return []
-            reply = ModelReply.from_json(result.get("reply") or {})
-            raw = result.get("decision")
-            decision = decision_from_json(
-                raw if isinstance(raw, Mapping) else self.parse(result.get("reply") or {})
-            )
+            reply = result.get("reply") or {}
+            decision = result.get("decision")
+            if not isinstance(decision, Mapping):
+                decision = self.parse(reply)
             parts, feedback = reply_events_parts(reply, decision)
             events = [self._new_event(f"{iid}:reply", self.agent.name, parts)]
             if feedback is not None:

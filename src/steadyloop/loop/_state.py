@@ -452,7 +452,7 @@ class RunState:
                 ("tool", payload.get("tool"), tool),
                 ("arguments", payload.get("arguments"), arguments),
             )
-            if canonical_json(got) != canonical_json(want)
+            if not _same_json(got, want)
         ]
         if wrong:
             self.intent_problems.append(
@@ -525,3 +525,21 @@ class RunState:
                     f"(limit {limit}); last: {decision.get('reason')}",
                     None,
                 )
+
+
+def _same_json(a: object, b: object) -> bool:
+    """Whether ``a`` and ``b`` have the same canonical JSON text.
+
+    Without encoding them when that is plain: the same object, or strings or integers
+    of one exact type (``True == 1`` and ``1 == 1.0``, whose texts differ, are
+    encoded). Lists are compared item by item, so a driver's own intent (which holds
+    the reply's very values) is never encoded.
+    """
+    if a is b:
+        return True
+    if type(a) is list and type(b) is list:
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    kind = type(a)
+    if kind is type(b) and (kind is str or kind is int):
+        return a == b
+    return canonical_json(a) == canonical_json(b)

@@ -156,7 +156,7 @@ class ModelReply:
                 deliberately broken to test the parser.
             id: The call id; ``"call-<name>"`` when empty.
         """
-        text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments or {}))
+        text = arguments if isinstance(arguments, str) else _dumps(dict(arguments or {}))
         return cls(tool_calls=(ToolCall(id=id or f"call-{name}", name=name, arguments=text),))
 
     def to_json(self) -> dict[str, JSONValue]:
@@ -176,6 +176,28 @@ class ModelReply:
             tool_calls=tuple(ToolCall.from_json(c) for c in data.get("tool_calls") or ()),
             usage=dict(data.get("usage") or {}),
         )
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+_DUMPS_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+if _DUMPS_ENCODER is not None:  # the encoder json.dumps builds on every call, built once
+    _DUMPS_ENCODER = _DUMPS_ENCODER(
+        None, _not_json, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True
+    )
+
+
+def _dumps(arguments: dict[str, Any]) -> str:
+    """``json.dumps(arguments)``: the same text, without a new encoder per call.
+
+    It checks no cycles (``json.dumps`` raises ``ValueError`` for one); a mapping that
+    holds itself ends in ``RecursionError`` here instead.
+    """
+    if _DUMPS_ENCODER is None:  # pragma: no cover - not CPython
+        return json.dumps(arguments)
+    return "".join(_DUMPS_ENCODER(arguments, 0))
 
 
 @dataclass(frozen=True, slots=True)
