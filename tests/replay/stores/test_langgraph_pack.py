@@ -66,7 +66,7 @@ async def test_pack_on_every_langgraph_checkpointer(tmp_path: Path) -> None:
 
 @pytest.mark.server
 async def test_pack_on_every_langgraph_store(tmp_path: Path) -> None:
-    """SqliteStore agrees with InMemoryStore but for the caller's dict; PostgresStore also changes floats, refuses NUL and pages a search newest first."""
+    """SqliteStore agrees with InMemoryStore but for the caller's dict (and a search page when its writes cross a second); PostgresStore also changes floats, refuses NUL and pages a search newest first."""
     async with postgres_schema() as (url, schema):
         target = with_options(url, options=f"-csearch_path={schema}")
         body = await run_pack(
@@ -84,7 +84,17 @@ async def test_pack_on_every_langgraph_store(tmp_path: Path) -> None:
             "s1",
         )
     sqlite_cases = {c for s, c, _ in found if s == "langgraph-store+sqlite"}
-    assert sqlite_cases == {"hostile_caller_edit", "hostile_events_caller_edit"}
+    # SqliteStore pages a search newest first by the second an item was written in
+    # (`test_sqlite_store_search_pages_by_the_second_items_were_put`): when the memory
+    # batch crosses a second, the page of the `new` query holds other items.
+    crossed = {
+        p for s, c, p in found if s == "langgraph-store+sqlite" and c == "hostile_old_memory"
+    }
+    assert all(p.startswith("/queries/new/hits/") for p in crossed), crossed
+    assert sqlite_cases - {"hostile_old_memory"} == {
+        "hostile_caller_edit",
+        "hostile_events_caller_edit",
+    }
     case = "hostile_int_vs_float"
     assert_found(found, (pg, case, "/sessions/s1/state/session/huge"), 1e300, 10**300, "s1")
     assert_found(found, (pg, case, "/sessions/s1/events/0/state_delta/neg_zero"), -0.0, 0.0)

@@ -170,7 +170,7 @@ def test_postgres_store_refuses_a_value_holding_nul(pg_url: str) -> None:
 def test_postgres_store_search_pages_differ_from_the_in_memory_store(
     pg_url: str, tmp_path: Path
 ) -> None:
-    """Without a query, InMemoryStore and SqliteStore search in the order items were put, PostgresStore newest first: the same `limit` gives other items (neither loses nor leaks: a different page, so code tested in memory reads other items in production)."""
+    """Without a query, InMemoryStore and SqliteStore (within one second) search in the order items were put, PostgresStore newest first: the same `limit` gives other items (neither loses nor leaks: a different page, so code tested in memory reads other items in production)."""
     from langgraph.store.memory import InMemoryStore
     from langgraph.store.postgres import PostgresStore
     from langgraph.store.sqlite import SqliteStore
@@ -188,6 +188,27 @@ def test_postgres_store_search_pages_differ_from_the_in_memory_store(
         store = PostgresStore(conn)
         store.setup()
         assert first_two(store) == ["c", "b"]
+
+
+def test_sqlite_store_search_pages_by_the_second_items_were_put(tmp_path: Path) -> None:
+    """Without a query, SqliteStore searches newest first by `updated_at`, which it keeps to the second (`CURRENT_TIMESTAMP`), and in put order within one second; InMemoryStore keeps put order: items put in a later second come first, so the same `limit` gives other items depending on when the clock turned (neither loses nor leaks: a different page)."""
+    import time
+
+    from langgraph.store.memory import InMemoryStore
+    from langgraph.store.sqlite import SqliteStore
+
+    def first_two(store: Any) -> list[str]:
+        time.sleep(1.0 - time.time() % 1.0 + 0.01)  # just after a second starts
+        store.put(("ns",), "a", {"v": "a"})
+        store.put(("ns",), "b", {"v": "b"})
+        time.sleep(1.0 - time.time() % 1.0 + 0.01)  # the next second
+        store.put(("ns",), "c", {"v": "c"})
+        return [item.key for item in store.search(("ns",), limit=2)]
+
+    sqlite_store = SqliteStore(sqlite3.connect(tmp_path / "s.db", isolation_level=None))
+    sqlite_store.setup()
+    assert first_two(InMemoryStore()) == ["a", "b"]
+    assert first_two(sqlite_store) == ["c", "a"]
 
 
 def test_in_memory_store_keeps_the_callers_dict(tmp_path: Path) -> None:
