@@ -95,8 +95,8 @@ async def _cut_off(kind: str, url: str) -> AsyncIterator[tuple[str, Any, Any]]:
         cut = asyncio.Event()
 
         def wrap(board: TaskBoard) -> None:
-            for name in ("heartbeat", "claim"):
-                call = getattr(board.queue, name)
+            for owner, name in ((board.queue, "heartbeat"), (board, "claim")):
+                call = getattr(owner, name)
 
                 async def failing(*args: Any, _call: Any = call, **kw: Any) -> Any:
                     if cut.is_set():
@@ -104,7 +104,7 @@ async def _cut_off(kind: str, url: str) -> AsyncIterator[tuple[str, Any, Any]]:
                         raise BackendUnavailable("injected: the store cannot be reached")
                     return await _call(*args, **kw)
 
-                setattr(board.queue, name, failing)
+                setattr(owner, name, failing)
 
         yield url, (cut.set, cut.clear), wrap
         return

@@ -776,6 +776,11 @@ class TaskQueue:
         Returns:
             The claim, or ``None`` when nothing is claimable now.
         """
+        claim: Claim | None = await self._run(self._claim_plan(worker, lease))
+        return claim
+
+    def _claim_plan(self, worker: str, lease: float) -> Callable[[bool], Plan]:
+        """The plan of `claim`: its lease token is made once, before the first attempt."""
         lease_us = _lease_us(lease)
         token = uuid.uuid4().hex
         d = self.dialect
@@ -847,8 +852,7 @@ class TaskQueue:
                 cancel_requested=_opt(cancel),
             )
 
-        claim: Claim | None = await self._run(plan)
-        return claim
+        return plan
 
     def _held(self, task_id: str, lease_token: str, columns: str = "cancel_requested") -> Plan:
         """Lock the task's row if ``lease_token`` holds it; its ``columns``, or ``None``."""

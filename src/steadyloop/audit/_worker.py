@@ -14,7 +14,8 @@ The decision, written in the same batch as the audit:
 * otherwise → ``pushed_back`` with a packet, and the task is queued again.
 
 A worker that dies leaves its round open in the trail. When its lease expires,
-another worker claims the task, writes ``lease_lost`` and ``claimed``, and continues
+another worker claims the task (``lease_lost`` and ``claimed`` commit with the claim,
+in one transaction: `TaskBoard.claim`), and continues
 the open round where it stopped: it *resumes* the round's run from the journal
 (``round_resumed``), with the preamble (resume note and packet) on its first model
 call only. Round and audit counters come from the trail, so they continue and never
@@ -54,7 +55,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import dataclasses
 import json
 import logging
@@ -317,6 +317,8 @@ class Worker:
         self._renewed = 0.0  # loop time a successful claim or renewal was asked at
         self._fenced: str | None = None  # why this claim's lease is taken as lost
         self._settling = False  # the claim is being given up: its lease ends by our hand
+        self._claimed_state: TaskState | None = None  # the trail as the claim left it
+        self._went_on = False  # the claim's round was started on (not the first pass)
 
     # -- public ------------------------------------------------------------------------
 
@@ -416,11 +418,13 @@ class Worker:
         self._watch_cancels()
         self._nudge.clear()  # a notification from here on may be about this claim
         asked = asyncio.get_running_loop().time()
-        claim = await self.board.queue.claim(self.worker_id, self.lease)
-        if claim is None:
+        got = await self.board.claim(self.worker_id, self.lease)
+        if got is None:
             for task_id in await self.board.block_doomed():
                 self._emit("blocked", task_id, "a dependency ended without completing")
             return None
+        claim, self._claimed_state = got
+        self._went_on = False
         self._lost = asyncio.Event()
         self._interrupting = False
         self._renewed = asked  # the lease runs from no earlier than the claim was asked
@@ -735,9 +739,8 @@ class Worker:
         """After an interrupt: hand the task back at once, naming the run that was stopped."""
         state = await self.board.state(claim.task_id)
         if state.status is not TaskStatus.RUNNING or state.lease_token != claim.lease_token:
-            # Nothing of this claim is in the trail: the round ended, or the claim's
-            # record was never written (interrupted just after the claim). The queue row
-            # may still hold the lease: hand it back too, so nobody waits for it to expire.
+            # The trail has moved past this claim: its round ended. The queue row may
+            # still hold the lease: hand it back too, so nobody waits for it to expire.
             status = state.status
             if status is None or not status.terminal:
                 status = TaskStatus.QUEUED
@@ -771,55 +774,33 @@ class Worker:
 
     async def _process(self, claim: Claim) -> None:
         board = self.board
-        state = await board.state(claim.task_id)
-        if state.status is None or state.status.terminal:
-            # A claimable row is never behind its trail (a task change writes both in one
-            # transaction), so this is a row with no trail: one a version before that
-            # left behind. Send it to a person, saying so; nothing is guessed.
+        state, self._claimed_state = self._claimed_state, None  # as the claim left it, once
+        if state is None:  # going on after a lost connection: the trail says how far
+            state = await board.state(claim.task_id)
+        if state.status is not TaskStatus.RUNNING or state.lease_token != claim.lease_token:
+            # The claim and its record commit together, so a trail without it is one the
+            # claim could not follow (empty, ended, or elsewhere): one a version before
+            # single-transaction task changes left behind. Send it to a person, saying
+            # so; nothing is guessed.
             reason = (
                 "the task's trail is empty: a version before single-transaction task "
                 "changes crashed between its two writes; resubmit the task"
                 if state.status is None
                 else f"the trail says {state.status.value} but the queue row was claimable"
             )
-            status = TaskStatus.NEEDS_HUMAN if state.status is None else state.status
+            status = (
+                state.status
+                if state.status is not None and state.status.terminal
+                else TaskStatus.NEEDS_HUMAN
+            )
             await self._settle(claim, state, status)
             self._emit(status.value, claim.task_id, reason)
             return
-        if state.status is TaskStatus.RUNNING and state.lease_token == claim.lease_token:
-            # Our own claim, recorded before a lost connection: go on with it.
-            await self._round(claim, state, None)
-            return
-        events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] = []
-        lost_worker = None
-        if state.status is TaskStatus.RUNNING:
-            lost_worker = state.owner
-            events.append(
-                (
-                    TaskEvent.LEASE_LOST,
-                    {
-                        "worker": state.owner,
-                        "lease_token": state.lease_token,
-                        "noticed_by": self.worker_id,
-                    },
-                )
-            )
-        events.append(
-            (
-                TaskEvent.CLAIMED,
-                {
-                    "worker": self.worker_id,
-                    "lease_token": claim.lease_token,
-                    "attempt": claim.attempt,
-                },
-            )
-        )
-        claimed = copy.deepcopy(state)
-        for event, payload in events:
-            claimed.apply(event.value, payload)
-        if claimed.round_claims > self.max_claims:
-            state = await self._write(state, events)
+        first_pass = not self._went_on
+        self._went_on = True
+        if first_pass:
             self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
+        if state.round_claims > self.max_claims:
             number = state.round if state.phase else state.round + 1
             reason = (
                 f"claimed {state.round_claims} times without finishing round {number} "
@@ -827,26 +808,12 @@ class Worker:
             )
             await self._give_up(claim, state, reason)
             return
-        if claimed.phase is None:
-            # A new round: the claim is written with the round's first record, in one
-            # batch (one write less per round). Nothing is awaited in between, so no
-            # shutdown or cancel can fall between the claim and its record.
-            self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
-            await self._round(claim, state, lost_worker, claim_events=events)
-            return
-        state = await self._write(state, events)
-        self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
+        # The worker whose lease this claim took over (its round is resumed), if any.
+        lost_worker = claim.previous_owner if first_pass else None
         await self._round(claim, state, lost_worker)
 
-    async def _round(
-        self,
-        claim: Claim,
-        state: TaskState,
-        lost_worker: str | None,
-        claim_events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] | None = None,
-    ) -> None:
-        """Work one round; ``claim_events``, not yet written, go first in its first write."""
-        first = claim_events or []
+    async def _round(self, claim: Claim, state: TaskState, lost_worker: str | None) -> None:
+        """Work one round of a claim recorded in ``state``."""
         spec = state.spec
         assert spec is not None
         task_id = claim.task_id
@@ -855,8 +822,6 @@ class Worker:
         except OSError as exc:
             # No claim can fix the folder: say what is wrong with it, once.
             reason = f"the task's working folder cannot be used: {exc}"
-            if first:
-                state = await self._write(state, first)
             await self._give_up(claim, state, reason)
             return
         packet = None if state.packet is None else Packet.from_json(state.packet)
@@ -867,7 +832,6 @@ class Worker:
             state = await self._write(
                 state,
                 [
-                    *first,
                     (
                         TaskEvent.ROUND_STARTED,
                         {
@@ -887,7 +851,7 @@ class Worker:
                 return
             state = result
         elif state.phase == "running":
-            assert state.run_id is not None and not first
+            assert state.run_id is not None
             if await self._driven_elsewhere(state.run_id):
                 await self._release(
                     claim, state, "the round's run is still driven by a live process"
