@@ -262,3 +262,55 @@ async def test_a_renewal_that_finds_another_owner_stops_the_verify_at_once(
     kinds = [r.kind.removeprefix("task.") for r in await board.trail("t1")]
     assert kinds == ["submitted", "claimed", "round_started", "run_finished"], kinds
     assert (await board.queue.tasks())[0].owner == "b"
+
+
+async def test_a_slow_store_does_not_shrink_the_fences_margin(
+    board: TaskBoard, tmp_path: Path
+) -> None:
+    """Renewals that each take most of a heartbeat, but succeed, never fence a live round.
+
+    Each renewal answers 0.7 heartbeats late. Renewals started a heartbeat after the one
+    before ended would be 1.7 heartbeats apart, and the fence (lease - heartbeat = 2
+    heartbeats after the last successful start) would cut the round; started a heartbeat
+    after the one before started, each succeeds within the margin.
+    """
+    lease, beat, late = 3.0, 1.0, 0.7
+    starts: list[float] = []
+    renew = board.queue.heartbeat
+
+    async def slow_heartbeat(*args: Any, **kw: Any) -> Any:
+        starts.append(time.monotonic())
+        await asyncio.sleep(late)  # the store's answer is slow, and it comes
+        return await renew(*args, **kw)
+
+    board.queue.heartbeat = slow_heartbeat  # type: ignore[method-assign]
+
+    async def check(_cwd: Path) -> int:
+        await asyncio.sleep(3 * lease)  # a verify three leases long
+        return 0
+
+    await board.submit(
+        TaskSpec(
+            prompt="wait",
+            task_id="t1",
+            goal=GoalSpec(goal="checked", verify=VerifySpec(("check",)), round_budget=1),
+        )
+    )
+    events: list[WorkerEvent] = []
+    worker = Worker(
+        board,
+        Agent("idle", ScriptedModel(lambda _i, _m: "done")),
+        worker_id="a",
+        verifier=Verifier(InProcessExecutor({"check": check})),
+        scratch_root=tmp_path,
+        lease=lease,
+        heartbeat=beat,
+        on_event=events.append,
+    )
+    assert await asyncio.wait_for(worker.run_once(), 60) == "t1"
+    assert [e.kind for e in events if e.kind in ("lease-lost", "error")] == [], [
+        (e.kind, e.detail) for e in events
+    ]
+    assert len(starts) >= 6, f"{len(starts)} renewals in a verify of {3 * lease:g} s"
+    kinds = [r.kind.removeprefix("task.") for r in await board.trail("t1")]
+    assert "verified" in kinds and kinds[-1] != "released", kinds

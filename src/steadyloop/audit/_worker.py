@@ -498,10 +498,18 @@ class Worker:
             self.on_event(WorkerEvent(self.worker_id, kind, task_id, detail))
 
     async def _beat(self, claim: Claim) -> None:
-        """Renew the lease every ``heartbeat`` seconds; fence the claim if it is gone."""
+        """Renew the lease every ``heartbeat`` seconds; fence the claim if it is gone.
+
+        Renewals start every ``heartbeat`` seconds counted from the start of the one
+        before (at once after one that took longer), not ``heartbeat`` after it ended:
+        on a slow store the time a renewal takes is not added to every interval, so
+        the fence's margin (``lease - heartbeat`` from the last successful start) is
+        what it says.
+        """
         loop = asyncio.get_running_loop()
+        asked = self._renewed  # the claim's own start: the lease runs from no earlier
         while True:
-            await asyncio.sleep(self.heartbeat)
+            await asyncio.sleep(max(0.0, asked + self.heartbeat - loop.time()))
             asked = loop.time()
             try:
                 ok = await self.board.queue.heartbeat(
