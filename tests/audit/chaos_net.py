@@ -104,6 +104,16 @@ def worker_argv(url: str, name: str, tmp: Path, lease: float, heartbeat: float) 
     ]
 
 
+def writer_argv(url: str, log: Path, generation: int) -> list[str]:
+    """The command line of one `journal_writer` process (appending until it is killed)."""
+    return [sys.executable, str(HERE / "journal_writer.py"), url, str(log), str(generation)]
+
+
+def spawn(argv: list[str], err: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with its standard error in ``err``."""
+    return _spawn(argv, err)
+
+
 def _spawn(argv: list[str], err: Path) -> subprocess.Popen[bytes]:
     with open(err, "wb") as out:
         return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=out)
@@ -261,7 +271,59 @@ async def _count_store(
                     counts.problems.append(f"acknowledged {kind} of {entry['task']} is lost")
 
 
-__all__ = ["VERIFY", "Counts", "run_chaos", "worker_argv"]
+async def writer_survivors(url: str, *logs: Path) -> tuple[list[str], list[str], int]:
+    """Check every append a `journal_writer` process logged as acknowledged, in the store.
+
+    Returns:
+        The acknowledged appends missing from the journal, those stored more than once
+            (as ``GENERATION-N``), and how many were acknowledged.
+    """
+    from journal_writer import NAMESPACE, stream
+
+    from steadyloop.journal import open_journal
+
+    acked: list[tuple[int, int, str]] = []
+    for log in logs:
+        if not log.exists():
+            continue
+        for line in log.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if "ack" in entry:
+                    acked.append((int(entry["gen"]), int(entry["ack"]), str(entry["id"])))
+    stored: dict[int, list[Any]] = {}
+    for _ in range(100):  # the store may still be coming back from the fault
+        try:
+            journal = await open_journal(url, create=False)
+            try:
+                for gen in sorted({g for g, _, _ in acked}):
+                    stored[gen] = await journal.read(NAMESPACE, stream(gen))
+            finally:
+                await journal.close()
+            break
+        except Exception:  # a restarting server
+            await asyncio.sleep(0.5)
+    else:  # pragma: no cover - the store never came back
+        raise AssertionError(f"the journal at {url} did not come back")
+    lost, duplicates = [], []
+    for gen, n, rec_id in acked:
+        found = [r.record for r in stored.get(gen, []) if r.record.payload.get("n") == n]
+        if not any(r.id == rec_id for r in found):
+            lost.append(f"{gen}-{n}")
+        if len(found) > 1:
+            duplicates.append(f"{gen}-{n}")
+    return lost, duplicates, len(acked)
+
+
+__all__ = [
+    "VERIFY",
+    "Counts",
+    "run_chaos",
+    "spawn",
+    "worker_argv",
+    "writer_argv",
+    "writer_survivors",
+]
 
 
 FAULTS = ("latency", "blackhole", "postgres-restart", "postgres-sigkill", "mariadb-restart")
