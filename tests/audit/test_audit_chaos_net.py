@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from audit_helpers import new_marker
-from chaos_net import FAULTS, HERE, chaos_under, writer_survivors
+from chaos_net import FAULTS, chaos_under, spawn, writer_argv, writer_survivors
 
 pytestmark = pytest.mark.slow
 
@@ -80,15 +78,8 @@ async def test_a_journal_query_on_a_blackholed_route_fails_then_the_journal_reco
 
     log = tmp_path / "writer.jsonl"
     with Blackhole() as hole, PrivatePostgres(listen="*") as pg:
-        argv = [
-            sys.executable,
-            str(HERE / "journal_writer.py"),
-            pg.url(hole.host_ip),
-            str(log),
-            "1",
-        ]
-        with open(tmp_path / "writer-stderr.txt", "wb") as err:
-            writer = subprocess.Popen(hole.command(argv), stdout=subprocess.DEVNULL, stderr=err)
+        argv = hole.command(writer_argv(pg.url(hole.host_ip), log, 1))
+        writer = spawn(argv, tmp_path / "writer-stderr.txt")
         try:
             assert await _until(lambda: sum("ack" in e for e in _entries(log)) >= 5, 60), _entries(
                 log
