@@ -66,6 +66,10 @@ class Counts:
     acked_writes: int = 0
     worker_errors: int = 0
     killed_at_budget: int = 0
+    journal_kills: int = 0
+    journal_acked: int = 0
+    journal_acked_lost: int = 0
+    journal_duplicates: int = 0
     fault_events: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -80,6 +84,8 @@ class Counts:
             or self.dead_workers
             or self.acked_lost
             or self.killed_at_budget
+            or self.journal_acked_lost
+            or self.journal_duplicates
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -146,6 +152,9 @@ async def run_chaos(
     lease: float = 3.0,
     heartbeat: float = 0.2,
     budget: float = 600.0,
+    writer_url: str | None = None,
+    writer_wrap: Callable[[list[str]], list[str]] | None = None,
+    writer_kills: tuple[float, ...] = (),
 ) -> Counts:
     """Run ``tasks`` chaos tasks on ``len(worker_urls)`` workers while ``step`` makes a fault.
 
@@ -165,6 +174,12 @@ async def run_chaos(
         lease: The workers' lease.
         heartbeat: The workers' heartbeat.
         budget: Seconds the run may take.
+        writer_url: Where a `journal_writer` process appends (through the fault, as a
+            worker's store is) while the workers work; ``None``: no writer.
+        writer_wrap: ``writer_wrap(argv)``: the command to start it with.
+        writer_kills: Seconds on the fault's clock at which the writer is SIGKILLed
+            (and a new one started); the last one is SIGKILLed when the workers end.
+            Every append it logged as acknowledged must then be in the journal, once.
     """
     counts = Counts(fault, backend, tasks, len(worker_urls))
     specs, expected = chaos_specs(marker, tasks)
@@ -178,8 +193,43 @@ async def run_chaos(
             argv = wrap(index, argv)
         errs[index] = tmp / f"stderr-w{index}.txt"
         procs[index] = _spawn(argv, errs[index])
+    writer_log = tmp / "writer.jsonl"
+    generation = 0
+    writer: subprocess.Popen[bytes] | None = None
+
+    def start_writer() -> subprocess.Popen[bytes]:
+        nonlocal generation
+        assert writer_url is not None
+        generation += 1
+        argv = writer_argv(writer_url, writer_log, generation)
+        if writer_wrap is not None:
+            argv = writer_wrap(argv)
+        return _spawn(argv, tmp / f"stderr-writer{generation}.txt")
+
+    def kill_writer() -> None:
+        if writer is not None and writer.poll() is None:
+            writer.kill()  # SIGKILL: whatever it had in flight is cut off
+            writer.wait()
+            counts.journal_kills += 1
+
+    if writer_url is not None:
+        writer = start_writer()
+    kills = sorted(writer_kills)
     began = time.monotonic()
     ready: float | None = None  # when every worker had begun a round: the fault's clock
+
+    async def writer_killer() -> None:
+        # Apart from ``step``, which waits for each restart to end: the kill falls
+        # inside the fault, not after it.
+        nonlocal writer
+        while kills:
+            await asyncio.sleep(0.05)
+            if ready is not None and time.monotonic() - ready >= kills[0]:
+                kills.pop(0)
+                kill_writer()
+                writer = start_writer()
+
+    killing = asyncio.ensure_future(writer_killer()) if writer_url is not None else None
     logs = [tmp / f"log-w{index}.jsonl" for index in range(len(worker_urls))]
     overlap_dirs: set[str] = set()
     orphan_seen: set[str] = set()
@@ -203,6 +253,11 @@ async def run_chaos(
             if not live:
                 break  # every worker ended: the queue is drained (or they died)
     finally:
+        if killing is not None:
+            killing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await killing
+        kill_writer()
         for index, proc in procs.items():
             if proc.poll() is None:  # out of budget (or the observer failed): ours to end
                 proc.kill()
@@ -223,6 +278,11 @@ async def run_chaos(
     if reported.exists():
         counts.overlaps_reported = len(reported.read_text().splitlines())
     await _count_store(board_url, tmp, expected, counts)
+    if writer_url is not None:
+        lost, duplicates, counts.journal_acked = await writer_survivors(board_url, writer_log)
+        counts.journal_acked_lost, counts.journal_duplicates = len(lost), len(duplicates)
+        counts.problems += [f"acknowledged append {x} is lost" for x in lost]
+        counts.problems += [f"append {x} is stored twice" for x in duplicates]
     return counts
 
 
@@ -395,6 +455,8 @@ async def chaos_under(
                     lease=LATENCY_LEASE,
                     heartbeat=LATENCY_HEARTBEAT,
                     budget=1500.0,
+                    writer_url=through,
+                    writer_kills=(10.0, 30.0, 60.0),
                     **common,
                 )
                 counts.fault_events = {
@@ -429,6 +491,10 @@ async def chaos_under(
                 wrap=lambda i, argv: hole.command(argv) if i == 0 else argv,
                 step=step,
                 lease=lease,
+                # The writer shares worker 0's cut-off route; it is killed in each dark spell.
+                writer_url=pg.url(hole.host_ip),
+                writer_wrap=hole.command,
+                writer_kills=tuple(4.0 + k * (lease * 2.5 + 5.0) + lease for k in range(3)),
                 **common,
             )
             entries = [
@@ -455,6 +521,8 @@ async def chaos_under(
                 board_url=pg.url(),
                 worker_urls=[pg.url()] * workers,
                 step=_at(list(times), action),
+                writer_url=pg.url(),
+                writer_kills=tuple(t + 0.3 for t in times),  # while the server is down
                 **common,
             )
             counts.fault_events = {"restarts": pg.restarts, "postmaster_kills": pg.kills}
@@ -467,6 +535,8 @@ async def chaos_under(
                 board_url=db.url(),
                 worker_urls=[db.url()] * workers,
                 step=_at(list(times), db.restart),
+                writer_url=db.url(),
+                writer_kills=tuple(t + 0.3 for t in times),  # while the server is down
                 **common,
             )
             counts.fault_events = {"restarts": db.restarts}

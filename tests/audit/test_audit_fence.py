@@ -314,3 +314,39 @@ async def test_a_slow_store_does_not_shrink_the_fences_margin(
     assert len(starts) >= 6, f"{len(starts)} renewals in a verify of {3 * lease:g} s"
     kinds = [r.kind.removeprefix("task.") for r in await board.trail("t1")]
     assert "verified" in kinds and kinds[-1] != "released", kinds
+
+
+async def test_a_deadline_passing_during_the_last_transaction_does_not_end_the_worker(
+    board: TaskBoard, tmp_path: Path
+) -> None:
+    """The fence's deadline passing while the claim's settling transaction waits on the store leaves the worker alive and the task settled."""
+    lease, beat = 1.0, 0.2
+    cut = asyncio.Event()
+    renew, conclude = board.queue.heartbeat, board.conclude
+
+    async def heartbeat(*args: Any, **kw: Any) -> Any:
+        if cut.is_set():
+            raise BackendUnavailable("injected: the store cannot be reached")
+        return await renew(*args, **kw)
+
+    async def slow_conclude(*args: Any, **kw: Any) -> Any:
+        cut.set()  # renewals fail from here on ...
+        await asyncio.sleep(3 * lease)  # ... and the settling transaction waits past the margin
+        return await conclude(*args, **kw)
+
+    board.queue.heartbeat = heartbeat  # type: ignore[method-assign]
+    board.conclude = slow_conclude  # type: ignore[method-assign]
+    await board.submit(TaskSpec(prompt="p", task_id="t1"))
+    events: list[WorkerEvent] = []
+    worker = Worker(
+        board,
+        Agent("idle", ScriptedModel(lambda _i, _m: "done")),
+        worker_id="a",
+        scratch_root=tmp_path,
+        lease=lease,
+        heartbeat=beat,
+        on_event=events.append,
+    )
+    assert await asyncio.wait_for(worker.run_once(), 30) == "t1"
+    assert not worker.errors and not [e for e in events if e.kind in ("lease-lost", "error")]
+    assert (await board.get("t1")).status.terminal

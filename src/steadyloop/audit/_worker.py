@@ -543,9 +543,15 @@ class Worker:
         margin = self.lease - self.heartbeat
         while True:
             wait = self._renewed + margin - loop.time()  # moved on by each renewal
-            if wait <= 0:
+            if wait > 0:
+                await asyncio.sleep(wait)
+            elif self._settling:
+                # The claim is being given up by this worker's own hand: its last
+                # transaction checks the lease itself, and cancelling it would end the
+                # worker, not the claim. Fence only if it fails and the round goes on.
+                await asyncio.sleep(min(self.heartbeat, 0.1))
+            else:
                 break
-            await asyncio.sleep(wait)
         self._fence_off(
             claim,
             f"no renewal of the lease succeeded for {margin:g} s (lease {self.lease:g} s "
