@@ -495,3 +495,18 @@ async def test_a_cancelled_wait_inside_the_driver_does_not_end_the_worker(
     await worker.run()
     assert (await board.get("x")).status is TaskStatus.COMPLETED
     assert (await kinds(board, "x")).count("completed") == 1
+
+
+async def test_a_wait_cancelled_as_its_event_is_set_is_still_cancelled() -> None:
+    """A helper's wait cancelled in the same moment its event is set raises the cancellation instead of losing it."""
+    from steadyloop.audit._queue import wait_event
+
+    for spins in range(4):  # the cancel lands before, with and after the waiter wakes
+        event = asyncio.Event()
+        waiting = asyncio.ensure_future(wait_event(event, 60))
+        for _ in range(spins):
+            await asyncio.sleep(0)
+        event.set()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting

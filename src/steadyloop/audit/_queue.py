@@ -1431,8 +1431,7 @@ class TaskQueue:
             if self._wake is None:
                 await asyncio.sleep(pause)
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), pause)
+            await wait_event(self._wake, pause)
 
     def _start_listening(self) -> bool:
         """Start the notification listener if the journal offers one; whether it does."""
@@ -1575,6 +1574,22 @@ _CLASSES: dict[str, type[TaskQueue]] = {
     "mysql": MySQLQueue,
 }
 _QUEUE_OPTIONS = ("app", "clock", "ids", "server_clock", "poll", "reconnect_for")
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:  # noqa: ASYNC109
+    """Wait until ``event`` is set or ``timeout`` seconds pass; whether it was set.
+
+    Not ``asyncio.wait_for``: on Python 3.11 it returns the event's result when the
+    waiting task is cancelled just as the event is set, and the cancellation is lost
+    (a helper task cancelled at the end of a claim then runs on, and whoever awaits it
+    waits for ever). ``asyncio.timeout`` raises the cancellation.
+    """
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
 
 
 def split_queue_url(url: str | URL) -> tuple[URL, dict[str, Any]]:

@@ -81,7 +81,7 @@ from steadyloop._errors import (
 from steadyloop.audit._auditor import AuditContext, Auditor, AuditReport
 from steadyloop.audit._board import TaskBoard
 from steadyloop.audit._packets import Packet, PreambleModel, compose_preamble
-from steadyloop.audit._queue import Claim
+from steadyloop.audit._queue import Claim, wait_event
 from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus
 from steadyloop.audit._verify import Verification, Verifier
 from steadyloop.loop import Agent, RunResult, StopReason, load_run, resume, run
@@ -384,8 +384,7 @@ class Worker:
                     # outlives it, waiting (and saying so) until it is back.
                     pause = backoff.next()
                     self._emit("store-unavailable", None, f"{exc}; trying again in {pause:.1f} s")
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stop.wait(), pause)
+                    await wait_event(self._stop, pause)
         finally:
             if self._unwatch is not None:
                 self._unwatch()  # no claim is held any more: no cancel to watch for
@@ -598,8 +597,7 @@ class Worker:
         queue = self.board.queue
         while self._cancelled is None:
             notified = self._unwatch is not None and queue.cancels_notified
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._nudge.wait(), queue.poll * (10 if notified else 1))
+            await wait_event(self._nudge, queue.poll * (10 if notified else 1))
             if notified and not self._nudge.is_set():
                 continue  # no news: nothing to read (the heartbeat looks too)
             self._nudge.clear()
