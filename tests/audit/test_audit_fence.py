@@ -205,9 +205,15 @@ async def test_a_worker_without_renewals_stops_its_verify_before_the_lease_expir
         assert not any(_alive(pid) for pid in _starts(folder))
         lost = [e for e in events if e.kind == "lease-lost"]
         assert [e.worker for e in lost] == ["a"], [(e.worker, e.kind, e.detail) for e in events]
-        warnings = [r for r in caplog.records if r.name == "steadyloop.audit"]
-        assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
-        assert "no renewal of the lease succeeded" in warnings[0].getMessage()
+        warnings = [r for r in caplog.records if r.name == "steadyloop.audit._worker"]
+        fences = [r for r in warnings if "no renewal of the lease succeeded" in r.getMessage()]
+        assert len(fences) == 1 and fences[0].levelno == logging.WARNING
+        assert "worker a: task 't1'" in fences[0].getMessage()
+        # Each failed renewal before it, one line each, naming the worker and the task
+        # (on SQLite they fail; through the stalled proxy they hang, and the fence acts).
+        failed = [r for r in warnings if "a lease renewal failed" in r.getMessage()]
+        assert all("worker a: task 't1'" in r.getMessage() for r in failed)
+        assert bool(failed) == (kind == "sqlite"), [r.getMessage() for r in warnings]
         assert [e.worker for e in events if e.kind == "claimed"] == ["a", "b", "a"]
         assert not a.errors and not b.errors
         assert os.path.exists(folder / "verify.lock")
@@ -256,7 +262,7 @@ async def test_a_renewal_that_finds_another_owner_stops_the_verify_at_once(
     assert time.monotonic() - taken < 1.0
     assert await asyncio.wait_for(working, 10) == "t1"
     assert [e.kind for e in events if e.kind in ("lease-lost", "error")] == ["lease-lost"]
-    (warning,) = [r for r in caplog.records if r.name == "steadyloop.audit"]
+    (warning,) = [r for r in caplog.records if r.name == "steadyloop.audit._worker"]
     assert "no longer this worker's" in warning.getMessage()
     # Nothing was written for the lost claim: no verification, no release.
     kinds = [r.kind.removeprefix("task.") for r in await board.trail("t1")]

@@ -21,7 +21,6 @@ longer supported: one transaction cannot span two stores.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -310,8 +309,12 @@ class TaskBoard:
                 got: tuple[Claim, TaskState] | None = await self.queue._run(
                     self._claim_plan(worker, lease)
                 )
-            except ConflictError:
-                continue  # the lost worker's last write landed first: claim again
+            except ConflictError as exc:
+                # The lost worker's last write landed first: nothing was written; claim again.
+                _log.info(
+                    "worker %s: a claim's trail moved on under it (%s); claiming again", worker, exc
+                )
+                continue
             return got
         raise ConflictError(self.app, "task", 0, 0)  # pragma: no cover - a trail racing 5 claims
 
@@ -533,7 +536,8 @@ class TaskBoard:
                         ],
                         self._only_if(self.queue._block_plan(task_id, detail)),
                     )
-                except (ConflictError, _Unmoved):
+                except (ConflictError, _Unmoved) as exc:
+                    _log.debug("task %r: not blocked now, it changed meanwhile (%r)", task_id, exc)
                     continue
                 if moved:
                     blocked.append(task_id)
@@ -613,8 +617,12 @@ class TaskBoard:
                     [(TaskEvent.CANCELLED, {"reason": reason})],
                     self.queue._cancel_plan(task_id, reason, recorded=True),
                 )
-            except ConflictError:
-                continue  # a worker recorded its claim meanwhile: look again
+            except ConflictError as exc:
+                # A worker recorded its claim meanwhile: look again.
+                _log.debug(
+                    "task %r: its trail moved on under the cancel (%s); looking again", task_id, exc
+                )
+                continue
             await self.block_doomed()
             return TaskStatus.CANCELLED
         raise ConflictError(self.app, task_stream(task_id), 0, 0)  # pragma: no cover
@@ -669,10 +677,13 @@ class TaskBoard:
         spec = (await self.queue.get(task_id)).spec
         ended = []
         for dep in spec.depends_on:
-            with contextlib.suppress(TaskNotFound):
+            try:
                 status = (await self.queue.get(dep)).status
-                if status is not TaskStatus.COMPLETED:
-                    ended.append(f"{dep!r} ({status.value})")
+            except TaskNotFound:
+                _log.debug("task %r: its dependency %r has no queue row", task_id, dep)
+                continue
+            if status is not TaskStatus.COMPLETED:
+                ended.append(f"{dep!r} ({status.value})")
         which = ", ".join(ended) or "a dependency"
         return (
             f"it waits on {which}, which ended without completing; retry the dependency "
@@ -697,7 +708,8 @@ class TaskBoard:
                         [(TaskEvent.RETRIED, {"note": note})],
                         self._only_if(self.queue._requeue_plan(child, note)),
                     )
-                except (ConflictError, _Unmoved):
+                except (ConflictError, _Unmoved) as exc:
+                    _log.debug("task %r: not queued again, it changed meanwhile (%r)", child, exc)
                     continue
                 reopened.append(child)
                 todo.append(child)

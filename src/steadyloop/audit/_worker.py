@@ -54,7 +54,6 @@ hung tool keeps a task ``running`` (and its lease renewed) for ever.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import logging
@@ -97,7 +96,7 @@ __all__ = [
     "decide",
 ]
 
-_log = logging.getLogger("steadyloop.audit")
+_log = logging.getLogger(__name__)
 
 DEFAULT_GRACE = 5.0
 """Seconds a worker told to shut down lets its current round go on before interrupting it."""
@@ -214,6 +213,23 @@ class _Backoff:
         self.spent += pause
         self.delay = min(self.delay * 2, 2.0)
         return pause
+
+
+async def _reap(task: asyncio.Future[Any], what: str) -> None:
+    """Cancel a helper task and wait for it to end; an error it ended with is logged.
+
+    Its cancellation is what was asked for; anything else it raised (a bug, a store
+    error nobody caught) would otherwise vanish with it, so it is logged at INFO.
+    """
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # the caller itself is being cancelled
+    except Exception as exc:
+        _log.info("%s: a helper task ended with %s: %s", what, type(exc).__name__, exc)
 
 
 def _safe(name: str) -> str:
@@ -383,6 +399,12 @@ class Worker:
                     # The store is gone for longer than the queue's own retries: a worker
                     # outlives it, waiting (and saying so) until it is back.
                     pause = backoff.next()
+                    _log.info(
+                        "worker %s: the store is unavailable (%s); trying again in %.1f s",
+                        self.worker_id,
+                        exc,
+                        pause,
+                    )
                     self._emit("store-unavailable", None, f"{exc}; trying again in {pause:.1f} s")
                     await wait_event(self._stop, pause)
         finally:
@@ -405,8 +427,7 @@ class Worker:
             for w in waits:
                 w.cancel()
             for w in waits:
-                with contextlib.suppress(BaseException):
-                    await w
+                await _reap(w, f"worker {self.worker_id}: an idle wait")
 
     async def run_once(self) -> str | None:
         """Claim one task and work one round of it.
@@ -473,8 +494,25 @@ class Worker:
                     raise LeaseLost(self._fenced) from None
                 raise
         except LeaseLost as exc:
+            if self._fenced is None:  # a fence has said so already, in its own line
+                _log.warning(
+                    "worker %s: task %r: the lease was lost (%s); nothing more is written "
+                    "for this claim",
+                    self.worker_id,
+                    claim.task_id,
+                    exc,
+                )
             self._emit("lease-lost", claim.task_id, str(exc))
         except Exception as exc:
+            _log.error(
+                "worker %s: task %r: the round failed: %s: %s; the claim is left to its "
+                "lease and the worker goes on",
+                self.worker_id,
+                claim.task_id,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
             self.errors.append(exc)
             self._emit("error", claim.task_id, f"{type(exc).__name__}: {exc}")
         finally:
@@ -486,8 +524,8 @@ class Worker:
                 self._cancel_timer = None
             for helper in (beat, look, fence):
                 helper.cancel()
-                with contextlib.suppress(BaseException):
-                    await helper
+            for helper in (beat, look, fence):
+                await _reap(helper, f"worker {self.worker_id}: task {claim.task_id!r}")
         return claim.task_id
 
     # -- internals ---------------------------------------------------------------------
@@ -518,8 +556,18 @@ class Worker:
                 self._renewed = asked  # the lease was renewed: keep it while the round stops
                 self._cancel(exc.reason)
                 continue
-            except Exception:
-                continue  # retried; `_fence` stops the round if none succeeds in time
+            except Exception as exc:
+                # Retried at the next beat; `_fence` stops the round if none succeeds in time.
+                _log.warning(
+                    "worker %s: task %r: a lease renewal failed (%s: %s); %.1f s of the "
+                    "fence's margin left",
+                    self.worker_id,
+                    claim.task_id,
+                    type(exc).__name__,
+                    exc,
+                    max(0.0, self._renewed + self.lease - self.heartbeat - loop.time()),
+                )
+                continue
             if not ok:
                 self._fence_off(
                     claim,
@@ -606,8 +654,17 @@ class Worker:
             except LeaseLost:
                 self._fence_off(claim, "the lease is no longer this worker's")
                 return
-            except Exception:
+            except Exception as exc:
                 # A failed look is tried again after a pause (the heartbeat looks too).
+                _log.info(
+                    "worker %s: task %r: looking for a cancel failed (%s: %s); looking "
+                    "again in %.2f s",
+                    self.worker_id,
+                    claim.task_id,
+                    type(exc).__name__,
+                    exc,
+                    queue.poll,
+                )
                 await asyncio.sleep(queue.poll)
                 self._nudge.set()
                 continue
@@ -744,6 +801,14 @@ class Worker:
                 if self._lost.is_set() or backoff.spent >= self.lease * 2 + 30:
                     raise
                 pause = backoff.next()
+                _log.info(
+                    "worker %s: task %r: the store is unavailable (%s); going on with the "
+                    "claim in %.1f s",
+                    self.worker_id,
+                    claim.task_id,
+                    exc,
+                    pause,
+                )
                 self._emit("store-unavailable", claim.task_id, f"{exc}; going on in {pause:.1f} s")
                 await asyncio.sleep(pause)
 
@@ -756,13 +821,28 @@ class Worker:
             status = state.status
             if status is None or not status.terminal:
                 status = TaskStatus.QUEUED
-            with contextlib.suppress(LeaseLost):
+            try:
                 await self._settle(claim, state, status)
+            except LeaseLost as exc:
+                _log.info(
+                    "worker %s: task %r: nothing to hand back after the interrupt: %s",
+                    self.worker_id,
+                    claim.task_id,
+                    exc,
+                )
             return
         interrupted = None
         if state.phase == "running" and state.run_id is not None:
-            with contextlib.suppress(RunNotFound):
+            try:
                 info = await load_run(self.board.journal, self.board.app, state.run_id)
+            except RunNotFound:
+                _log.debug(
+                    "worker %s: task %r: the interrupted round's run %r was never begun",
+                    self.worker_id,
+                    claim.task_id,
+                    state.run_id,
+                )
+            else:
                 if info.status in (StopReason.STOPPED.value, StopReason.RESUME_STATE_UNKNOWN.value):
                     interrupted = state.run_id
         reason = f"worker {self.worker_id} shut down; the round was interrupted"
@@ -910,6 +990,9 @@ class Worker:
         try:
             info = await load_run(self.board.journal, self.board.app, run_id)
         except RunNotFound:
+            _log.debug(
+                "worker %s: run %r is not in the journal: nobody drives it", self.worker_id, run_id
+            )
             return False
         owner = info.state.owner
         return info.status == "running" and owner is not None and owner.same_host()
