@@ -531,8 +531,12 @@ class TaskQueue:
             setattr(self, name, None)
             if listener is not None:
                 listener.cancel()
-                with contextlib.suppress(BaseException):
+                try:
                     await listener
+                except asyncio.CancelledError:
+                    pass  # as asked
+                except Exception as exc:
+                    _log.debug("%s: the %s ended with %r", self.url, name.strip("_"), exc)
         if self._owned:
             await self.journal.close()
 
