@@ -255,6 +255,8 @@ LABELS: dict[str, dict[str, str]] = {
         "chaos_orphans": "orphaned verify processes",
         "chaos_dead": "workers dead of the fault",
         "chaos_lost": "acknowledged writes lost",
+        "chaos_writer_kills": "journal writer SIGKILLed",
+        "chaos_writer_lost": "its acknowledged appends lost / stored twice / of",
         "chaos_events": "what the fault did",
         "chaos_fault_latency": "latency and stalls",
         "chaos_fault_blackhole": "blackholed route",
@@ -522,6 +524,8 @@ LABELS: dict[str, dict[str, str]] = {
         "chaos_orphans": "成为孤儿的校验进程",
         "chaos_dead": "因故障而死的 worker",
         "chaos_lost": "丢失的已确认写入",
+        "chaos_writer_kills": "日志写入进程被 SIGKILL 的次数",
+        "chaos_writer_lost": "其已确认追加：丢失 / 重复存储 / 总数",
         "chaos_events": "故障做了什么",
         "chaos_fault_latency": "延迟与停顿",
         "chaos_fault_blackhole": "路由黑洞",
@@ -1442,6 +1446,14 @@ def render_audit_chaos(data: Fields, lang: str) -> str:
         row(
             t["chaos_lost"],
             lambda r: f"{fmt(r.number('acked_lost'))} / {fmt(r.number('acked_writes'))}",
+        ),
+        row(t["chaos_writer_kills"], lambda r: fmt(r.number("journal_kills"))),
+        row(
+            t["chaos_writer_lost"],
+            lambda r: (
+                f"{fmt(r.number('journal_acked_lost'))} / "
+                f"{fmt(r.number('journal_duplicates'))} / {fmt(r.number('journal_acked'))}"
+            ),
         ),
         row(t["chaos_events"], events),
     ]

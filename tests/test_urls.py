@@ -232,3 +232,32 @@ async def test_a_class_another_package_registers_is_handed_the_url_text(
     monkeypatch.setitem(SCHEMES, "textonly", (__name__, "_TextOnlyJournal"))
     await open_journal("textonly://h/x?prefix=p")
     assert _TextOnlyJournal.seen == ["textonly://h/x?prefix=p"]
+
+
+def test_a_url_keeps_its_own_options_over_defaults() -> None:
+    """`with_defaults` adds only the options a URL does not name; the URL's own value stays, in any spelling."""
+    url = parse_url("postgresql://u@h:5/db?tcp_user_timeout=5000&sslmode=disable")
+    full = url.with_defaults((("tcp_user_timeout", "20000"), ("keepalives", "1")))
+    assert full.query == {"tcp_user_timeout": "5000", "sslmode": "disable", "keepalives": "1"}
+    assert url.with_defaults((("sslmode", "require"),)) is url
+
+
+def test_postgres_connections_get_tcp_timeouts_unless_the_url_sets_them() -> None:
+    """Every PostgreSQL connection string carries keepalives and a tcp_user_timeout, the user's own values winning, and messages show the URL as written."""
+    pytest.importorskip("psycopg")
+    from steadyloop.journal._postgres import PostgresJournal
+
+    plain = PostgresJournal("postgresql://u@h:5/db?prefix=p_")
+    got = dict(parse_url(plain._conninfo).query_items)
+    assert got == {
+        "keepalives": "1",
+        "keepalives_idle": "10",
+        "keepalives_interval": "5",
+        "keepalives_count": "3",
+        "tcp_user_timeout": "20000",
+    }
+    mine = PostgresJournal("postgresql://u@h:5/db?tcp_user_timeout=3000&keepalives_idle=2")
+    got = dict(parse_url(mine._conninfo).query_items)
+    assert got["tcp_user_timeout"] == "3000" and got["keepalives_idle"] == "2"
+    assert got["keepalives_count"] == "3"
+    assert "keepalives" not in plain._dialect.location_name

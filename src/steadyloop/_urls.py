@@ -268,6 +268,18 @@ class URL:
         rest = [(k, v) for k, v in items if k not in names]
         return parse_url(self.build(query=rest)), own
 
+    def with_defaults(self, defaults: Sequence[tuple[str, str]]) -> URL:
+        """The URL with each of ``defaults`` added to its query where it names no value.
+
+        An option the URL already holds (in any spelling of its value) is the user's,
+        and stays as written.
+        """
+        present = {k for k, _ in self.query_items}
+        missing = [(k, v) for k, v in defaults if k not in present]
+        if not missing:
+            return self
+        return parse_url(self.build(query=[*self.query_items, *missing]))
+
     def build(
         self,
         *,

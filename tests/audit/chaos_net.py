@@ -66,6 +66,10 @@ class Counts:
     acked_writes: int = 0
     worker_errors: int = 0
     killed_at_budget: int = 0
+    journal_kills: int = 0
+    journal_acked: int = 0
+    journal_acked_lost: int = 0
+    journal_duplicates: int = 0
     fault_events: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
@@ -80,6 +84,8 @@ class Counts:
             or self.dead_workers
             or self.acked_lost
             or self.killed_at_budget
+            or self.journal_acked_lost
+            or self.journal_duplicates
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -102,6 +108,16 @@ def worker_argv(url: str, name: str, tmp: Path, lease: float, heartbeat: float) 
         str(lease),
         str(heartbeat),
     ]
+
+
+def writer_argv(url: str, log: Path, generation: int) -> list[str]:
+    """The command line of one `journal_writer` process (appending until it is killed)."""
+    return [sys.executable, str(HERE / "journal_writer.py"), url, str(log), str(generation)]
+
+
+def spawn(argv: list[str], err: Path) -> subprocess.Popen[bytes]:
+    """Start ``argv`` with its standard error in ``err``."""
+    return _spawn(argv, err)
 
 
 def _spawn(argv: list[str], err: Path) -> subprocess.Popen[bytes]:
@@ -136,6 +152,9 @@ async def run_chaos(
     lease: float = 3.0,
     heartbeat: float = 0.2,
     budget: float = 600.0,
+    writer_url: str | None = None,
+    writer_wrap: Callable[[list[str]], list[str]] | None = None,
+    writer_kills: tuple[float, ...] = (),
 ) -> Counts:
     """Run ``tasks`` chaos tasks on ``len(worker_urls)`` workers while ``step`` makes a fault.
 
@@ -155,6 +174,12 @@ async def run_chaos(
         lease: The workers' lease.
         heartbeat: The workers' heartbeat.
         budget: Seconds the run may take.
+        writer_url: Where a `journal_writer` process appends (through the fault, as a
+            worker's store is) while the workers work; ``None``: no writer.
+        writer_wrap: ``writer_wrap(argv)``: the command to start it with.
+        writer_kills: Seconds on the fault's clock at which the writer is SIGKILLed
+            (and a new one started); the last one is SIGKILLed when the workers end.
+            Every append it logged as acknowledged must then be in the journal, once.
     """
     counts = Counts(fault, backend, tasks, len(worker_urls))
     specs, expected = chaos_specs(marker, tasks)
@@ -168,8 +193,43 @@ async def run_chaos(
             argv = wrap(index, argv)
         errs[index] = tmp / f"stderr-w{index}.txt"
         procs[index] = _spawn(argv, errs[index])
+    writer_log = tmp / "writer.jsonl"
+    generation = 0
+    writer: subprocess.Popen[bytes] | None = None
+
+    def start_writer() -> subprocess.Popen[bytes]:
+        nonlocal generation
+        assert writer_url is not None
+        generation += 1
+        argv = writer_argv(writer_url, writer_log, generation)
+        if writer_wrap is not None:
+            argv = writer_wrap(argv)
+        return _spawn(argv, tmp / f"stderr-writer{generation}.txt")
+
+    def kill_writer() -> None:
+        if writer is not None and writer.poll() is None:
+            writer.kill()  # SIGKILL: whatever it had in flight is cut off
+            writer.wait()
+            counts.journal_kills += 1
+
+    if writer_url is not None:
+        writer = start_writer()
+    kills = sorted(writer_kills)
     began = time.monotonic()
     ready: float | None = None  # when every worker had begun a round: the fault's clock
+
+    async def writer_killer() -> None:
+        # Apart from ``step``, which waits for each restart to end: the kill falls
+        # inside the fault, not after it.
+        nonlocal writer
+        while kills:
+            await asyncio.sleep(0.05)
+            if ready is not None and time.monotonic() - ready >= kills[0]:
+                kills.pop(0)
+                kill_writer()
+                writer = start_writer()
+
+    killing = asyncio.ensure_future(writer_killer()) if writer_url is not None else None
     logs = [tmp / f"log-w{index}.jsonl" for index in range(len(worker_urls))]
     overlap_dirs: set[str] = set()
     orphan_seen: set[str] = set()
@@ -193,6 +253,11 @@ async def run_chaos(
             if not live:
                 break  # every worker ended: the queue is drained (or they died)
     finally:
+        if killing is not None:
+            killing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await killing
+        kill_writer()
         for index, proc in procs.items():
             if proc.poll() is None:  # out of budget (or the observer failed): ours to end
                 proc.kill()
@@ -213,6 +278,11 @@ async def run_chaos(
     if reported.exists():
         counts.overlaps_reported = len(reported.read_text().splitlines())
     await _count_store(board_url, tmp, expected, counts)
+    if writer_url is not None:
+        lost, duplicates, counts.journal_acked = await writer_survivors(board_url, writer_log)
+        counts.journal_acked_lost, counts.journal_duplicates = len(lost), len(duplicates)
+        counts.problems += [f"acknowledged append {x} is lost" for x in lost]
+        counts.problems += [f"append {x} is stored twice" for x in duplicates]
     return counts
 
 
@@ -261,7 +331,59 @@ async def _count_store(
                     counts.problems.append(f"acknowledged {kind} of {entry['task']} is lost")
 
 
-__all__ = ["VERIFY", "Counts", "run_chaos", "worker_argv"]
+async def writer_survivors(url: str, *logs: Path) -> tuple[list[str], list[str], int]:
+    """Check every append a `journal_writer` process logged as acknowledged, in the store.
+
+    Returns:
+        The acknowledged appends missing from the journal, those stored more than once
+            (as ``GENERATION-N``), and how many were acknowledged.
+    """
+    from journal_writer import NAMESPACE, stream
+
+    from steadyloop.journal import open_journal
+
+    acked: list[tuple[int, int, str]] = []
+    for log in logs:
+        if not log.exists():
+            continue
+        for line in log.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                entry = json.loads(line)
+                if "ack" in entry:
+                    acked.append((int(entry["gen"]), int(entry["ack"]), str(entry["id"])))
+    stored: dict[int, list[Any]] = {}
+    for _ in range(100):  # the store may still be coming back from the fault
+        try:
+            journal = await open_journal(url, create=False)
+            try:
+                for gen in sorted({g for g, _, _ in acked}):
+                    stored[gen] = await journal.read(NAMESPACE, stream(gen))
+            finally:
+                await journal.close()
+            break
+        except Exception:  # a restarting server
+            await asyncio.sleep(0.5)
+    else:  # pragma: no cover - the store never came back
+        raise AssertionError(f"the journal at {url} did not come back")
+    lost, duplicates = [], []
+    for gen, n, rec_id in acked:
+        found = [r.record for r in stored.get(gen, []) if r.record.payload.get("n") == n]
+        if not any(r.id == rec_id for r in found):
+            lost.append(f"{gen}-{n}")
+        if len(found) > 1:
+            duplicates.append(f"{gen}-{n}")
+    return lost, duplicates, len(acked)
+
+
+__all__ = [
+    "VERIFY",
+    "Counts",
+    "run_chaos",
+    "spawn",
+    "worker_argv",
+    "writer_argv",
+    "writer_survivors",
+]
 
 
 FAULTS = ("latency", "blackhole", "postgres-restart", "postgres-sigkill", "mariadb-restart")
@@ -333,6 +455,8 @@ async def chaos_under(
                     lease=LATENCY_LEASE,
                     heartbeat=LATENCY_HEARTBEAT,
                     budget=1500.0,
+                    writer_url=through,
+                    writer_kills=(10.0, 30.0, 60.0),
                     **common,
                 )
                 counts.fault_events = {
@@ -367,6 +491,10 @@ async def chaos_under(
                 wrap=lambda i, argv: hole.command(argv) if i == 0 else argv,
                 step=step,
                 lease=lease,
+                # The writer shares worker 0's cut-off route; it is killed in each dark spell.
+                writer_url=pg.url(hole.host_ip),
+                writer_wrap=hole.command,
+                writer_kills=tuple(4.0 + k * (lease * 2.5 + 5.0) + lease for k in range(3)),
                 **common,
             )
             entries = [
@@ -393,6 +521,8 @@ async def chaos_under(
                 board_url=pg.url(),
                 worker_urls=[pg.url()] * workers,
                 step=_at(list(times), action),
+                writer_url=pg.url(),
+                writer_kills=tuple(t + 0.3 for t in times),  # while the server is down
                 **common,
             )
             counts.fault_events = {"restarts": pg.restarts, "postmaster_kills": pg.kills}
@@ -405,6 +535,8 @@ async def chaos_under(
                 board_url=db.url(),
                 worker_urls=[db.url()] * workers,
                 step=_at(list(times), db.restart),
+                writer_url=db.url(),
+                writer_kills=tuple(t + 0.3 for t in times),  # while the server is down
                 **common,
             )
             counts.fault_events = {"restarts": db.restarts}

@@ -95,8 +95,8 @@ async def _cut_off(kind: str, url: str) -> AsyncIterator[tuple[str, Any, Any]]:
         cut = asyncio.Event()
 
         def wrap(board: TaskBoard) -> None:
-            for name in ("heartbeat", "claim"):
-                call = getattr(board.queue, name)
+            for owner, name in ((board.queue, "heartbeat"), (board, "claim")):
+                call = getattr(owner, name)
 
                 async def failing(*args: Any, _call: Any = call, **kw: Any) -> Any:
                     if cut.is_set():
@@ -104,7 +104,7 @@ async def _cut_off(kind: str, url: str) -> AsyncIterator[tuple[str, Any, Any]]:
                         raise BackendUnavailable("injected: the store cannot be reached")
                     return await _call(*args, **kw)
 
-                setattr(board.queue, name, failing)
+                setattr(owner, name, failing)
 
         yield url, (cut.set, cut.clear), wrap
         return
@@ -205,9 +205,15 @@ async def test_a_worker_without_renewals_stops_its_verify_before_the_lease_expir
         assert not any(_alive(pid) for pid in _starts(folder))
         lost = [e for e in events if e.kind == "lease-lost"]
         assert [e.worker for e in lost] == ["a"], [(e.worker, e.kind, e.detail) for e in events]
-        warnings = [r for r in caplog.records if r.name == "steadyloop.audit"]
-        assert len(warnings) == 1 and warnings[0].levelno == logging.WARNING
-        assert "no renewal of the lease succeeded" in warnings[0].getMessage()
+        warnings = [r for r in caplog.records if r.name == "steadyloop.audit._worker"]
+        fences = [r for r in warnings if "no renewal of the lease succeeded" in r.getMessage()]
+        assert len(fences) == 1 and fences[0].levelno == logging.WARNING
+        assert "worker a: task 't1'" in fences[0].getMessage()
+        # Each failed renewal before it, one line each, naming the worker and the task
+        # (on SQLite they fail; through the stalled proxy they hang, and the fence acts).
+        failed = [r for r in warnings if "a lease renewal failed" in r.getMessage()]
+        assert all("worker a: task 't1'" in r.getMessage() for r in failed)
+        assert bool(failed) == (kind == "sqlite"), [r.getMessage() for r in warnings]
         assert [e.worker for e in events if e.kind == "claimed"] == ["a", "b", "a"]
         assert not a.errors and not b.errors
         assert os.path.exists(folder / "verify.lock")
@@ -256,9 +262,97 @@ async def test_a_renewal_that_finds_another_owner_stops_the_verify_at_once(
     assert time.monotonic() - taken < 1.0
     assert await asyncio.wait_for(working, 10) == "t1"
     assert [e.kind for e in events if e.kind in ("lease-lost", "error")] == ["lease-lost"]
-    (warning,) = [r for r in caplog.records if r.name == "steadyloop.audit"]
+    (warning,) = [r for r in caplog.records if r.name == "steadyloop.audit._worker"]
     assert "no longer this worker's" in warning.getMessage()
     # Nothing was written for the lost claim: no verification, no release.
     kinds = [r.kind.removeprefix("task.") for r in await board.trail("t1")]
     assert kinds == ["submitted", "claimed", "round_started", "run_finished"], kinds
     assert (await board.queue.tasks())[0].owner == "b"
+
+
+async def test_a_slow_store_does_not_shrink_the_fences_margin(
+    board: TaskBoard, tmp_path: Path
+) -> None:
+    """Renewals that each take most of a heartbeat, but succeed, never fence a live round.
+
+    Each renewal answers 0.7 heartbeats late. Renewals started a heartbeat after the one
+    before ended would be 1.7 heartbeats apart, and the fence (lease - heartbeat = 2
+    heartbeats after the last successful start) would cut the round; started a heartbeat
+    after the one before started, each succeeds within the margin.
+    """
+    lease, beat, late = 3.0, 1.0, 0.7
+    starts: list[float] = []
+    renew = board.queue.heartbeat
+
+    async def slow_heartbeat(*args: Any, **kw: Any) -> Any:
+        starts.append(time.monotonic())
+        await asyncio.sleep(late)  # the store's answer is slow, and it comes
+        return await renew(*args, **kw)
+
+    board.queue.heartbeat = slow_heartbeat  # type: ignore[method-assign]
+
+    async def check(_cwd: Path) -> int:
+        await asyncio.sleep(3 * lease)  # a verify three leases long
+        return 0
+
+    await board.submit(
+        TaskSpec(
+            prompt="wait",
+            task_id="t1",
+            goal=GoalSpec(goal="checked", verify=VerifySpec(("check",)), round_budget=1),
+        )
+    )
+    events: list[WorkerEvent] = []
+    worker = Worker(
+        board,
+        Agent("idle", ScriptedModel(lambda _i, _m: "done")),
+        worker_id="a",
+        verifier=Verifier(InProcessExecutor({"check": check})),
+        scratch_root=tmp_path,
+        lease=lease,
+        heartbeat=beat,
+        on_event=events.append,
+    )
+    assert await asyncio.wait_for(worker.run_once(), 60) == "t1"
+    assert [e.kind for e in events if e.kind in ("lease-lost", "error")] == [], [
+        (e.kind, e.detail) for e in events
+    ]
+    assert len(starts) >= 6, f"{len(starts)} renewals in a verify of {3 * lease:g} s"
+    kinds = [r.kind.removeprefix("task.") for r in await board.trail("t1")]
+    assert "verified" in kinds and kinds[-1] != "released", kinds
+
+
+async def test_a_deadline_passing_during_the_last_transaction_does_not_end_the_worker(
+    board: TaskBoard, tmp_path: Path
+) -> None:
+    """The fence's deadline passing while the claim's settling transaction waits on the store leaves the worker alive and the task settled."""
+    lease, beat = 1.0, 0.2
+    cut = asyncio.Event()
+    renew, conclude = board.queue.heartbeat, board.conclude
+
+    async def heartbeat(*args: Any, **kw: Any) -> Any:
+        if cut.is_set():
+            raise BackendUnavailable("injected: the store cannot be reached")
+        return await renew(*args, **kw)
+
+    async def slow_conclude(*args: Any, **kw: Any) -> Any:
+        cut.set()  # renewals fail from here on ...
+        await asyncio.sleep(3 * lease)  # ... and the settling transaction waits past the margin
+        return await conclude(*args, **kw)
+
+    board.queue.heartbeat = heartbeat  # type: ignore[method-assign]
+    board.conclude = slow_conclude  # type: ignore[method-assign]
+    await board.submit(TaskSpec(prompt="p", task_id="t1"))
+    events: list[WorkerEvent] = []
+    worker = Worker(
+        board,
+        Agent("idle", ScriptedModel(lambda _i, _m: "done")),
+        worker_id="a",
+        scratch_root=tmp_path,
+        lease=lease,
+        heartbeat=beat,
+        on_event=events.append,
+    )
+    assert await asyncio.wait_for(worker.run_once(), 30) == "t1"
+    assert not worker.errors and not [e for e in events if e.kind in ("lease-lost", "error")]
+    assert (await board.get("t1")).status.terminal

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -392,9 +393,10 @@ async def test_never_repeat_effect_in_doubt_goes_to_a_person(
 
 
 async def test_a_live_worker_that_lost_its_lease_cannot_write_again(
-    board: TaskBoard, tmp_path: Path, clock: ManualClock
+    board: TaskBoard, tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A slow worker whose lease was taken over is fenced off: its next trail write fails with lease-lost."""
+    """A slow worker whose lease was taken over is fenced off: its next trail write fails with lease-lost, said in one WARNING naming worker and task."""
+    caplog.set_level(logging.DEBUG, logger="steadyloop.audit")
     gate = asyncio.Event()
     entered = asyncio.Event()
 
@@ -422,6 +424,13 @@ async def test_a_live_worker_that_lost_its_lease_cannot_write_again(
     gate.set()
     await first
     assert any(e.kind == "lease-lost" and e.worker == "w1" for e in events)
+    lost = [
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and r.name == "steadyloop.audit._worker"
+    ]
+    assert len(lost) == 1, [r.getMessage() for r in lost]
+    assert "worker w1: task 's'" in lost[0].getMessage() and "lease" in lost[0].getMessage()
     clock.advance(11)
     await make_worker(board, factory, tmp_path, "w3").run()
     state = await board.state("s")
@@ -495,3 +504,39 @@ async def test_a_cancelled_wait_inside_the_driver_does_not_end_the_worker(
     await worker.run()
     assert (await board.get("x")).status is TaskStatus.COMPLETED
     assert (await kinds(board, "x")).count("completed") == 1
+
+
+async def test_a_wait_cancelled_as_its_event_is_set_is_still_cancelled() -> None:
+    """A helper's wait cancelled in the same moment its event is set raises the cancellation instead of losing it."""
+    from steadyloop.audit._queue import wait_event
+
+    for spins in range(4):  # the cancel lands before, with and after the waiter wakes
+        event = asyncio.Event()
+        waiting = asyncio.ensure_future(wait_event(event, 60))
+        for _ in range(spins):
+            await asyncio.sleep(0)
+        event.set()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+
+async def test_an_error_a_helper_task_ended_with_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A helper task reaped at the end of a claim that had failed says why at INFO, instead of vanishing."""
+    from steadyloop.audit._worker import _reap
+
+    async def broken() -> None:
+        raise RuntimeError("the helper broke")
+
+    caplog.set_level(logging.DEBUG, logger="steadyloop.audit")
+    helper = asyncio.ensure_future(broken())
+    await asyncio.sleep(0)
+    await _reap(helper, "worker w: task 't'")
+    (record,) = [r for r in caplog.records if r.name == "steadyloop.audit._worker"]
+    assert record.levelno == logging.INFO
+    assert "worker w: task 't'" in record.getMessage() and "the helper broke" in record.getMessage()
+    quiet = asyncio.ensure_future(asyncio.sleep(60))
+    await _reap(quiet, "worker w: an idle wait")  # cancelled as asked: nothing to say
+    assert len([r for r in caplog.records if r.name == "steadyloop.audit._worker"]) == 1

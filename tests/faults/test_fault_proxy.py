@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 from collections.abc import AsyncIterator
 
@@ -138,3 +139,22 @@ async def test_reset_ends_every_open_connection_with_an_rst(echo: Echo) -> None:
         writer.close()
         assert await _round_trips(proxy.port, 2) == [b"0\n", b"1\n"]
     assert proxy.resets == 1 and proxy.connections == 2
+
+
+async def test_leaving_the_proxy_with_connections_open_logs_nothing(
+    echo: Echo, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Exiting the proxy while clients are still connected ends their connections quietly: no asyncio error is logged."""
+    caplog.set_level(logging.DEBUG, logger="asyncio")
+    async with FaultProxy("127.0.0.1", echo.port) as proxy:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection("127.0.0.1", proxy.port), 60
+        )
+        writer.write(b"x\n")
+        await writer.drain()
+        assert await asyncio.wait_for(reader.readline(), 60) == b"x\n"
+    assert await asyncio.wait_for(reader.read(), 60) == b""  # the proxy closed it
+    writer.close()
+    await asyncio.sleep(0.1)  # callbacks of the ended connection tasks run
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == [], [r.getMessage() for r in errors]

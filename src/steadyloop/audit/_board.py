@@ -6,14 +6,14 @@ work from. Board and queue are scoped to one app: a board sees, claims and write
 its app's tasks, and the same task id in another app is another task.
 
 The queue's tables sit in the journal's database, so every task change (submit,
-round result, finish, release, cancel, retry, block) is **one transaction**: the
+claim, round result, finish, release, cancel, retry, block) is **one transaction**: the
 trail's records, written with ``expected_next``, and the row's new status commit
 together or not at all. Two writers can never interleave transitions (the second
 one's write is refused, and its row change with it), and no crash leaves the row and
-the trail disagreeing, so nothing repairs one from the other. A claim is the one
-queue-only change: it takes the lease (owner, token, expiry), and the claimer records
-it in the trail with its first write; a claimer that dies before that write leaves a
-lease that runs out, and the task is claimable again.
+the trail disagreeing, so nothing repairs one from the other. A claim is one such
+change too (`TaskBoard.claim`): the lease (owner, token, expiry) and the trail's
+``claimed`` record commit together. (`TaskQueue.claim` alone takes a lease with no
+record: a queue used without a board.)
 
 Trails in another store than the queue (``journal_url=`` of earlier versions) are no
 longer supported: one transaction cannot span two stores.
@@ -21,8 +21,8 @@ longer supported: one transaction cannot span two stores.
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +39,7 @@ from steadyloop._errors import (
 )
 from steadyloop.audit._queue import (
     DEFAULT_APP,
+    Claim,
     QueuedTask,
     SubmitResult,
     TaskQueue,
@@ -53,6 +54,9 @@ from steadyloop.journal._sql import Plan, PlanJournal, append_plan, read_plan
 from steadyloop.records import Clock, IdSource, JSONValue, RecordFactory, StoredRecord
 
 __all__ = ["DEFAULT_APP", "TaskBoard"]
+
+_log = logging.getLogger(__name__)
+_CLAIM_RACES = 5  # claims in a row refused by a trail that moved on, before giving up
 
 
 class TaskBoard:
@@ -271,6 +275,98 @@ class TaskBoard:
         )
         return bool(rows) and rows[0].record.id == first.records[0].id
 
+    # -- claiming ----------------------------------------------------------------------
+
+    async def claim(self, worker: str, lease: float = 30.0) -> tuple[Claim, TaskState] | None:
+        """Lease the next claimable task to ``worker`` and record it, in one transaction.
+
+        The queue picks and locks the row (as
+        [`TaskQueue.claim`][steadyloop.audit.TaskQueue.claim] does), the task's trail is
+        read in the same transaction, and its ``claimed`` record (after a ``lease_lost``
+        naming the worker it was taken over from, if any) is appended with
+        ``expected_next`` before the commit. A crash anywhere leaves the lease and its
+        record both written or neither; a commit whose reply was lost is
+        found on the next attempt by its lease token.
+
+        A trail the claim does not fit (empty, ended, or in a state no claim follows:
+        only a store written by an older version holds one) gets no record: the claim
+        is returned with that trail's state, for the claimer to hand to a person.
+
+        Args:
+            worker: The claimer.
+            lease: Seconds the lease lasts without a heartbeat.
+
+        Returns:
+            The claim and the task's state after its records, or ``None`` when nothing
+                is claimable now.
+
+        Raises:
+            ConflictError: The trail moved on under the claim (a worker whose lease
+                expired wrote to it) on every attempt; nothing was written.
+        """
+        for _ in range(_CLAIM_RACES):
+            try:
+                got: tuple[Claim, TaskState] | None = await self.queue._run(
+                    self._claim_plan(worker, lease)
+                )
+            except ConflictError as exc:
+                # The lost worker's last write landed first: nothing was written; claim again.
+                _log.info(
+                    "worker %s: a claim's trail moved on under it (%s); claiming again", worker, exc
+                )
+                continue
+            return got
+        raise ConflictError(self.app, "task", 0, 0)  # pragma: no cover - a trail racing 5 claims
+
+    def _claim_plan(self, worker: str, lease: float) -> Callable[[bool], Plan]:
+        queue_part = self.queue._claim_plan(worker, lease)
+        d = self.queue.dialect
+
+        def plan(recovering: bool) -> Plan:
+            claim: Claim | None = yield from queue_part(recovering)
+            if claim is None:
+                return None
+            stream = task_stream(claim.task_id)
+            rows = yield from read_plan(d, self.app, stream, 1, None)
+            state = TaskState.fold(claim.task_id, rows)
+            if state.status is TaskStatus.RUNNING and state.lease_token == claim.lease_token:
+                return claim, state  # this claim, committed by an attempt whose reply was lost
+            if state.status is None or state.status.terminal:
+                return claim, state  # nothing a claim can follow
+            events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] = []
+            if state.status is TaskStatus.RUNNING:
+                events.append(
+                    (
+                        TaskEvent.LEASE_LOST,
+                        {
+                            "worker": state.owner,
+                            "lease_token": state.lease_token,
+                            "noticed_by": worker,
+                        },
+                    )
+                )
+            events.append(
+                (
+                    TaskEvent.CLAIMED,
+                    {"worker": worker, "lease_token": claim.lease_token, "attempt": claim.attempt},
+                )
+            )
+            try:
+                after, write = self._transitions(state, events)
+            except IllegalTransition as exc:
+                _log.warning(
+                    "task %r: a claim by worker %s does not fit its trail (%s); nothing is "
+                    "recorded, the claimer hands the task to a person",
+                    claim.task_id,
+                    worker,
+                    exc,
+                )
+                return claim, state
+            yield from append_plan(d, prepare_batch(self.app, [write], None))
+            return claim, after
+
+        return plan
+
     # -- trails ------------------------------------------------------------------------
 
     async def trail(self, task_id: str) -> list[StoredRecord]:
@@ -440,7 +536,8 @@ class TaskBoard:
                         ],
                         self._only_if(self.queue._block_plan(task_id, detail)),
                     )
-                except (ConflictError, _Unmoved):
+                except (ConflictError, _Unmoved) as exc:
+                    _log.debug("task %r: not blocked now, it changed meanwhile (%r)", task_id, exc)
                     continue
                 if moved:
                     blocked.append(task_id)
@@ -520,8 +617,12 @@ class TaskBoard:
                     [(TaskEvent.CANCELLED, {"reason": reason})],
                     self.queue._cancel_plan(task_id, reason, recorded=True),
                 )
-            except ConflictError:
-                continue  # a worker recorded its claim meanwhile: look again
+            except ConflictError as exc:
+                # A worker recorded its claim meanwhile: look again.
+                _log.debug(
+                    "task %r: its trail moved on under the cancel (%s); looking again", task_id, exc
+                )
+                continue
             await self.block_doomed()
             return TaskStatus.CANCELLED
         raise ConflictError(self.app, task_stream(task_id), 0, 0)  # pragma: no cover
@@ -576,10 +677,13 @@ class TaskBoard:
         spec = (await self.queue.get(task_id)).spec
         ended = []
         for dep in spec.depends_on:
-            with contextlib.suppress(TaskNotFound):
+            try:
                 status = (await self.queue.get(dep)).status
-                if status is not TaskStatus.COMPLETED:
-                    ended.append(f"{dep!r} ({status.value})")
+            except TaskNotFound:
+                _log.debug("task %r: its dependency %r has no queue row", task_id, dep)
+                continue
+            if status is not TaskStatus.COMPLETED:
+                ended.append(f"{dep!r} ({status.value})")
         which = ", ".join(ended) or "a dependency"
         return (
             f"it waits on {which}, which ended without completing; retry the dependency "
@@ -604,7 +708,8 @@ class TaskBoard:
                         [(TaskEvent.RETRIED, {"note": note})],
                         self._only_if(self.queue._requeue_plan(child, note)),
                     )
-                except (ConflictError, _Unmoved):
+                except (ConflictError, _Unmoved) as exc:
+                    _log.debug("task %r: not queued again, it changed meanwhile (%r)", child, exc)
                     continue
                 reopened.append(child)
                 todo.append(child)

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import errno
 import inspect
+import logging
 import os
 import platform
 import shutil
@@ -59,6 +60,8 @@ __all__ = [
     "SubprocessExecutor",
     "cap_text",
 ]
+
+_log = logging.getLogger(__name__)
 
 DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT")
 """Variables a subprocess inherits unless told otherwise: none of them holds a secret."""
@@ -388,10 +391,15 @@ class SubprocessExecutor:
 
     async def _stop(self, proc: asyncio.subprocess.Process) -> None:
         """End a command still running: the supervisor kills its tree, then the group goes."""
-        with contextlib.suppress(ProcessLookupError):
+        try:
             proc.send_signal(signal.SIGTERM)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(_exited(proc), 2.0)
+        except ProcessLookupError:
+            _log.debug("command %d: already gone when it was to be stopped", proc.pid)
+        try:
+            async with asyncio.timeout(2.0):
+                await _exited(proc)
+        except TimeoutError:
+            _log.info("command %d: still running 2 s after SIGTERM; its group is killed", proc.pid)
         _kill_group(proc.pid)
 
     async def _run(
@@ -757,8 +765,12 @@ async def _exited(proc: asyncio.subprocess.Process) -> int:
 
 
 def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
+    try:
         os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the usual case: the group is already empty
+    except PermissionError as exc:
+        _log.info("process group %d cannot be killed from here: %s", pid, exc)
 
 
 CommandFunction = Callable[..., Any]

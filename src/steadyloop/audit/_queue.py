@@ -531,8 +531,12 @@ class TaskQueue:
             setattr(self, name, None)
             if listener is not None:
                 listener.cancel()
-                with contextlib.suppress(BaseException):
+                try:
                     await listener
+                except asyncio.CancelledError:
+                    pass  # as asked
+                except Exception as exc:
+                    _log.debug("%s: the %s ended with %r", self.url, name.strip("_"), exc)
         if self._owned:
             await self.journal.close()
 
@@ -776,6 +780,11 @@ class TaskQueue:
         Returns:
             The claim, or ``None`` when nothing is claimable now.
         """
+        claim: Claim | None = await self._run(self._claim_plan(worker, lease))
+        return claim
+
+    def _claim_plan(self, worker: str, lease: float) -> Callable[[bool], Plan]:
+        """The plan of `claim`: its lease token is made once, before the first attempt."""
         lease_us = _lease_us(lease)
         token = uuid.uuid4().hex
         d = self.dialect
@@ -847,8 +856,7 @@ class TaskQueue:
                 cancel_requested=_opt(cancel),
             )
 
-        claim: Claim | None = await self._run(plan)
-        return claim
+        return plan
 
     def _held(self, task_id: str, lease_token: str, columns: str = "cancel_requested") -> Plan:
         """Lock the task's row if ``lease_token`` holds it; its ``columns``, or ``None``."""
@@ -1427,8 +1435,7 @@ class TaskQueue:
             if self._wake is None:
                 await asyncio.sleep(pause)
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), pause)
+            await wait_event(self._wake, pause)
 
     def _start_listening(self) -> bool:
         """Start the notification listener if the journal offers one; whether it does."""
@@ -1571,6 +1578,22 @@ _CLASSES: dict[str, type[TaskQueue]] = {
     "mysql": MySQLQueue,
 }
 _QUEUE_OPTIONS = ("app", "clock", "ids", "server_clock", "poll", "reconnect_for")
+
+
+async def wait_event(event: asyncio.Event, timeout: float) -> bool:  # noqa: ASYNC109
+    """Wait until ``event`` is set or ``timeout`` seconds pass; whether it was set.
+
+    Not ``asyncio.wait_for``: on Python 3.11 it returns the event's result when the
+    waiting task is cancelled just as the event is set, and the cancellation is lost
+    (a helper task cancelled at the end of a claim then runs on, and whoever awaits it
+    waits for ever). ``asyncio.timeout`` raises the cancellation.
+    """
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True
 
 
 def split_queue_url(url: str | URL) -> tuple[URL, dict[str, Any]]:

@@ -14,7 +14,8 @@ The decision, written in the same batch as the audit:
 * otherwise → ``pushed_back`` with a packet, and the task is queued again.
 
 A worker that dies leaves its round open in the trail. When its lease expires,
-another worker claims the task, writes ``lease_lost`` and ``claimed``, and continues
+another worker claims the task (``lease_lost`` and ``claimed`` commit with the claim,
+in one transaction: `TaskBoard.claim`), and continues
 the open round where it stopped: it *resumes* the round's run from the journal
 (``round_resumed``), with the preamble (resume note and packet) on its first model
 call only. Round and audit counters come from the trail, so they continue and never
@@ -53,8 +54,6 @@ hung tool keeps a task ``running`` (and its lease renewed) for ever.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import copy
 import dataclasses
 import json
 import logging
@@ -81,7 +80,7 @@ from steadyloop._errors import (
 from steadyloop.audit._auditor import AuditContext, Auditor, AuditReport
 from steadyloop.audit._board import TaskBoard
 from steadyloop.audit._packets import Packet, PreambleModel, compose_preamble
-from steadyloop.audit._queue import Claim
+from steadyloop.audit._queue import Claim, wait_event
 from steadyloop.audit._tasks import TaskEvent, TaskSpec, TaskState, TaskStatus
 from steadyloop.audit._verify import Verification, Verifier
 from steadyloop.loop import Agent, RunResult, StopReason, load_run, resume, run
@@ -97,7 +96,7 @@ __all__ = [
     "decide",
 ]
 
-_log = logging.getLogger("steadyloop.audit")
+_log = logging.getLogger(__name__)
 
 DEFAULT_GRACE = 5.0
 """Seconds a worker told to shut down lets its current round go on before interrupting it."""
@@ -216,6 +215,23 @@ class _Backoff:
         return pause
 
 
+async def _reap(task: asyncio.Future[Any], what: str) -> None:
+    """Cancel a helper task and wait for it to end; an error it ended with is logged.
+
+    Its cancellation is what was asked for; anything else it raised (a bug, a store
+    error nobody caught) would otherwise vanish with it, so it is logged at INFO.
+    """
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # the caller itself is being cancelled
+    except Exception as exc:
+        _log.info("%s: a helper task ended with %s: %s", what, type(exc).__name__, exc)
+
+
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", name)[:120] or "task"
 
@@ -317,6 +333,8 @@ class Worker:
         self._renewed = 0.0  # loop time a successful claim or renewal was asked at
         self._fenced: str | None = None  # why this claim's lease is taken as lost
         self._settling = False  # the claim is being given up: its lease ends by our hand
+        self._claimed_state: TaskState | None = None  # the trail as the claim left it
+        self._went_on = False  # the claim's round was started on (not the first pass)
 
     # -- public ------------------------------------------------------------------------
 
@@ -381,9 +399,14 @@ class Worker:
                     # The store is gone for longer than the queue's own retries: a worker
                     # outlives it, waiting (and saying so) until it is back.
                     pause = backoff.next()
+                    _log.info(
+                        "worker %s: the store is unavailable (%s); trying again in %.1f s",
+                        self.worker_id,
+                        exc,
+                        pause,
+                    )
                     self._emit("store-unavailable", None, f"{exc}; trying again in {pause:.1f} s")
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._stop.wait(), pause)
+                    await wait_event(self._stop, pause)
         finally:
             if self._unwatch is not None:
                 self._unwatch()  # no claim is held any more: no cancel to watch for
@@ -404,8 +427,7 @@ class Worker:
             for w in waits:
                 w.cancel()
             for w in waits:
-                with contextlib.suppress(BaseException):
-                    await w
+                await _reap(w, f"worker {self.worker_id}: an idle wait")
 
     async def run_once(self) -> str | None:
         """Claim one task and work one round of it.
@@ -416,11 +438,13 @@ class Worker:
         self._watch_cancels()
         self._nudge.clear()  # a notification from here on may be about this claim
         asked = asyncio.get_running_loop().time()
-        claim = await self.board.queue.claim(self.worker_id, self.lease)
-        if claim is None:
+        got = await self.board.claim(self.worker_id, self.lease)
+        if got is None:
             for task_id in await self.board.block_doomed():
                 self._emit("blocked", task_id, "a dependency ended without completing")
             return None
+        claim, self._claimed_state = got
+        self._went_on = False
         self._lost = asyncio.Event()
         self._interrupting = False
         self._renewed = asked  # the lease runs from no earlier than the claim was asked
@@ -470,8 +494,25 @@ class Worker:
                     raise LeaseLost(self._fenced) from None
                 raise
         except LeaseLost as exc:
+            if self._fenced is None:  # a fence has said so already, in its own line
+                _log.warning(
+                    "worker %s: task %r: the lease was lost (%s); nothing more is written "
+                    "for this claim",
+                    self.worker_id,
+                    claim.task_id,
+                    exc,
+                )
             self._emit("lease-lost", claim.task_id, str(exc))
         except Exception as exc:
+            _log.error(
+                "worker %s: task %r: the round failed: %s: %s; the claim is left to its "
+                "lease and the worker goes on",
+                self.worker_id,
+                claim.task_id,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
             self.errors.append(exc)
             self._emit("error", claim.task_id, f"{type(exc).__name__}: {exc}")
         finally:
@@ -483,8 +524,8 @@ class Worker:
                 self._cancel_timer = None
             for helper in (beat, look, fence):
                 helper.cancel()
-                with contextlib.suppress(BaseException):
-                    await helper
+            for helper in (beat, look, fence):
+                await _reap(helper, f"worker {self.worker_id}: task {claim.task_id!r}")
         return claim.task_id
 
     # -- internals ---------------------------------------------------------------------
@@ -494,10 +535,18 @@ class Worker:
             self.on_event(WorkerEvent(self.worker_id, kind, task_id, detail))
 
     async def _beat(self, claim: Claim) -> None:
-        """Renew the lease every ``heartbeat`` seconds; fence the claim if it is gone."""
+        """Renew the lease every ``heartbeat`` seconds; fence the claim if it is gone.
+
+        Renewals start every ``heartbeat`` seconds counted from the start of the one
+        before (at once after one that took longer), not ``heartbeat`` after it ended:
+        on a slow store the time a renewal takes is not added to every interval, so
+        the fence's margin (``lease - heartbeat`` from the last successful start) is
+        what it says.
+        """
         loop = asyncio.get_running_loop()
+        asked = self._renewed  # the claim's own start: the lease runs from no earlier
         while True:
-            await asyncio.sleep(self.heartbeat)
+            await asyncio.sleep(max(0.0, asked + self.heartbeat - loop.time()))
             asked = loop.time()
             try:
                 ok = await self.board.queue.heartbeat(
@@ -507,8 +556,18 @@ class Worker:
                 self._renewed = asked  # the lease was renewed: keep it while the round stops
                 self._cancel(exc.reason)
                 continue
-            except Exception:
-                continue  # retried; `_fence` stops the round if none succeeds in time
+            except Exception as exc:
+                # Retried at the next beat; `_fence` stops the round if none succeeds in time.
+                _log.warning(
+                    "worker %s: task %r: a lease renewal failed (%s: %s); %.1f s of the "
+                    "fence's margin left",
+                    self.worker_id,
+                    claim.task_id,
+                    type(exc).__name__,
+                    exc,
+                    max(0.0, self._renewed + self.lease - self.heartbeat - loop.time()),
+                )
+                continue
             if not ok:
                 self._fence_off(
                     claim,
@@ -531,9 +590,15 @@ class Worker:
         margin = self.lease - self.heartbeat
         while True:
             wait = self._renewed + margin - loop.time()  # moved on by each renewal
-            if wait <= 0:
+            if wait > 0:
+                await asyncio.sleep(wait)
+            elif self._settling:
+                # The claim is being given up by this worker's own hand: its last
+                # transaction checks the lease itself, and cancelling it would end the
+                # worker, not the claim. Fence only if it fails and the round goes on.
+                await asyncio.sleep(min(self.heartbeat, 0.1))
+            else:
                 break
-            await asyncio.sleep(wait)
         self._fence_off(
             claim,
             f"no renewal of the lease succeeded for {margin:g} s (lease {self.lease:g} s "
@@ -580,8 +645,7 @@ class Worker:
         queue = self.board.queue
         while self._cancelled is None:
             notified = self._unwatch is not None and queue.cancels_notified
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._nudge.wait(), queue.poll * (10 if notified else 1))
+            await wait_event(self._nudge, queue.poll * (10 if notified else 1))
             if notified and not self._nudge.is_set():
                 continue  # no news: nothing to read (the heartbeat looks too)
             self._nudge.clear()
@@ -590,8 +654,17 @@ class Worker:
             except LeaseLost:
                 self._fence_off(claim, "the lease is no longer this worker's")
                 return
-            except Exception:
+            except Exception as exc:
                 # A failed look is tried again after a pause (the heartbeat looks too).
+                _log.info(
+                    "worker %s: task %r: looking for a cancel failed (%s: %s); looking "
+                    "again in %.2f s",
+                    self.worker_id,
+                    claim.task_id,
+                    type(exc).__name__,
+                    exc,
+                    queue.poll,
+                )
                 await asyncio.sleep(queue.poll)
                 self._nudge.set()
                 continue
@@ -728,6 +801,14 @@ class Worker:
                 if self._lost.is_set() or backoff.spent >= self.lease * 2 + 30:
                     raise
                 pause = backoff.next()
+                _log.info(
+                    "worker %s: task %r: the store is unavailable (%s); going on with the "
+                    "claim in %.1f s",
+                    self.worker_id,
+                    claim.task_id,
+                    exc,
+                    pause,
+                )
                 self._emit("store-unavailable", claim.task_id, f"{exc}; going on in {pause:.1f} s")
                 await asyncio.sleep(pause)
 
@@ -735,19 +816,33 @@ class Worker:
         """After an interrupt: hand the task back at once, naming the run that was stopped."""
         state = await self.board.state(claim.task_id)
         if state.status is not TaskStatus.RUNNING or state.lease_token != claim.lease_token:
-            # Nothing of this claim is in the trail: the round ended, or the claim's
-            # record was never written (interrupted just after the claim). The queue row
-            # may still hold the lease: hand it back too, so nobody waits for it to expire.
+            # The trail has moved past this claim: its round ended. The queue row may
+            # still hold the lease: hand it back too, so nobody waits for it to expire.
             status = state.status
             if status is None or not status.terminal:
                 status = TaskStatus.QUEUED
-            with contextlib.suppress(LeaseLost):
+            try:
                 await self._settle(claim, state, status)
+            except LeaseLost as exc:
+                _log.info(
+                    "worker %s: task %r: nothing to hand back after the interrupt: %s",
+                    self.worker_id,
+                    claim.task_id,
+                    exc,
+                )
             return
         interrupted = None
         if state.phase == "running" and state.run_id is not None:
-            with contextlib.suppress(RunNotFound):
+            try:
                 info = await load_run(self.board.journal, self.board.app, state.run_id)
+            except RunNotFound:
+                _log.debug(
+                    "worker %s: task %r: the interrupted round's run %r was never begun",
+                    self.worker_id,
+                    claim.task_id,
+                    state.run_id,
+                )
+            else:
                 if info.status in (StopReason.STOPPED.value, StopReason.RESUME_STATE_UNKNOWN.value):
                     interrupted = state.run_id
         reason = f"worker {self.worker_id} shut down; the round was interrupted"
@@ -771,55 +866,33 @@ class Worker:
 
     async def _process(self, claim: Claim) -> None:
         board = self.board
-        state = await board.state(claim.task_id)
-        if state.status is None or state.status.terminal:
-            # A claimable row is never behind its trail (a task change writes both in one
-            # transaction), so this is a row with no trail: one a version before that
-            # left behind. Send it to a person, saying so; nothing is guessed.
+        state, self._claimed_state = self._claimed_state, None  # as the claim left it, once
+        if state is None:  # going on after a lost connection: the trail says how far
+            state = await board.state(claim.task_id)
+        if state.status is not TaskStatus.RUNNING or state.lease_token != claim.lease_token:
+            # The claim and its record commit together, so a trail without it is one the
+            # claim could not follow (empty, ended, or elsewhere): one a version before
+            # single-transaction task changes left behind. Send it to a person, saying
+            # so; nothing is guessed.
             reason = (
                 "the task's trail is empty: a version before single-transaction task "
                 "changes crashed between its two writes; resubmit the task"
                 if state.status is None
                 else f"the trail says {state.status.value} but the queue row was claimable"
             )
-            status = TaskStatus.NEEDS_HUMAN if state.status is None else state.status
+            status = (
+                state.status
+                if state.status is not None and state.status.terminal
+                else TaskStatus.NEEDS_HUMAN
+            )
             await self._settle(claim, state, status)
             self._emit(status.value, claim.task_id, reason)
             return
-        if state.status is TaskStatus.RUNNING and state.lease_token == claim.lease_token:
-            # Our own claim, recorded before a lost connection: go on with it.
-            await self._round(claim, state, None)
-            return
-        events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] = []
-        lost_worker = None
-        if state.status is TaskStatus.RUNNING:
-            lost_worker = state.owner
-            events.append(
-                (
-                    TaskEvent.LEASE_LOST,
-                    {
-                        "worker": state.owner,
-                        "lease_token": state.lease_token,
-                        "noticed_by": self.worker_id,
-                    },
-                )
-            )
-        events.append(
-            (
-                TaskEvent.CLAIMED,
-                {
-                    "worker": self.worker_id,
-                    "lease_token": claim.lease_token,
-                    "attempt": claim.attempt,
-                },
-            )
-        )
-        claimed = copy.deepcopy(state)
-        for event, payload in events:
-            claimed.apply(event.value, payload)
-        if claimed.round_claims > self.max_claims:
-            state = await self._write(state, events)
+        first_pass = not self._went_on
+        self._went_on = True
+        if first_pass:
             self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
+        if state.round_claims > self.max_claims:
             number = state.round if state.phase else state.round + 1
             reason = (
                 f"claimed {state.round_claims} times without finishing round {number} "
@@ -827,26 +900,12 @@ class Worker:
             )
             await self._give_up(claim, state, reason)
             return
-        if claimed.phase is None:
-            # A new round: the claim is written with the round's first record, in one
-            # batch (one write less per round). Nothing is awaited in between, so no
-            # shutdown or cancel can fall between the claim and its record.
-            self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
-            await self._round(claim, state, lost_worker, claim_events=events)
-            return
-        state = await self._write(state, events)
-        self._emit("claimed", claim.task_id, f"attempt {claim.attempt}")
+        # The worker whose lease this claim took over (its round is resumed), if any.
+        lost_worker = claim.previous_owner if first_pass else None
         await self._round(claim, state, lost_worker)
 
-    async def _round(
-        self,
-        claim: Claim,
-        state: TaskState,
-        lost_worker: str | None,
-        claim_events: list[tuple[TaskEvent, Mapping[str, JSONValue]]] | None = None,
-    ) -> None:
-        """Work one round; ``claim_events``, not yet written, go first in its first write."""
-        first = claim_events or []
+    async def _round(self, claim: Claim, state: TaskState, lost_worker: str | None) -> None:
+        """Work one round of a claim recorded in ``state``."""
         spec = state.spec
         assert spec is not None
         task_id = claim.task_id
@@ -855,8 +914,6 @@ class Worker:
         except OSError as exc:
             # No claim can fix the folder: say what is wrong with it, once.
             reason = f"the task's working folder cannot be used: {exc}"
-            if first:
-                state = await self._write(state, first)
             await self._give_up(claim, state, reason)
             return
         packet = None if state.packet is None else Packet.from_json(state.packet)
@@ -867,7 +924,6 @@ class Worker:
             state = await self._write(
                 state,
                 [
-                    *first,
                     (
                         TaskEvent.ROUND_STARTED,
                         {
@@ -887,7 +943,7 @@ class Worker:
                 return
             state = result
         elif state.phase == "running":
-            assert state.run_id is not None and not first
+            assert state.run_id is not None
             if await self._driven_elsewhere(state.run_id):
                 await self._release(
                     claim, state, "the round's run is still driven by a live process"
@@ -934,6 +990,9 @@ class Worker:
         try:
             info = await load_run(self.board.journal, self.board.app, run_id)
         except RunNotFound:
+            _log.debug(
+                "worker %s: run %r is not in the journal: nobody drives it", self.worker_id, run_id
+            )
             return False
         owner = info.state.owner
         return info.status == "running" and owner is not None and owner.same_host()

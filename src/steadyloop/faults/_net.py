@@ -123,6 +123,7 @@ class FaultProxy:
         self._tasks: set[asyncio.Task[None]] = set()
         self._pairs: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._closing = False  # the proxy is ending its own connections' tasks
 
     @property
     def stalled(self) -> bool:
@@ -164,6 +165,7 @@ class FaultProxy:
     ) -> None:
         assert self._server is not None
         self._server.close()
+        self._closing = True
         self._flowing.set()
         for writer in list(self._writers):
             writer.close()
@@ -200,7 +202,13 @@ class FaultProxy:
                 up_writer.close()
                 self._writers.discard(up_writer)
         except OSError:
-            pass
+            pass  # the server refused or dropped the connection: the client's is closed
+        except asyncio.CancelledError:
+            # Ended by the proxy's own exit: the task returns, not cancelled. (asyncio's
+            # stream server asks a finished connection task for its exception, which
+            # for a cancelled one before Python 3.12 logs a CancelledError traceback.)
+            if not self._closing:
+                raise
         finally:
             writer.close()
             self._writers.discard(writer)

@@ -4,7 +4,10 @@ URL: ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?prefix=P&pool_size=N&�
 (``postgres://`` works too). ``prefix`` names the tables (``steadyloop_`` by default),
 so several journals share one database; ``pool_size`` caps the connection pool
 (10). Every other query parameter is passed to libpq (``sslmode``, ``connect_timeout``,
-``application_name``, …).
+``application_name``, …). TCP keepalives and ``tcp_user_timeout`` are on unless the URL
+sets them (``keepalives=1&keepalives_idle=10&keepalives_interval=5&keepalives_count=3&
+tcp_user_timeout=20000``), so a query on a route that went dark fails in about 20 s
+instead of waiting minutes for the kernel to give up.
 
 Durability: a returned ``append`` has been committed, so it survives whatever the
 server's configuration makes a commit survive. With PostgreSQL's defaults
@@ -104,12 +107,35 @@ class PostgresDialect(Dialect):
     migrate_lock_sql = "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))"
 
 
-def _split_url(url: URL) -> tuple[str, dict[str, str]]:
+_TCP_DEFAULTS = (
+    ("keepalives", "1"),
+    ("keepalives_idle", "10"),
+    ("keepalives_interval", "5"),
+    ("keepalives_count", "3"),
+    ("tcp_user_timeout", "20000"),
+)
+"""libpq options every connection gets unless its URL names them.
+
+A route that goes dark (packets dropped, no reset) is noticed by the client's own TCP
+timers alone. Without these, a query waiting on such a route waits for the kernel's
+retransmissions to give up (about 15 minutes on Linux); with them, data unacknowledged
+for 20 s (``tcp_user_timeout``, ms) or an idle connection whose keepalive probes go
+unanswered for 10 + 3 × 5 s ends the connection, and the query fails with
+`BackendUnavailable`, to be retried on a new one.
+"""
+
+
+def _split_url(url: URL) -> tuple[URL, dict[str, str]]:
     """Split a journal URL into the libpq connection URL and Steadyloop's own options."""
     if url.family != "postgresql" or url.driver or url.qualifiers:
         raise bad_url(url, "not a postgresql:// URL")
-    rest, own = url.split_options(_OWN_OPTIONS)
-    return rest.build(scheme="postgresql", query=rest.query_items), own
+    return url.split_options(_OWN_OPTIONS)
+
+
+def _conninfo(url: URL) -> str:
+    """The libpq connection string of ``url``, with `_TCP_DEFAULTS` it does not name."""
+    full = url.with_defaults(_TCP_DEFAULTS)
+    return full.build(scheme="postgresql", query=full.query_items)
 
 
 class _DeadOnArrival(Exception):
@@ -177,12 +203,14 @@ class PostgresJournal(PlanJournal):
         super().__init__()
         self.create = create
         parsed = as_url(url)
-        self._conninfo, own = _split_url(parsed)
+        rest, own = _split_url(parsed)
+        self._conninfo = _conninfo(rest)
         self.url = parsed.redacted
         self._dialect, self.pool_size, self._policy = pool_options(
             self.url, own, PostgresDialect, prefix=prefix, pool_size=pool_size, retries=retries
         )
-        self._dialect.location_name = f"postgresql {redact_url(self._conninfo)}"
+        shown = rest.build(scheme="postgresql", query=rest.query_items)  # as the user wrote it
+        self._dialect.location_name = f"postgresql {redact_url(shown)}"
         self._connect_timeout = connect_timeout
         self._pool: AsyncConnectionPool[AsyncConnection[tuple[Any, ...]]] | None = None
         self.server_settings: dict[str, str] = {}

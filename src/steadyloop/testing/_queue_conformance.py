@@ -441,13 +441,24 @@ class QueueConformance:
     async def _claimed(board: TaskBoard, task_id: str, priority: int) -> tuple[Any, Any]:
         """Submit and claim a task (it outranks every earlier one), its claim recorded."""
         await board.submit(TaskSpec(prompt="p", task_id=task_id, priority=priority))
-        claim = await board.queue.claim("w", 30)
-        assert claim is not None and claim.task_id == task_id
-        state = await board.record(
-            await board.state(task_id),
-            [(TaskEvent.CLAIMED, {"worker": "w", "lease_token": claim.lease_token, "attempt": 1})],
+        got = await board.claim("w", 30)
+        assert got is not None and got[0].task_id == task_id
+        return got
+
+    @staticmethod
+    async def _claim_agrees(board: TaskBoard, task_id: str, where: str) -> None:
+        """A running row's lease is its trail's, and the row counts the claims the trail records."""
+        row = await board.get(task_id)
+        state = await board.state(task_id)
+        records = await board.trail(task_id)
+        claims = [r for r in records if r.kind == TaskEvent.CLAIMED.value]
+        if row.status is TaskStatus.RUNNING:
+            assert row.lease_token == state.lease_token, (
+                f"{where}: the row's lease {row.lease_token} is not the trail's {state.lease_token}"
+            )
+        assert row.attempts == len(claims), (
+            f"{where}: the row counts {row.attempts} claims, the trail records {len(claims)}"
         )
-        return claim, state
 
     @pytest.mark.asyncio
     async def test_each_task_change_is_one_transaction(
@@ -497,6 +508,9 @@ class QueueConformance:
             async def cancel(tid: str) -> None:
                 await board.cancel(tid, "not needed")
 
+            async def queued_top(tid: str, prio: int) -> None:
+                await board.submit(TaskSpec(prompt="p", task_id=tid, priority=prio))
+
             async def to_person(tid: str, prio: int) -> None:
                 await hold(tid, prio)
                 await finish(tid)
@@ -515,6 +529,19 @@ class QueueConformance:
             async def block(tid: str) -> None:
                 assert f"{tid}.child" in await board.block_doomed()
 
+            async def claim(tid: str) -> None:
+                got = await board.claim("w", 30)
+                assert got is not None and got[0].task_id == tid, (tid, got)
+
+            async def lapsed(tid: str, prio: int) -> None:
+                await hold(tid, prio)  # held by "w" ...
+                clock.advance(60)  # ... whose lease then ran out (on the queue's own clock)
+
+            async def take_over(tid: str) -> None:
+                got = await board.claim("w2", 30)
+                assert got is not None and got[0].task_id == tid, (tid, got)
+                assert got[0].previous_owner == "w"
+
             cases: list[tuple[str, Any, Any, str]] = [
                 ("submit", no_setup, submit, ""),
                 ("finish", hold, finish, ""),
@@ -522,6 +549,8 @@ class QueueConformance:
                 ("cancel", queued, cancel, ""),
                 ("retry", to_person, retry, ""),
                 ("block", doomed, block, ".child"),
+                ("claim", queued_top, claim, ""),
+                ("take-over", lapsed, take_over, ""),
             ]
             priority = 1000
             for name, setup, change, watched in cases:
@@ -544,7 +573,10 @@ class QueueConformance:
                     if after == before:
                         await change(tid)  # not changed: the same change goes through now
                     await self._agree(board, tid + watched, f"{where}, then redone")
+                    await self._claim_agrees(board, tid + watched, f"{where}, then redone")
                     kinds = [r.kind for r in await board.trail(tid + watched)]
+                    if name == "take-over":  # the first claim and the taking over, once each
+                        kinds.remove(TaskEvent.CLAIMED.value)
                     assert len(kinds) == len(set(kinds)) or name == "retry", (where, kinds)
                 else:  # pragma: no cover - a change of 99 statements
                     pytest.fail(f"{name}: still crashing after 99 statements")
@@ -558,9 +590,15 @@ class QueueConformance:
         async with await self._open(queue_factory, clock) as queue:
             board = TaskBoard(queue)
             plan = self._lose_next_reply(queue)
-            claim, state = await self._claimed(board, "x", 0)  # its submit's reply is lost
+            await board.submit(TaskSpec(prompt="p", task_id="x"))  # its reply is lost
             assert not plan.armed
+            plan.arm(_lost_reply())
+            got = await board.claim("w", 30)  # and the claim's
+            assert got is not None and not plan.armed
+            claim, state = got
             assert [r.kind for r in await board.trail("x")] == ["task.submitted", "task.claimed"]
+            await self._claim_agrees(board, "x", "a claim whose reply was lost")
+            assert state.lease_token == claim.lease_token and claim.attempt == 1
             plan.arm(_lost_reply())
             await board.conclude(
                 state,
