@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from loop_helpers import APP
 
-from steadyloop._errors import RunNotFound
+from steadyloop._errors import RunFinished, RunNotFound
 from steadyloop.journal import AppendResult, ForwardingJournal, Journal, MemoryJournal
 from steadyloop.journal._protocol import PreparedBatch
 from steadyloop.loop import (
@@ -121,10 +121,12 @@ async def test_cancel_mid_never_effect_suspends_the_run_for_a_decision() -> None
 
 
 class DownAfterHang(HangingJournal):
-    """Hangs the ``nth`` run-stream append; from then on every read fails."""
+    """Hangs the ``nth`` run-stream append; from then on every read fails, until ``up``."""
+
+    up = False
 
     async def _head(self, namespace: str, stream: str) -> int:
-        if self.hanging.is_set():
+        if self.hanging.is_set() and not self.up:
             raise ConnectionError("the server went away")
         return await super()._head(namespace, stream)
 
@@ -147,4 +149,34 @@ async def test_a_cancel_the_journal_cannot_record_is_said_and_the_run_stays_as_r
     assert len(warned) == 1 and "ConnectionError" in warned[0].getMessage()
     info = await load_run(journal, APP, "r1")
     assert info.state.ended is None
+    assert paid == ["paid"]
+
+
+async def test_a_cancel_the_journal_could_not_record_is_recorded_once_it_answers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A cancelled run whose end could not be recorded gets it once the journal answers again, while its process lives, so the run is not left busy."""
+    journal, paid = MemoryJournal(), []
+    down = DownAfterHang(journal, 3)
+    task = asyncio.create_task(run(pay_agent(paid), down, APP, "ada", "s1", "r1", "go"))
+    await down.hanging.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # In this process the driver is known gone; another process would see it busy.
+    assert (await load_run(journal, APP, "r1")).status == "interrupted"
+    await asyncio.sleep(0.6)  # a few tries fail while the journal is down
+    with caplog.at_level("INFO", logger="steadyloop.loop"):
+        down.up = True
+        for _ in range(100):
+            info = await load_run(journal, APP, "r1")
+            if info.status != "interrupted":
+                break
+            await asyncio.sleep(0.05)
+    assert info.status == StopReason.CANCELLED.value, info.status
+    assert [r for r in caplog.records if "cancelled run stands is recorded" in r.message]
+    assert paid == ["paid"]
+    assert info.state.ended is not None and info.state.ended.actions == 1
+    with pytest.raises(RunFinished):  # ended for good: the charge is never made again
+        await resume(pay_agent(paid), journal, APP, "r1")
     assert paid == ["paid"]

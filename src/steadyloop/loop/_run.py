@@ -125,6 +125,11 @@ __all__ = [
 ]
 
 SNAPSHOT_EVERY = 200
+
+LATE_PAUSE_MAX = 5.0
+"""Longest pause, in seconds, between a cancelled driver's tries to record its run."""
+
+_LATE: set[asyncio.Task[None]] = set()  # held, or asyncio could drop them half-way
 """Run records between snapshots: resume reads and folds at most about this many.
 
 About 50 steps: small enough that resuming any long run costs about what resuming a
@@ -645,47 +650,83 @@ class _Driver:
         suspends the run (``RESUME_STATE_UNKNOWN``) so a person can
         [`resolve`][steadyloop.loop.resolve] it; otherwise the run ends ``CANCELLED``,
         or, if a stop was requested (a stop at once), it gets a ``run.stopped`` record
-        and stays resumable. A run with no durable ``run.started`` gets nothing.
+        and stays resumable. A run with no durable ``run.started`` gets nothing. If the
+        journal cannot take that record now, it is written once the journal answers
+        again, while this process lives (`_record_late`).
         """
+        stopping = self._stopping()  # decided now: a later round may reuse the event
         try:
-            app = self.service.app
-            durable = self.state.head - len(self.pending)
-            head = await self.journal.head(app, self.stream)
-            if head == 0:
-                return  # the run never started: an end record would be its first record
-            newer = await self.journal.read(app, self.stream, start=durable + 1)
-            if durable and head >= durable and all(r.kind == RUN_CANCEL_REQUESTED for r in newer):
-                self._apply_cancels(newer)  # our view is current: keep what we queued
-            else:  # another driver wrote, or nothing of ours is durable: as the journal says
-                self.state = await _read_state(self.journal, app, self.state.run_id, self.parse)
-                self._drop_queued()
-            state = self.state
-            if state.ended is not None:
-                return
-            intent = state.open_intent
-            if intent is not None and state.open_policy is ReplayPolicy.NEVER:
-                iid = str(intent["intent_id"])
-                if state.suspended == iid and not self.pending and not self.pending_events:
-                    return
-                await self._suspend(intent, "the task driving the run was cancelled")
-                return
-            if self._stopping():
-                await self._stopped(
-                    "the run was stopped at once; an effect in flight was abandoned "
-                    "with its intent open; the run can be resumed"
-                )
-                return
-            await self._end(StopReason.CANCELLED, "the task driving the run was cancelled", None)
+            await self._record_task_cancel(stopping)
         except Exception as exc:
-            # Best effort: the run stays as its last durable record says, and resume
-            # reads it from there. Say why nothing more was recorded.
+            # The run stays as its last durable record says, busy while this process
+            # lives; the record is written as soon as the journal answers again.
             _log.warning(
                 "run %r: could not record how the cancelled run stands (%s: %s); "
-                "it stays as its journal says",
+                "it stays as its journal says, and is recorded when the journal answers",
                 self.state.run_id,
                 type(exc).__name__,
                 exc,
             )
+            _LATE.add(asyncio.get_running_loop().create_task(self._record_late(stopping)))
+
+    async def _record_late(self, stopping: bool) -> None:
+        """Record how the cancelled run stands once the journal answers (see above).
+
+        A live process that holds a run it no longer drives would keep it busy for
+        every other driver until it exits. So this retries, each pause longer up to
+        `LATE_PAUSE_MAX` seconds, until it records, or until another driver has
+        claimed the run (the journal's latest claim is not this driver's token).
+        """
+        pause = 0.25
+        try:
+            while True:
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, LATE_PAUSE_MAX)
+                try:
+                    latest = await _read_state(
+                        self.journal, self.service.app, self.state.run_id, self.parse
+                    )
+                    if latest.owner is None or latest.owner.token != self.token:
+                        return  # another driver holds it now: nothing of ours to record
+                    await self._record_task_cancel(stopping)
+                except Exception as exc:
+                    _log.debug("run %r: still not recorded (%s)", self.state.run_id, exc)
+                    continue
+                _log.info("run %r: how the cancelled run stands is recorded", self.state.run_id)
+                return
+        finally:
+            _LATE.discard(asyncio.current_task())
+
+    async def _record_task_cancel(self, stopping: bool) -> None:
+        """Write the record that says how the cancelled run stands (one attempt)."""
+        app = self.service.app
+        durable = self.state.head - len(self.pending)
+        head = await self.journal.head(app, self.stream)
+        if head == 0:
+            return  # the run never started: an end record would be its first record
+        newer = await self.journal.read(app, self.stream, start=durable + 1)
+        if durable and head >= durable and all(r.kind == RUN_CANCEL_REQUESTED for r in newer):
+            self._apply_cancels(newer)  # our view is current: keep what we queued
+        else:  # another driver wrote, or nothing of ours is durable: as the journal says
+            self.state = await _read_state(self.journal, app, self.state.run_id, self.parse)
+            self._drop_queued()
+        state = self.state
+        if state.ended is not None:
+            return
+        intent = state.open_intent
+        if intent is not None and state.open_policy is ReplayPolicy.NEVER:
+            iid = str(intent["intent_id"])
+            if state.suspended == iid and not self.pending and not self.pending_events:
+                return
+            await self._suspend(intent, "the task driving the run was cancelled")
+            return
+        if stopping:
+            await self._stopped(
+                "the run was stopped at once; an effect in flight was abandoned "
+                "with its intent open; the run can be resumed"
+            )
+            return
+        await self._end(StopReason.CANCELLED, "the task driving the run was cancelled", None)
 
 
 def _what(intent: Mapping[str, Any]) -> str:
