@@ -79,6 +79,7 @@ from steadyloop.records import (
     INTENT_KIND,
     RESULT_KIND,
     JSONValue,
+    Record,
     RecordFactory,
     canonical_json,
     check_canonical,
@@ -672,32 +673,37 @@ class EffectLedger:
         attempt = 1 if intent is None else int(intent.get("attempt", 0)) + 1
         intent_id = f"{stream}#{attempt}"
         token = uuid.uuid4().hex
-        payload: dict[str, JSONValue] = {
-            "intent_id": intent_id,
-            "policy": policy.value,
-            "what": "tool",
-            "tool": tool,
-            "arguments": arguments,
-            "attempt": attempt,
-            "key": list(key),
-            "owner": Owner.me(token).to_json(),
-        }
+        payload = _intent_payload(intent_id, policy, tool, arguments, attempt, key, token)
         if again:
             payload["decided"] = True
         batch.append(self.records(INTENT_KIND, payload))
+        await self._append_intent(
+            stream,
+            batch,
+            fold.head,
+            token,
+            f"another execution of effect {tool!r} (key {list(key)!r}) wrote its intent "
+            "at the same time; this one does not run",
+        )
+        return Begun(stream, intent_id, fold.head + 1 + len(batch), tool, policy, token)
+
+    async def _append_intent(
+        self, stream: str, batch: list[Record], head: int, token: str, busy: str
+    ) -> None:
+        """Append a batch ending in a new intent after ``head``, its token live meanwhile.
+
+        Raises:
+            EffectBusy: Another writer appended to the stream first (``busy`` says who).
+        """
         LIVE_TOKENS.add(token)
         try:
-            await self.journal.append(self.namespace, [StreamWrite(stream, batch, fold.head + 1)])
+            await self.journal.append(self.namespace, [StreamWrite(stream, batch, head + 1)])
         except ConflictError:
             LIVE_TOKENS.discard(token)
-            raise EffectBusy(
-                f"another execution of effect {tool!r} (key {list(key)!r}) wrote its intent "
-                "at the same time; this one does not run"
-            ) from None
+            raise EffectBusy(busy) from None
         except BaseException:
             LIVE_TOKENS.discard(token)
             raise
-        return Begun(stream, intent_id, fold.head + 1 + len(batch), tool, policy, token)
 
     # -- task streams: every call of one effect made by one task, in one stream ----------
 
@@ -899,35 +905,21 @@ class EffectLedger:
         attempt = 1 if prior is None else int(prior.payload.get("attempt", 0)) + 1
         intent_id = f"{stream}#{len(task.entries) + 1}"
         token = uuid.uuid4().hex
-        payload: dict[str, JSONValue] = {
-            "intent_id": intent_id,
-            "policy": policy.value,
-            "what": "tool",
-            "tool": tool,
-            "arguments": arguments,
-            "attempt": attempt,
-            "key": list(key),
-            "call": call,
-            "execution": execution,
-            "owner": Owner.me(token).to_json(),
-        }
+        payload = _intent_payload(intent_id, policy, tool, arguments, attempt, key, token)
+        payload.update(call=call, execution=execution)
         if claims is not None:
             payload["claims"] = claims
         if again:
             payload["decided"] = True
         batch.append(self.records(INTENT_KIND, payload))
-        LIVE_TOKENS.add(token)
-        try:
-            await self.journal.append(self.namespace, [StreamWrite(stream, batch, task.head + 1)])
-        except ConflictError:
-            LIVE_TOKENS.discard(token)
-            raise EffectBusy(
-                f"another process wrote effect {tool!r} (key {list(key)!r}) at the same "
-                "time; this call does not run"
-            ) from None
-        except BaseException:
-            LIVE_TOKENS.discard(token)
-            raise
+        await self._append_intent(
+            stream,
+            batch,
+            task.head,
+            token,
+            f"another process wrote effect {tool!r} (key {list(key)!r}) at the same "
+            "time; this call does not run",
+        )
         self._heads[stream] = task.head + len(batch)
         return Begun(stream, intent_id, task.head + 1 + len(batch), tool, policy, token, True)
 
@@ -1168,3 +1160,25 @@ class EffectLedger:
         if isinstance(outcome, NotHappened):
             return None
         return Recorded(target, outcome.value, outcome.error)
+
+
+def _intent_payload(  # noqa: PLR0917 - the intent's fields, each needed
+    intent_id: str,
+    policy: ReplayPolicy,
+    tool: str,
+    arguments: JSONValue,
+    attempt: int,
+    key: Sequence[str | int],
+    token: str,
+) -> dict[str, JSONValue]:
+    """The payload of a tool intent, owned by this process under ``token``."""
+    return {
+        "intent_id": intent_id,
+        "policy": policy.value,
+        "what": "tool",
+        "tool": tool,
+        "arguments": arguments,
+        "attempt": attempt,
+        "key": list(key),
+        "owner": Owner.me(token).to_json(),
+    }
