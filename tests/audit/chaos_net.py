@@ -313,7 +313,12 @@ async def _count_store(
         ):
             counts.wrong_outcome += 1
             got = None if row is None else (row.status.value, row.round, row.audit_rounds)
-            counts.problems.append(f"{tid}: row {got}, expected {(status, rounds, audits)}")
+            told = [
+                (r.kind, {k: v for k, v in r.payload.items() if k != "preamble"}) for r in trail
+            ]
+            counts.problems.append(
+                f"{tid}: row {got}, expected {(status, rounds, audits)}; trail {told}"
+            )
     for log in tmp.glob("log-*.jsonl"):
         for line in log.read_text().splitlines():
             with contextlib.suppress(ValueError):

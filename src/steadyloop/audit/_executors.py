@@ -842,9 +842,9 @@ class InProcessExecutor:
             return CommandResult(
                 argv, "timeout", None, duration=time.monotonic() - started, cwd=where
             )
-        except Exception:
+        except Exception as exc:  # the function's own failure is its command's stderr
             value = 1
-            stderr = traceback.format_exc()
+            stderr = "".join(traceback.format_exception(exc))
         output = ""
         if isinstance(value, tuple):
             value, extra = value

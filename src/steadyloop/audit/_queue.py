@@ -100,6 +100,7 @@ __all__ = [
     "UnreadableTask",
     "open_queue",
     "split_queue_url",
+    "wait_event",
 ]
 
 QUEUE_SCHEMA_VERSION = 3
