@@ -44,6 +44,11 @@ from pa_agents import PROMPT, shop_agent
 
 from backends import remove_prefix, with_options
 
+SUMMARY_ZH = (
+    "Pydantic AI 的 `NEVER` 工具在哪里会执行两次：单独运行和在 DBOS 上运行时的崩溃点与定点杀进程。"
+)
+"""The first line of this docstring in Chinese, for the performance page."""
+
 RESULTS = Path(__file__).parent / "results" / "effects_pydantic.json"
 SHAPES = [("dbos", False), ("dbos", True), ("alone", False), ("alone", True)]
 

@@ -49,6 +49,9 @@ import _measured
 from bench_replay import _long_case
 from steadyloop.replay import load_cases, pack_cases, parse_store_url, replay
 
+SUMMARY_ZH = "框架的存储：敌意用例包在每个存储上的耗时，以及每个存储与参照一致的地方。"
+"""The first line of this docstring in Chinese, for the performance page."""
+
 RESULTS = Path(__file__).parent / "results" / "frameworks.json"
 PG = os.environ.get("STEADYLOOP_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/test"
 MY = os.environ.get("STEADYLOOP_MYSQL_URL") or "mysql://root@127.0.0.1:3306/test"

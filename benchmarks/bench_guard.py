@@ -54,6 +54,9 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "integrations"))
 from lg_graphs import shop, sqlite_saver
 from oa_agents import shop_agent, sqlite_session
 
+SUMMARY_ZH = "防护能防住什么、要付出什么代价：崩溃矩阵，以及每个受防护副作用所需的时间。"
+"""The first line of this docstring in Chinese, for the performance page."""
+
 RESULTS = Path(__file__).parent / "results" / "guard.json"
 CHILD = Path(__file__).parent / "_guard_graph.py"
 

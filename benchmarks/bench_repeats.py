@@ -46,6 +46,9 @@ from sigkill_helpers import _alive, zygote
 
 from steadyloop.testing import EffectSink, agents_crash_matrix, langgraph_crash_matrix
 
+SUMMARY_ZH = "哪些框架会重复执行副作用：每种形态都在每个写入边界上崩溃一次，并被真实地杀死。"
+"""The first line of this docstring in Chinese, for the performance page."""
+
 RESULTS = Path(__file__).parent / "results" / "repeats.json"
 CHILD = Path(__file__).parents[1] / "tests" / "integrations" / "shape_child.py"
 AIMED_WINDOW = 0.03

@@ -2119,10 +2119,26 @@ def script_for(path: Path) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def _first_docstring_line(path: Path) -> str:
+def _first_docstring_line(path: Path, lang: str = "en") -> str:
+    """What a benchmark measures, in one line: its docstring's first, or ``SUMMARY_ZH``.
+
+    Raises:
+        FigureError: A Chinese page needs a script's summary and it has no ``SUMMARY_ZH``.
+    """
     import ast
 
-    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    if lang == "zh":
+        for node in tree.body:
+            if (
+                isinstance(node, ast.Assign)
+                and [getattr(t, "id", None) for t in node.targets] == ["SUMMARY_ZH"]
+                and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str)
+            ):
+                return node.value.value
+        raise FigureError(path.name, "SUMMARY_ZH", "is missing: the zh page describes it")
+    doc = ast.get_docstring(tree) or ""
     return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
@@ -2189,7 +2205,7 @@ def section(path: Path, lang: str) -> str:
     if script is not None:
         intro = t["generic_intro"].format(
             script=shown(script),
-            what=what or _first_docstring_line(script),
+            what=(what if lang == "en" else None) or _first_docstring_line(script, lang),
         )
     else:
         intro = t["generic_what"].format(name=path.name)

@@ -336,3 +336,21 @@ def test_the_scale_figure_shows_every_size_reached_in_both_languages() -> None:
         for rows in data["backends"].values():
             for row in rows.values():
                 assert f"{row['records']:,}" in drawn
+
+
+def test_a_result_the_page_names_nowhere_is_described_in_each_pages_language(
+    tmp_path: Path,
+) -> None:
+    """A generic section says what its benchmark measures in the page's language: the docstring in en, `SUMMARY_ZH` in zh, and a script without one fails the zh build."""
+    data = json.loads((ROOT / "benchmarks" / "results" / "repeats.json").read_text())
+    (tmp_path / "repeats.json").write_text(json.dumps(data))
+    en = hook.section(tmp_path / "repeats.json", "en")
+    zh = hook.section(tmp_path / "repeats.json", "zh")
+    assert "Which frameworks repeat effects" in en
+    assert "哪些框架会重复执行副作用" in zh and "Which frameworks" not in zh
+    bare = tmp_path / "bench_bare.py"
+    bare.write_text('"""Only English here."""\n')
+    assert hook._first_docstring_line(bare, "en") == "Only English here."
+    with pytest.raises(Exception, match="SUMMARY_ZH") as caught:
+        hook._first_docstring_line(bare, "zh")
+    assert type(caught.value).__name__ == "FigureError"
