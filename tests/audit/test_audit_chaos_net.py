@@ -72,6 +72,10 @@ async def _until(predicate: Any, seconds: float) -> bool:
     return True
 
 
+# About a minute (the TCP timeout, the pool's wait, the route's return): a fault volume,
+# in the chaos step; the URL defaults it rests on are checked in the default run.
+@pytest.mark.chaos
+@pytest.mark.server
 @pytest.mark.timeout(300)
 async def test_a_journal_query_on_a_blackholed_route_fails_then_the_journal_recovers(
     tmp_path: Path,
