@@ -431,7 +431,8 @@ async def chaos_under(
       for 2 s;
     * ``blackhole``: worker 0 runs in a network namespace of its own (`Blackhole`) and
       reaches a private PostgreSQL over its veth pair; its route goes dark for 2.5
-      leases, up to three times (5 s of light in between), and comes back;
+      leases from the first of ``times``, up to three times (5 s of light in between),
+      and comes back;
     * ``postgres-restart`` / ``postgres-sigkill``: a private PostgreSQL is restarted
       (``pg_ctl restart -m fast``) or its postmaster SIGKILLed (crash recovery) at
       each of ``times`` (seconds into the run);
@@ -476,10 +477,12 @@ async def chaos_under(
             dark: list[float] = []
             restored: list[float] = []  # wall clock, to compare with the workers' logs
 
+            start = times[0]  # the first dark spell: 4 s in by default
+
             async def step(now: float) -> None:
-                # Dark for 2.5 leases from 4 s, 16.5 s and 29 s in; light in between.
-                phase = (now - 4.0) % (lease * 2.5 + 5.0)
-                want = 4.0 <= now < 4.0 + 3 * (lease * 2.5 + 5.0) and phase < lease * 2.5
+                # Dark for 2.5 leases from `start`, 12.5 s and 25 s later; light in between.
+                phase = (now - start) % (lease * 2.5 + 5.0)
+                want = start <= now < start + 3 * (lease * 2.5 + 5.0) and phase < lease * 2.5
                 if want and not hole.dark:
                     await asyncio.to_thread(hole.blackhole)
                     dark.append(now)
@@ -499,7 +502,7 @@ async def chaos_under(
                 # The writer shares worker 0's cut-off route; it is killed in each dark spell.
                 writer_url=pg.url(hole.host_ip),
                 writer_wrap=hole.command,
-                writer_kills=tuple(4.0 + k * (lease * 2.5 + 5.0) + lease for k in range(3)),
+                writer_kills=tuple(start + k * (lease * 2.5 + 5.0) + lease for k in range(3)),
                 **common,
             )
             entries = [
