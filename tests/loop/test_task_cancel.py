@@ -131,15 +131,23 @@ class DownAfterHang(HangingJournal):
         return await super()._head(namespace, stream)
 
 
+async def cancel_while_down(
+    journal: MemoryJournal, paid: list[str]
+) -> tuple[DownAfterHang, asyncio.Task[object]]:
+    """Start a paying run, and cancel it as its third run-stream batch hangs and reads fail."""
+    down = DownAfterHang(journal, 3)
+    task = asyncio.create_task(run(pay_agent(paid), down, APP, "ada", "s1", "r1", "go"))
+    await down.hanging.wait()
+    task.cancel()
+    return down, task
+
+
 async def test_a_cancel_the_journal_cannot_record_is_said_and_the_run_stays_as_recorded(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A cancelled run whose journal fails while its end is recorded logs one warning and stays as its last durable record says."""
     journal, paid = MemoryJournal(), []
-    down = DownAfterHang(journal, 3)
-    task = asyncio.create_task(run(pay_agent(paid), down, APP, "ada", "s1", "r1", "go"))
-    await down.hanging.wait()
-    task.cancel()
+    _, task = await cancel_while_down(journal, paid)
     with (
         caplog.at_level("WARNING", logger="steadyloop.loop"),
         pytest.raises(asyncio.CancelledError),
@@ -157,10 +165,7 @@ async def test_a_cancel_the_journal_could_not_record_is_recorded_once_it_answers
 ) -> None:
     """A cancelled run whose end could not be recorded gets it once the journal answers again, while its process lives, so the run is not left busy."""
     journal, paid = MemoryJournal(), []
-    down = DownAfterHang(journal, 3)
-    task = asyncio.create_task(run(pay_agent(paid), down, APP, "ada", "s1", "r1", "go"))
-    await down.hanging.wait()
-    task.cancel()
+    down, task = await cancel_while_down(journal, paid)
     with pytest.raises(asyncio.CancelledError):
         await task
     # In this process the driver is known gone; another process would see it busy.
